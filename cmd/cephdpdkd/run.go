@@ -1,0 +1,215 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/cephdpdkd/cephdpdkd/configs"
+	"github.com/cephdpdkd/cephdpdkd/internal/config"
+	"github.com/cephdpdkd/cephdpdkd/internal/daemon"
+	"github.com/cephdpdkd/cephdpdkd/internal/metrics"
+)
+
+func loadConfig(path string) (*config.Config, error) {
+	if path == "" {
+		c, err := config.Parse(configs.Default)
+		if err != nil {
+			return nil, fmt.Errorf("embedded default config: %w", err)
+		}
+		return c, nil
+	}
+	return config.Load(path)
+}
+
+func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("run")
+	fs.SetOutput(stderr)
+	path := fs.String("config", "", "configuration file (default: the embedded sample configuration)")
+	status := fs.String("status", "auto", "live status line on stdout: auto (when a terminal), on, off")
+	duration := fs.Duration("duration", 0, "stop after this long (0: run until SIGINT/SIGTERM)")
+	if err := fs.Parse(args); err != nil {
+		return errUsage
+	}
+	if fs.NArg() != 0 {
+		fmt.Fprintf(stderr, "run: unexpected arguments %q\n", fs.Args())
+		return errUsage
+	}
+	cfg, err := loadConfig(*path)
+	if err != nil {
+		return err
+	}
+	log := newLogger(cfg, stderr)
+	plan, err := daemon.NewPlan(cfg)
+	if err != nil {
+		return err
+	}
+	if *duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, *duration)
+		defer cancel()
+	}
+
+	d, err := daemon.Start(plan, daemon.Options{Logger: log})
+	if err != nil {
+		return err
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(metrics.NewCollector(d.Snapshot), collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	var srv *http.Server
+	if cfg.Metrics.Listen != config.MetricsOff {
+		srv, err = serveMetrics(cfg.Metrics.Listen, reg, log)
+		if err != nil {
+			return errors.Join(err, d.Stop(context.Background()))
+		}
+	}
+
+	live := *status == "on" || (*status == "auto" && isTerminal(stdout))
+	statusDone := make(chan struct{})
+	go func() {
+		defer close(statusDone)
+		if live {
+			liveStatus(ctx, stdout, reg)
+		}
+	}()
+
+	runErr := d.Wait(ctx)
+	<-statusDone
+	log.Info("shutting down", "reason", context.Cause(ctx))
+	if srv != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		srv.Shutdown(sctx)
+		cancel()
+	}
+	stopCtx, cancel := context.WithTimeout(context.Background(), cfg.Shutdown.DrainTimeout+5*time.Second)
+	defer cancel()
+	stopErr := d.Stop(stopCtx)
+	if err := errors.Join(runErr, stopErr); err != nil {
+		return err
+	}
+	log.Info("stopped cleanly")
+	return nil
+}
+
+func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
+	var level slog.Level
+	level.UnmarshalText([]byte(cfg.Log.Level))
+	o := &slog.HandlerOptions{Level: level}
+	if cfg.Log.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, o))
+	}
+	return slog.New(slog.NewTextHandler(w, o))
+}
+
+func serveMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (*http.Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: listen on %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics server", "err", err)
+		}
+	}()
+	log.Info("metrics listening", "addr", "http://"+ln.Addr().String()+"/metrics")
+	return srv, nil
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// liveStatus redraws one status line every second until ctx ends.
+func liveStatus(ctx context.Context, w io.Writer, g prometheus.Gatherer) {
+	sample := func() metrics.Status {
+		fams, _ := g.Gather()
+		return metrics.StatusFromFamilies(time.Now(), fams)
+	}
+	prev := sample()
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			fmt.Fprintln(w)
+			return
+		case <-t.C:
+			cur := sample()
+			fmt.Fprintf(w, "\r\033[K%s", metrics.FormatStatus(prev, cur))
+			prev = cur
+		}
+	}
+}
+
+func cmdStatus(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := newFlagSet("status")
+	url := fs.String("url", "http://"+config.DefaultMetricsListen+"/metrics", "the daemon's metrics URL")
+	interval := fs.Duration("interval", time.Second, "time between the two samples rates are computed from")
+	if err := fs.Parse(args); err != nil {
+		return errUsage
+	}
+	client := &http.Client{Timeout: 5 * time.Second}
+	prev, err := metrics.Scrape(client, *url)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(*interval):
+	}
+	cur, err := metrics.Scrape(client, *url)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, metrics.FormatStatus(prev, cur))
+	return nil
+}
+
+func cmdCheckConfig(args []string, stdout io.Writer) error {
+	if len(args) != 1 {
+		fmt.Fprintln(os.Stderr, "usage: cephdpdkd check-config FILE")
+		return errUsage
+	}
+	cfg, err := config.Load(args[0])
+	if err != nil {
+		return err
+	}
+	plan, err := daemon.NewPlan(cfg)
+	if err != nil {
+		return fmt.Errorf("config %s: %w", args[0], err)
+	}
+	fmt.Fprintf(stdout, "%s: ok\n", args[0])
+	fmt.Fprintf(stdout, "port %s: %s, %d rx / %d tx queues, MTU %d\n", cfg.Port.Name, cfg.Port.Device,
+		cfg.Port.RxQueues, cfg.Port.TxQueues, cfg.Port.MTU)
+	fmt.Fprintf(stdout, "mbuf pool: %d mbufs (%s)\n", plan.PoolSize, plan.Demand)
+	for _, s := range cfg.Services {
+		fmt.Fprintf(stdout, "service %s: ring %d, consumer %s\n", s.Name, s.RingSize, s.Consumer.Type)
+	}
+	fmt.Fprintf(stdout, "%d rules, default service %s\n", len(cfg.Rules), cfg.DefaultService)
+	for _, p := range cfg.Pollers {
+		fmt.Fprintf(stdout, "poll loop on lcore %d: rx queues %v, services %v\n", p.Lcore, p.RxQueues, p.Services)
+	}
+	return nil
+}

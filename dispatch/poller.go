@@ -1,0 +1,234 @@
+package dispatch
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/cephdpdkd/cephdpdkd/pmd"
+)
+
+// Consumer drains one service ring. The dispatcher does not know what a
+// consumer does with packets (count them, transmit them, hand them to the
+// kernel, a secondary process or the RoCE endpoint); it only calls Poll
+// from the poll loop that owns the service.
+type Consumer interface {
+	// Poll handles at most one burst from the ring and returns how many
+	// packets it handled. It must not block.
+	Poll() int
+	// Close frees whatever packets the consumer still holds. It is called
+	// once, after the poll loop has stopped.
+	Close()
+}
+
+// Service is a named ring, its consumer and its counters.
+type Service struct {
+	Name     string
+	Ring     *Ring
+	Consumer Consumer
+	Stats    ServiceStats
+}
+
+// ServiceStats count what the dispatcher handed to a service. They are
+// written by one poll loop and read by anyone.
+type ServiceStats struct {
+	Packets atomic.Uint64 // enqueued to the ring
+	Bytes   atomic.Uint64
+	Drops   atomic.Uint64 // ring full: freed and counted
+}
+
+// QueueStats count what a poll loop received from one RX queue.
+type QueueStats struct {
+	Queue   uint16
+	Packets atomic.Uint64
+	Bytes   atomic.Uint64
+}
+
+// Poller is one poll loop: it receives bursts from its RX queues,
+// classifies each packet, enqueues the burst into the service rings with
+// one cgo call, and runs the consumers of the services it owns. Run it on
+// a dedicated EAL lcore.
+type Poller struct {
+	lcore      uint
+	port       uint16
+	queues     []QueueStats
+	burst      *pmd.Burst
+	classifier *Classifier
+	services   []*Service // indexed by service number (all of them)
+	rings      *ringSet
+	owned      []*Service // services whose consumers run here
+
+	malformed [NumReasons]atomic.Uint64
+	busyNanos atomic.Uint64
+	loopNanos atomic.Uint64
+	idlePolls atomic.Uint64
+
+	stopRx  atomic.Bool
+	stop    atomic.Bool
+	running atomic.Bool
+}
+
+// PollerConfig wires a poll loop.
+type PollerConfig struct {
+	Lcore      uint
+	Port       uint16
+	Queues     []uint16
+	BurstSize  int
+	Classifier *Classifier
+	Services   []*Service // all services, indexed as the classifier's verdicts
+	Owned      []int      // indexes of the services whose consumers run on this loop
+}
+
+// NewPoller allocates a poll loop's burst and ring table.
+func NewPoller(cfg PollerConfig) (*Poller, error) {
+	if cfg.Classifier == nil {
+		return nil, errors.New("dispatch: poller without classifier")
+	}
+	if len(cfg.Services) != cfg.Classifier.NumServices() {
+		return nil, fmt.Errorf("dispatch: %d services but the classifier has %d", len(cfg.Services), cfg.Classifier.NumServices())
+	}
+	if len(cfg.Services) > 64 {
+		return nil, fmt.Errorf("dispatch: %d services; at most 64", len(cfg.Services))
+	}
+	b, err := pmd.NewBurst(cfg.BurstSize)
+	if err != nil {
+		return nil, err
+	}
+	rings := make([]*Ring, len(cfg.Services))
+	for i, s := range cfg.Services {
+		rings[i] = s.Ring
+	}
+	rs, err := newRingSet(rings)
+	if err != nil {
+		b.Free()
+		return nil, err
+	}
+	p := &Poller{
+		lcore: cfg.Lcore, port: cfg.Port, burst: b, classifier: cfg.Classifier,
+		services: cfg.Services, rings: rs,
+	}
+	for _, q := range cfg.Queues {
+		p.queues = append(p.queues, QueueStats{Queue: q})
+	}
+	for _, i := range cfg.Owned {
+		if i < 0 || i >= len(cfg.Services) {
+			p.Free()
+			return nil, fmt.Errorf("dispatch: poller owns service %d of %d", i, len(cfg.Services))
+		}
+		p.owned = append(p.owned, cfg.Services[i])
+	}
+	return p, nil
+}
+
+// Lcore returns the lcore this loop is meant to run on.
+func (p *Poller) Lcore() uint { return p.lcore }
+
+// Run polls until Stop. Call it on the poller's lcore.
+func (p *Poller) Run() {
+	p.running.Store(true)
+	defer p.running.Store(false)
+	last := time.Now()
+	var busy, total time.Duration
+	for !p.stop.Load() {
+		work := p.PollOnce()
+		now := time.Now()
+		d := now.Sub(last)
+		last = now
+		total += d
+		if work > 0 {
+			busy += d
+		} else {
+			p.idlePolls.Add(1)
+		}
+		// Publish time accounting at most every ~millisecond: cheap and
+		// fine-grained enough for a busy ratio.
+		if total > time.Millisecond {
+			p.busyNanos.Add(uint64(busy))
+			p.loopNanos.Add(uint64(total))
+			busy, total = 0, 0
+		}
+	}
+	p.busyNanos.Add(uint64(busy))
+	p.loopNanos.Add(uint64(total))
+}
+
+// PollOnce runs one iteration: each RX queue once (unless RX is stopped),
+// then each owned consumer once. It returns the packets handled.
+func (p *Poller) PollOnce() int {
+	work := 0
+	if !p.stopRx.Load() {
+		for qi := range p.queues {
+			work += p.rxQueue(&p.queues[qi])
+		}
+	}
+	for _, s := range p.owned {
+		work += s.Consumer.Poll()
+	}
+	return work
+}
+
+func (p *Poller) rxQueue(q *QueueStats) int {
+	b := p.burst
+	n := b.RxBurst(p.port, q.Queue)
+	if n == 0 {
+		return 0
+	}
+	q.Packets.Add(uint64(n))
+	q.Bytes.Add(b.Bytes())
+	verdicts := b.Verdicts()
+	for i := range verdicts {
+		svc, reason := p.classifier.Classify(b.Frame(i))
+		verdicts[i] = uint8(svc)
+		if reason != ReasonNone {
+			p.malformed[reason].Add(1)
+		}
+	}
+	p.rings.dispatch(b)
+	for i, d := range p.rings.view {
+		if d.pkts|d.drops == 0 {
+			continue
+		}
+		st := &p.services[i].Stats
+		st.Packets.Add(d.pkts)
+		st.Bytes.Add(d.bytes)
+		if d.drops > 0 {
+			st.Drops.Add(d.drops)
+		}
+	}
+	return n
+}
+
+// StopRx makes the loop stop receiving; consumers keep draining.
+func (p *Poller) StopRx() { p.stopRx.Store(true) }
+
+// Stop makes Run return after its current iteration.
+func (p *Poller) Stop() { p.stop.Store(true) }
+
+// Running reports whether Run is executing.
+func (p *Poller) Running() bool { return p.running.Load() }
+
+// Owned returns the services whose consumers this loop runs.
+func (p *Poller) Owned() []*Service { return p.owned }
+
+// Queues returns the per-queue counters.
+func (p *Poller) Queues() []QueueStats { return p.queues }
+
+// Malformed returns the count of malformed frames seen for a reason.
+func (p *Poller) Malformed(r Reason) uint64 { return p.malformed[r].Load() }
+
+// BusyRatio returns the busy and total nanoseconds the loop has spent,
+// where busy time is iterations that handled at least one packet.
+func (p *Poller) BusyRatio() (busy, total uint64) { return p.busyNanos.Load(), p.loopNanos.Load() }
+
+// Free releases the loop's C memory. Run must have returned.
+func (p *Poller) Free() {
+	if p.burst != nil {
+		p.burst.Free()
+		p.burst = nil
+	}
+	if p.rings != nil {
+		p.rings.free()
+		p.rings = nil
+	}
+}

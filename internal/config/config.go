@@ -1,0 +1,299 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Config is one cephdpdkd configuration: one NIC and its services.
+type Config struct {
+	EAL      EAL       `yaml:"eal"`
+	Port     Port      `yaml:"port"`
+	Mempool  Mempool   `yaml:"mempool"`
+	Burst    int       `yaml:"burst_size"`
+	Services []Service `yaml:"services"`
+	// DefaultService receives every frame no rule claims, and malformed ones.
+	DefaultService string    `yaml:"default_service"`
+	Rules          []Rule    `yaml:"rules"`
+	Pollers        []Poller  `yaml:"pollers"`
+	Metrics        Metrics   `yaml:"metrics"`
+	Shutdown       Shutdown  `yaml:"shutdown"`
+	Log            LogConfig `yaml:"log"`
+
+	// lines maps a dotted path ("services[1].ring_size") to its source line.
+	lines map[string]int
+}
+
+// EAL holds the DPDK Environment Abstraction Layer options.
+type EAL struct {
+	// Lcores is the EAL -l list, e.g. "0-1". The main lcore runs the Go
+	// runtime's DPDK calls; every other lcore may own a poll loop.
+	Lcores     string   `yaml:"lcores"`
+	MainLcore  int      `yaml:"main_lcore"`
+	MemoryMB   int      `yaml:"memory_mb"`
+	NoHuge     bool     `yaml:"no_huge"`
+	HugeDir    string   `yaml:"huge_dir"`
+	FilePrefix string   `yaml:"file_prefix"`
+	ExtraArgs  []string `yaml:"extra_args"`
+}
+
+// Port is the one NIC (or vdev) this configuration drives.
+type Port struct {
+	// Name labels the port in metrics and logs.
+	Name string `yaml:"name"`
+	// Device is a PCI address (0000:01:00.0) or vdev devargs
+	// ("net_af_packet0,iface=veth0"). The token {{sample_pcap}} expands to
+	// the sample capture embedded in the binary.
+	Device        string `yaml:"device"`
+	RxQueues      int    `yaml:"rx_queues"`
+	TxQueues      int    `yaml:"tx_queues"`
+	RxDescriptors int    `yaml:"rx_descriptors"`
+	TxDescriptors int    `yaml:"tx_descriptors"`
+	MTU           int    `yaml:"mtu"`
+	Promiscuous   *bool  `yaml:"promiscuous"`
+}
+
+// Mempool sizes the mbuf pool.
+type Mempool struct {
+	// Mbufs is the pool size; 0 sizes it from the port and rings.
+	Mbufs     int `yaml:"mbufs"`
+	CacheSize int `yaml:"cache_size"`
+	// DataRoom is the mbuf data room including RTE_PKTMBUF_HEADROOM.
+	DataRoom int `yaml:"data_room"`
+	// Headroom is the count of spare mbufs beyond the computed need,
+	// for consumers that hold packets in flight.
+	Headroom int `yaml:"headroom"`
+}
+
+// Service is a named consumer of classified packets with its own ring.
+type Service struct {
+	Name     string   `yaml:"name"`
+	RingSize int      `yaml:"ring_size"`
+	Consumer Consumer `yaml:"consumer"`
+}
+
+// Consumer kinds.
+const (
+	ConsumerCount   = "count"   // count and free
+	ConsumerForward = "forward" // transmit out the port
+)
+
+// Consumer says what drains a service ring.
+type Consumer struct {
+	Type    string `yaml:"type"`
+	TxQueue int    `yaml:"tx_queue"`
+}
+
+// Rule claims matching packets for a service. Empty fields match anything;
+// the first matching rule in file order wins.
+type Rule struct {
+	Service   string      `yaml:"service"`
+	EtherType EtherType   `yaml:"ethertype"`
+	Protocol  Protocol    `yaml:"protocol"`
+	DstPorts  []PortRange `yaml:"dst_ports"`
+	SrcPorts  []PortRange `yaml:"src_ports"`
+	DstCIDRs  []Prefix    `yaml:"dst_cidrs"`
+}
+
+// Poller is one poll loop pinned to an EAL lcore.
+type Poller struct {
+	Lcore    int      `yaml:"lcore"`
+	RxQueues []int    `yaml:"rx_queues"`
+	Services []string `yaml:"services"`
+}
+
+// Metrics configures the Prometheus endpoint.
+type Metrics struct {
+	Listen string `yaml:"listen"`
+}
+
+// Shutdown bounds how long stopping may take.
+type Shutdown struct {
+	DrainTimeout time.Duration `yaml:"drain_timeout"`
+}
+
+// LogConfig selects log level and format.
+type LogConfig struct {
+	Level  string `yaml:"level"`
+	Format string `yaml:"format"`
+}
+
+// PortRange is an inclusive L4 port range, written as 6789 or "6800-7568".
+type PortRange struct{ Lo, Hi uint16 }
+
+func (r PortRange) String() string {
+	if r.Lo == r.Hi {
+		return strconv.Itoa(int(r.Lo))
+	}
+	return fmt.Sprintf("%d-%d", r.Lo, r.Hi)
+}
+
+// UnmarshalYAML accepts a port number or a "lo-hi" string.
+func (r *PortRange) UnmarshalYAML(n *yaml.Node) error {
+	lo, hi, found := strings.Cut(n.Value, "-")
+	a, err := parsePort(lo)
+	if err != nil {
+		return fmt.Errorf("line %d: port range %q: %w", n.Line, n.Value, err)
+	}
+	b := a
+	if found {
+		if b, err = parsePort(hi); err != nil {
+			return fmt.Errorf("line %d: port range %q: %w", n.Line, n.Value, err)
+		}
+	}
+	if a > b {
+		return fmt.Errorf("line %d: port range %q: low end above high end", n.Line, n.Value)
+	}
+	*r = PortRange{a, b}
+	return nil
+}
+
+func parsePort(s string) (uint16, error) {
+	v, err := strconv.ParseUint(strings.TrimSpace(s), 10, 16)
+	if err != nil {
+		return 0, errors.New("not a port number 0-65535")
+	}
+	return uint16(v), nil
+}
+
+// Protocol is an IP protocol: tcp, udp, icmp, icmpv6, or a number. Zero means any.
+type Protocol uint8
+
+var protocolNames = map[string]Protocol{"tcp": 6, "udp": 17, "icmp": 1, "icmpv6": 58, "any": 0, "": 0}
+
+// UnmarshalYAML accepts a name or a number.
+func (p *Protocol) UnmarshalYAML(n *yaml.Node) error {
+	if v, ok := protocolNames[strings.ToLower(n.Value)]; ok {
+		*p = v
+		return nil
+	}
+	v, err := strconv.ParseUint(n.Value, 0, 8)
+	if err != nil {
+		return fmt.Errorf("line %d: protocol %q: want tcp, udp, icmp, icmpv6 or a number 0-255", n.Line, n.Value)
+	}
+	*p = Protocol(v)
+	return nil
+}
+
+// EtherType is an Ethernet type: ipv4, ipv6, arp, or a number. Zero means any.
+type EtherType uint16
+
+var etherTypeNames = map[string]EtherType{"ipv4": 0x0800, "ipv6": 0x86dd, "arp": 0x0806, "any": 0, "": 0}
+
+// UnmarshalYAML accepts a name or a number such as 0x88cc.
+func (e *EtherType) UnmarshalYAML(n *yaml.Node) error {
+	if v, ok := etherTypeNames[strings.ToLower(n.Value)]; ok {
+		*e = v
+		return nil
+	}
+	v, err := strconv.ParseUint(n.Value, 0, 16)
+	if err != nil {
+		return fmt.Errorf("line %d: ethertype %q: want ipv4, ipv6, arp or a number", n.Line, n.Value)
+	}
+	*e = EtherType(v)
+	return nil
+}
+
+// Prefix is an IP prefix; a bare address means a host prefix.
+type Prefix struct{ netip.Prefix }
+
+// UnmarshalYAML accepts "10.0.0.0/8" or "10.0.0.1".
+func (p *Prefix) UnmarshalYAML(n *yaml.Node) error {
+	if pfx, err := netip.ParsePrefix(n.Value); err == nil {
+		p.Prefix = pfx.Masked()
+		return nil
+	}
+	a, err := netip.ParseAddr(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %q is not an IP prefix or address", n.Line, n.Value)
+	}
+	p.Prefix = netip.PrefixFrom(a, a.BitLen())
+	return nil
+}
+
+// Load reads and validates the configuration file at path.
+func Load(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	c, err := Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Parse decodes YAML strictly, applies defaults and validates the result.
+func Parse(b []byte) (*Config, error) {
+	var c Config
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New("empty configuration")
+		}
+		return nil, err
+	}
+	var root yaml.Node
+	if err := yaml.Unmarshal(b, &root); err != nil {
+		return nil, err
+	}
+	c.lines = map[string]int{}
+	indexLines(&root, "", c.lines)
+	c.applyDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// indexLines records the line of every mapping key and sequence item.
+func indexLines(n *yaml.Node, path string, out map[string]int) {
+	switch n.Kind {
+	case yaml.DocumentNode:
+		for _, c := range n.Content {
+			indexLines(c, path, out)
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			p := n.Content[i].Value
+			if path != "" {
+				p = path + "." + p
+			}
+			out[p] = n.Content[i].Line
+			indexLines(n.Content[i+1], p, out)
+		}
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			p := fmt.Sprintf("%s[%d]", path, i)
+			out[p] = c.Line
+			indexLines(c, p, out)
+		}
+	}
+}
+
+// Line returns the source line of a dotted path, or of its nearest
+// ancestor present in the file; 0 if unknown.
+func (c *Config) Line(path string) int {
+	for path != "" {
+		if l, ok := c.lines[path]; ok {
+			return l
+		}
+		i := strings.LastIndexAny(path, ".[")
+		if i < 0 {
+			break
+		}
+		path = path[:i]
+	}
+	return 0
+}

@@ -1,0 +1,368 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Defaults for fields left out of the file.
+const (
+	DefaultBurst         = 32
+	DefaultRingSize      = 1024
+	DefaultDescriptors   = 1024
+	DefaultMTU           = 1500
+	DefaultCacheSize     = 256
+	DefaultDataRoom      = 2048 + 128 // payload + RTE_PKTMBUF_HEADROOM
+	DefaultHeadroomMbufs = 1024
+	DefaultMemoryMB      = 512
+	DefaultMetricsListen = "127.0.0.1:9477"
+	DefaultDrainTimeout  = 2 * time.Second
+	MaxBurst             = 512
+	MaxRules             = 64
+	MetricsOff           = "off"
+)
+
+func (c *Config) applyDefaults() {
+	if c.EAL.Lcores == "" {
+		c.EAL.Lcores = "0-1"
+	}
+	if c.EAL.MemoryMB == 0 {
+		c.EAL.MemoryMB = DefaultMemoryMB
+	}
+	if c.EAL.FilePrefix == "" {
+		c.EAL.FilePrefix = "cephdpdkd-" + sanitize(c.Port.Name)
+	}
+	p := &c.Port
+	if p.RxQueues == 0 {
+		p.RxQueues = 1
+	}
+	if p.TxQueues == 0 {
+		p.TxQueues = 1
+	}
+	if p.RxDescriptors == 0 {
+		p.RxDescriptors = DefaultDescriptors
+	}
+	if p.TxDescriptors == 0 {
+		p.TxDescriptors = DefaultDescriptors
+	}
+	if p.MTU == 0 {
+		p.MTU = DefaultMTU
+	}
+	if p.Promiscuous == nil {
+		on := true
+		p.Promiscuous = &on
+	}
+	if c.Mempool.CacheSize == 0 {
+		c.Mempool.CacheSize = DefaultCacheSize
+	}
+	if c.Mempool.DataRoom == 0 {
+		c.Mempool.DataRoom = DefaultDataRoom
+	}
+	if c.Mempool.Headroom == 0 {
+		c.Mempool.Headroom = DefaultHeadroomMbufs
+	}
+	if c.Burst == 0 {
+		c.Burst = DefaultBurst
+	}
+	for i := range c.Services {
+		s := &c.Services[i]
+		if s.RingSize == 0 {
+			s.RingSize = DefaultRingSize
+		}
+		if s.Consumer.Type == "" {
+			s.Consumer.Type = ConsumerCount
+		}
+	}
+	if c.Metrics.Listen == "" {
+		c.Metrics.Listen = DefaultMetricsListen
+	}
+	if c.Shutdown.DrainTimeout == 0 {
+		c.Shutdown.DrainTimeout = DefaultDrainTimeout
+	}
+	if c.Log.Level == "" {
+		c.Log.Level = "info"
+	}
+	if c.Log.Format == "" {
+		c.Log.Format = "text"
+	}
+	if len(c.Pollers) == 0 {
+		// One poll loop on the first worker lcore owns every queue and service.
+		if lcores, err := ParseLcores(c.EAL.Lcores); err == nil {
+			for _, l := range lcores {
+				if l != c.EAL.MainLcore {
+					pl := Poller{Lcore: l}
+					for q := 0; q < p.RxQueues; q++ {
+						pl.RxQueues = append(pl.RxQueues, q)
+					}
+					for _, s := range c.Services {
+						pl.Services = append(pl.Services, s.Name)
+					}
+					c.Pollers = []Poller{pl}
+					break
+				}
+			}
+		}
+	}
+}
+
+func sanitize(s string) string {
+	if s == "" {
+		return "port"
+	}
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' {
+			return r
+		}
+		return '_'
+	}, s)
+}
+
+var nameRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,23}$`)
+
+// Validate checks the whole configuration and reports every problem found,
+// each with the line it comes from.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(path, format string, args ...any) {
+		msg := fmt.Sprintf(format, args...)
+		if l := c.Line(path); l > 0 {
+			errs = append(errs, fmt.Errorf("line %d: %s: %s", l, path, msg))
+		} else {
+			errs = append(errs, fmt.Errorf("%s: %s", path, msg))
+		}
+	}
+
+	lcores, err := ParseLcores(c.EAL.Lcores)
+	if err != nil {
+		bad("eal.lcores", "%v", err)
+	}
+	lcoreSet := map[int]bool{}
+	for _, l := range lcores {
+		lcoreSet[l] = true
+	}
+	if err == nil && !lcoreSet[c.EAL.MainLcore] {
+		bad("eal.main_lcore", "lcore %d is not in eal.lcores %q", c.EAL.MainLcore, c.EAL.Lcores)
+	}
+	if c.EAL.MemoryMB < 64 {
+		bad("eal.memory_mb", "%d MB is too little for DPDK; use at least 64", c.EAL.MemoryMB)
+	}
+	if !nameRE.MatchString(strings.ToLower(sanitize(c.EAL.FilePrefix))) || strings.ContainsAny(c.EAL.FilePrefix, "/ ") {
+		bad("eal.file_prefix", "%q must be a short name without slashes or spaces", c.EAL.FilePrefix)
+	}
+
+	p := c.Port
+	if p.Name == "" {
+		bad("port.name", "required")
+	}
+	if p.Device == "" {
+		bad("port.device", "required: a PCI address or vdev devargs such as net_af_packet0,iface=veth0")
+	} else if !IsPCIAddress(p.Device) && !isVdev(p.Device) {
+		bad("port.device", "%q is neither a PCI address (0000:01:00.0) nor vdev devargs (net_<driver><n>[,key=value...])", p.Device)
+	}
+	checkRange := func(path string, v, lo, hi int) {
+		if v < lo || v > hi {
+			bad(path, "%d is outside %d..%d", v, lo, hi)
+		}
+	}
+	checkRange("port.rx_queues", p.RxQueues, 1, 64)
+	checkRange("port.tx_queues", p.TxQueues, 1, 64)
+	checkRange("port.rx_descriptors", p.RxDescriptors, 64, 32768)
+	checkRange("port.tx_descriptors", p.TxDescriptors, 64, 32768)
+	checkRange("port.mtu", p.MTU, 68, 9600)
+	checkRange("mempool.cache_size", c.Mempool.CacheSize, 0, 512)
+	checkRange("mempool.data_room", c.Mempool.DataRoom, 256, 65535)
+	checkRange("mempool.headroom", c.Mempool.Headroom, 0, 1<<24)
+	if c.Mempool.Mbufs < 0 {
+		bad("mempool.mbufs", "must not be negative")
+	}
+	if c.Mempool.DataRoom-128 < p.MTU+18 {
+		bad("mempool.data_room", "%d leaves %d bytes after the 128-byte headroom, less than MTU %d plus an 18-byte Ethernet header: frames would span mbufs", c.Mempool.DataRoom, c.Mempool.DataRoom-128, p.MTU)
+	}
+	checkRange("burst_size", c.Burst, 1, MaxBurst)
+
+	services := map[string]int{}
+	if len(c.Services) == 0 {
+		bad("services", "at least one service is required")
+	}
+	if len(c.Services) > 32 {
+		bad("services", "%d services; at most 32", len(c.Services))
+	}
+	for i, s := range c.Services {
+		path := fmt.Sprintf("services[%d]", i)
+		if !nameRE.MatchString(s.Name) {
+			bad(path+".name", "%q: lower-case letters, digits, '-' and '_', starting with a letter, at most 24 characters", s.Name)
+		}
+		if _, dup := services[s.Name]; dup {
+			bad(path+".name", "service %q is defined twice", s.Name)
+		}
+		services[s.Name] = i
+		if s.RingSize < 2 || s.RingSize > 1<<24 || s.RingSize&(s.RingSize-1) != 0 {
+			bad(path+".ring_size", "%d must be a power of two between 2 and %d", s.RingSize, 1<<24)
+		}
+		switch s.Consumer.Type {
+		case ConsumerCount:
+		case ConsumerForward:
+			if s.Consumer.TxQueue < 0 || s.Consumer.TxQueue >= p.TxQueues {
+				bad(path+".consumer.tx_queue", "tx queue %d does not exist: the port has %d", s.Consumer.TxQueue, p.TxQueues)
+			}
+		default:
+			bad(path+".consumer.type", "%q: want %q or %q", s.Consumer.Type, ConsumerCount, ConsumerForward)
+		}
+	}
+	if _, ok := services[c.DefaultService]; !ok {
+		bad("default_service", "%q is not a defined service", c.DefaultService)
+	}
+
+	if len(c.Rules) > MaxRules {
+		bad("rules", "%d rules; at most %d", len(c.Rules), MaxRules)
+	}
+	for i, r := range c.Rules {
+		path := fmt.Sprintf("rules[%d]", i)
+		if _, ok := services[r.Service]; !ok {
+			bad(path+".service", "%q is not a defined service", r.Service)
+		}
+		if (len(r.DstPorts) > 0 || len(r.SrcPorts) > 0) && r.Protocol != 6 && r.Protocol != 17 && r.Protocol != 132 && r.Protocol != 0 {
+			bad(path+".protocol", "ports need tcp or udp, not protocol %d", r.Protocol)
+		}
+	}
+
+	if len(c.Pollers) == 0 {
+		bad("pollers", "no poll loop: eal.lcores %q has no lcore besides the main lcore %d", c.EAL.Lcores, c.EAL.MainLcore)
+	}
+	queueOwner := map[int]int{}
+	serviceOwner := map[string]int{}
+	txOwner := map[int]int{}
+	seenLcore := map[int]bool{}
+	for i, pl := range c.Pollers {
+		path := fmt.Sprintf("pollers[%d]", i)
+		if lcores != nil && !lcoreSet[pl.Lcore] {
+			bad(path+".lcore", "lcore %d is not in eal.lcores %q", pl.Lcore, c.EAL.Lcores)
+		}
+		if pl.Lcore == c.EAL.MainLcore {
+			bad(path+".lcore", "lcore %d is the main lcore, which runs the Go runtime; pick a worker lcore", pl.Lcore)
+		}
+		if seenLcore[pl.Lcore] {
+			bad(path+".lcore", "lcore %d already has a poll loop", pl.Lcore)
+		}
+		seenLcore[pl.Lcore] = true
+		for j, q := range pl.RxQueues {
+			qp := fmt.Sprintf("%s.rx_queues[%d]", path, j)
+			if q < 0 || q >= p.RxQueues {
+				bad(qp, "rx queue %d does not exist: the port has %d", q, p.RxQueues)
+			} else if o, dup := queueOwner[q]; dup {
+				bad(qp, "rx queue %d is already polled by pollers[%d]", q, o)
+			}
+			queueOwner[q] = i
+		}
+		for j, name := range pl.Services {
+			sp := fmt.Sprintf("%s.services[%d]", path, j)
+			si, ok := services[name]
+			if !ok {
+				bad(sp, "%q is not a defined service", name)
+				continue
+			}
+			if o, dup := serviceOwner[name]; dup {
+				bad(sp, "service %q is already drained by pollers[%d]", name, o)
+			}
+			serviceOwner[name] = i
+			if s := c.Services[si]; s.Consumer.Type == ConsumerForward {
+				if o, used := txOwner[s.Consumer.TxQueue]; used && o != i {
+					bad(sp, "tx queue %d is already used by pollers[%d]; tx queues are not shared between lcores", s.Consumer.TxQueue, o)
+				}
+				txOwner[s.Consumer.TxQueue] = i
+			}
+		}
+	}
+	for q := 0; q < p.RxQueues; q++ {
+		if _, ok := queueOwner[q]; !ok && len(c.Pollers) > 0 {
+			bad("pollers", "rx queue %d is not polled by any poll loop", q)
+		}
+	}
+	for _, s := range c.Services {
+		if _, ok := serviceOwner[s.Name]; !ok && len(c.Pollers) > 0 {
+			bad("pollers", "service %q is not drained by any poll loop: its ring would fill and drop", s.Name)
+		}
+	}
+
+	if c.Metrics.Listen != MetricsOff {
+		if _, port, err := net.SplitHostPort(c.Metrics.Listen); err != nil {
+			bad("metrics.listen", "%q: want host:port or %q", c.Metrics.Listen, MetricsOff)
+		} else if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+			bad("metrics.listen", "%q: bad port", c.Metrics.Listen)
+		}
+	}
+	if c.Shutdown.DrainTimeout < 0 || c.Shutdown.DrainTimeout > time.Minute {
+		bad("shutdown.drain_timeout", "%v is outside 0..1m", c.Shutdown.DrainTimeout)
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log.level", "%q: want debug, info, warn or error", c.Log.Level)
+	}
+	switch c.Log.Format {
+	case "text", "json":
+	default:
+		bad("log.format", "%q: want text or json", c.Log.Format)
+	}
+	return errors.Join(errs...)
+}
+
+// ServiceIndex returns the index of the named service, or -1.
+func (c *Config) ServiceIndex(name string) int {
+	for i, s := range c.Services {
+		if s.Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// ParseLcores parses an EAL lcore list such as "0-1" or "0,2-3".
+func ParseLcores(s string) ([]int, error) {
+	seen := map[int]bool{}
+	for _, part := range strings.Split(s, ",") {
+		lo, hi, isRange := strings.Cut(strings.TrimSpace(part), "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil || a < 0 || a >= 1024 {
+			return nil, fmt.Errorf("lcore list %q: bad lcore %q", s, lo)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil || b < a || b >= 1024 {
+				return nil, fmt.Errorf("lcore list %q: bad range %q", s, part)
+			}
+		}
+		for l := a; l <= b; l++ {
+			seen[l] = true
+		}
+	}
+	out := make([]int, 0, len(seen))
+	for l := range seen {
+		out = append(out, l)
+	}
+	sort.Ints(out)
+	return out, nil
+}
+
+var (
+	pciRE  = regexp.MustCompile(`^([0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$`)
+	vdevRE = regexp.MustCompile(`^net_[a-z_]+[0-9]+(,[A-Za-z0-9_]+=[^,]*)*$`)
+)
+
+// IsPCIAddress reports whether dev is a PCI address rather than vdev devargs.
+func IsPCIAddress(dev string) bool { return pciRE.MatchString(dev) }
+
+func isVdev(dev string) bool { return vdevRE.MatchString(dev) }
+
+// DeviceName returns the name DPDK gives the port: the PCI address, or the
+// vdev name before the first comma.
+func (p Port) DeviceName() string {
+	name, _, _ := strings.Cut(p.Device, ",")
+	return name
+}

@@ -1,0 +1,359 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/cephdpdkd/cephdpdkd/configs"
+	"github.com/cephdpdkd/cephdpdkd/consumer"
+	"github.com/cephdpdkd/cephdpdkd/dispatch"
+	"github.com/cephdpdkd/cephdpdkd/internal/metrics"
+	"github.com/cephdpdkd/cephdpdkd/mempool"
+	"github.com/cephdpdkd/cephdpdkd/pmd"
+)
+
+// SamplePcapToken in port.device expands to the embedded sample capture.
+const SamplePcapToken = "{{sample_pcap}}"
+
+// Daemon is a running data path.
+type Daemon struct {
+	plan *Plan
+	log  *slog.Logger
+
+	eal      *pmd.EAL
+	pool     *mempool.Pool
+	port     *pmd.Port
+	services []*dispatch.Service
+	counts   []*consumer.Counts
+	kinds    []string
+	pollers  []*dispatch.Poller
+	done     []<-chan error
+	tmpDir   string
+	ownEAL   bool
+	probed   string // device hot-plugged into a shared EAL
+}
+
+// Options are run-time settings that are not part of the configuration.
+type Options struct {
+	Logger *slog.Logger
+	// EAL, when set, is an already running EAL to use instead of starting
+	// one (tests start one per process). Stop then leaves it running.
+	EAL *pmd.EAL
+}
+
+// Start builds the data path and starts its poll loops.
+func Start(plan *Plan, opts Options) (_ *Daemon, err error) {
+	cfg := plan.Config
+	d := &Daemon{plan: plan, log: opts.Logger}
+	if d.log == nil {
+		d.log = slog.Default()
+	}
+	defer func() {
+		if err != nil {
+			d.teardown()
+		}
+	}()
+
+	device, err := d.expandDevice(cfg.Port.Device)
+	if err != nil {
+		return nil, err
+	}
+	if opts.EAL != nil {
+		d.eal = opts.EAL
+		if err := pmd.ProbeDevice(device); err != nil {
+			return nil, err
+		}
+		d.probed = device
+	} else {
+		d.eal, err = pmd.InitEAL(pmd.EALConfig{
+			Lcores: cfg.EAL.Lcores, MainLcore: cfg.EAL.MainLcore, MemoryMB: cfg.EAL.MemoryMB,
+			NoHuge: cfg.EAL.NoHuge, HugeDir: cfg.EAL.HugeDir, FilePrefix: cfg.EAL.FilePrefix,
+			Devices: []string{device}, ExtraArgs: cfg.EAL.ExtraArgs,
+		})
+		if err != nil {
+			return nil, err
+		}
+		d.ownEAL = true
+	}
+	d.log.Info("EAL up", "lcores", cfg.EAL.Lcores, "hugepages", d.eal.HasHugepages())
+
+	d.pool, err = mempool.New(mempool.Config{
+		Name: "cdd_" + cfg.Port.Name, Size: plan.PoolSize, CacheSize: cfg.Mempool.CacheSize,
+		DataRoom: cfg.Mempool.DataRoom, Socket: -1,
+	})
+	if err != nil {
+		return nil, err
+	}
+	d.log.Info("mbuf pool ready", "mbufs", plan.PoolSize, "demand", plan.Demand.String())
+
+	d.port, err = pmd.OpenPort(pmd.DeviceName(device))
+	if err != nil {
+		return nil, err
+	}
+	pc := pmd.PortConfig{
+		RxQueues: uint16(cfg.Port.RxQueues), TxQueues: uint16(cfg.Port.TxQueues),
+		RxDescriptors: uint16(cfg.Port.RxDescriptors), TxDescriptors: uint16(cfg.Port.TxDescriptors),
+		MTU: uint16(cfg.Port.MTU), Promiscuous: *cfg.Port.Promiscuous,
+	}
+	if err := d.port.Configure(pc, d.pool.Pointer()); err != nil {
+		return nil, err
+	}
+
+	rxPollers := 0
+	for _, pl := range cfg.Pollers {
+		if len(pl.RxQueues) > 0 {
+			rxPollers++
+		}
+	}
+	for _, s := range cfg.Services {
+		r, err := dispatch.NewRing("cdd_"+cfg.Port.Name+"_"+s.Name, s.RingSize, rxPollers <= 1, -1)
+		if err != nil {
+			return nil, err
+		}
+		svc := &dispatch.Service{Name: s.Name, Ring: r}
+		d.services = append(d.services, svc)
+		switch s.Consumer.Type {
+		case "forward":
+			f, err := consumer.NewForwarder(r, d.port.ID(), uint16(s.Consumer.TxQueue), cfg.Burst)
+			if err != nil {
+				return nil, err
+			}
+			svc.Consumer, d.counts = f, append(d.counts, &f.Counts)
+		default:
+			k, err := consumer.NewSink(r, cfg.Burst)
+			if err != nil {
+				return nil, err
+			}
+			svc.Consumer, d.counts = k, append(d.counts, &k.Counts)
+		}
+		d.kinds = append(d.kinds, s.Consumer.Type)
+	}
+
+	for _, pl := range cfg.Pollers {
+		pcfg := dispatch.PollerConfig{
+			Lcore: uint(pl.Lcore), Port: d.port.ID(), BurstSize: cfg.Burst,
+			Classifier: plan.Classifier, Services: d.services,
+		}
+		for _, q := range pl.RxQueues {
+			pcfg.Queues = append(pcfg.Queues, uint16(q))
+		}
+		for _, name := range pl.Services {
+			pcfg.Owned = append(pcfg.Owned, cfg.ServiceIndex(name))
+		}
+		p, err := dispatch.NewPoller(pcfg)
+		if err != nil {
+			return nil, err
+		}
+		d.pollers = append(d.pollers, p)
+	}
+
+	if err := d.port.Start(); err != nil {
+		return nil, err
+	}
+	info, _ := d.port.Info()
+	link, _ := d.port.Link()
+	d.log.Info("port started", "port", cfg.Port.Name, "device", pmd.DeviceName(device), "driver", info.Driver,
+		"mac", info.MAC.String(), "link", link.String(), "rx_queues", cfg.Port.RxQueues, "tx_queues", cfg.Port.TxQueues)
+
+	for _, p := range d.pollers {
+		d.done = append(d.done, d.eal.RunOnLcore(p.Lcore(), p.Run))
+		d.log.Info("poll loop started", "lcore", p.Lcore(), "rx_queues", len(p.Queues()), "services", len(p.Owned()))
+	}
+	return d, nil
+}
+
+// expandDevice replaces SamplePcapToken by a file holding the embedded
+// capture, written to a private temporary directory.
+func (d *Daemon) expandDevice(dev string) (string, error) {
+	if !strings.Contains(dev, SamplePcapToken) {
+		return dev, nil
+	}
+	dir, err := os.MkdirTemp("", "cephdpdkd-")
+	if err != nil {
+		return "", fmt.Errorf("daemon: sample capture: %w", err)
+	}
+	d.tmpDir = dir
+	path := filepath.Join(dir, "ceph-node.pcap")
+	if err := os.WriteFile(path, configs.SamplePcap, 0o600); err != nil {
+		return "", fmt.Errorf("daemon: sample capture: %w", err)
+	}
+	return strings.ReplaceAll(dev, SamplePcapToken, path), nil
+}
+
+// Stop shuts the data path down: stop receiving, let consumers drain the
+// rings (bounded by the drain timeout or ctx), stop the poll loops, free
+// what is left, stop and close the port, then check that the pool got
+// every mbuf back. A leak is returned as an error wrapping mempool.ErrLeak.
+func (d *Daemon) Stop(ctx context.Context) error {
+	for _, p := range d.pollers {
+		p.StopRx()
+	}
+	deadline := time.Now().Add(d.plan.Config.Shutdown.DrainTimeout)
+	for d.queued() > 0 && time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(time.Millisecond)
+	}
+	if n := d.queued(); n > 0 {
+		d.log.Warn("drain timeout: freeing packets still queued", "packets", n)
+	}
+	var errs []error
+	for _, p := range d.pollers {
+		p.Stop()
+	}
+	for i, ch := range d.done {
+		if err := <-ch; err != nil {
+			errs = append(errs, fmt.Errorf("daemon: poll loop on lcore %d: %w", d.pollers[i].Lcore(), err))
+		}
+	}
+	d.done = nil
+	errs = append(errs, d.teardown())
+	return errors.Join(errs...)
+}
+
+func (d *Daemon) queued() int {
+	n := 0
+	for _, s := range d.services {
+		n += s.Ring.Count()
+	}
+	return n
+}
+
+// teardown releases everything Start built, in reverse order.
+func (d *Daemon) teardown() error {
+	var errs []error
+	for _, p := range d.pollers {
+		p.Free()
+	}
+	d.pollers = nil
+	freed := 0
+	for _, s := range d.services {
+		if s.Consumer != nil {
+			s.Consumer.Close()
+		}
+		freed += s.Ring.Close()
+	}
+	if freed > 0 {
+		d.log.Info("freed packets left in rings at shutdown", "packets", freed)
+	}
+	d.services = nil
+	if d.port != nil {
+		if err := d.port.Stop(); err != nil {
+			errs = append(errs, err)
+		}
+		if err := d.port.Close(); err != nil {
+			errs = append(errs, err)
+		}
+		d.port = nil
+	}
+	if d.probed != "" {
+		if err := pmd.RemoveDevice(d.probed); err != nil {
+			errs = append(errs, err)
+		}
+		d.probed = ""
+	}
+	if d.pool != nil {
+		if err := d.pool.Close(); err != nil {
+			d.log.Error("MBUF LEAK", "err", err)
+			errs = append(errs, err)
+		} else {
+			d.log.Info("all mbufs returned", "pool", d.pool.Name(), "mbufs", d.pool.Size())
+		}
+		d.pool = nil
+	}
+	if d.eal != nil && d.ownEAL {
+		if err := d.eal.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	d.eal = nil
+	if d.tmpDir != "" {
+		os.RemoveAll(d.tmpDir)
+		d.tmpDir = ""
+	}
+	return errors.Join(errs...)
+}
+
+// Wait blocks until a poll loop exits on its own (a panic) or ctx ends.
+func (d *Daemon) Wait(ctx context.Context) error {
+	agg := make(chan error, len(d.done))
+	for i, ch := range d.done {
+		go func() {
+			err := <-ch
+			agg <- fmt.Errorf("daemon: poll loop on lcore %d exited: %v", d.pollers[i].Lcore(), err)
+		}()
+	}
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-agg:
+		return err
+	}
+}
+
+// Services returns the services in configuration order.
+func (d *Daemon) Services() []*dispatch.Service { return d.services }
+
+// ConsumerCounts returns the consumer counters of service i.
+func (d *Daemon) ConsumerCounts(i int) *consumer.Counts { return d.counts[i] }
+
+// Pool returns the mbuf pool.
+func (d *Daemon) Pool() *mempool.Pool { return d.pool }
+
+// Port returns the port.
+func (d *Daemon) Port() *pmd.Port { return d.port }
+
+// Snapshot reads every counter for metrics and the status line.
+func (d *Daemon) Snapshot() metrics.Snapshot {
+	cfg := d.plan.Config
+	var s metrics.Snapshot
+	if d.port != nil {
+		st, err := d.port.Stats(cfg.Port.RxQueues)
+		if err == nil {
+			link, _ := d.port.Link()
+			s.Ports = append(s.Ports, metrics.Port{
+				Name: cfg.Port.Name, Up: link.Up, SpeedMbps: link.SpeedMbps,
+				RxPackets: st.RxPackets, RxBytes: st.RxBytes, TxPackets: st.TxPackets, TxBytes: st.TxBytes,
+				RxMissed: st.RxMissed, RxErrors: st.RxErrors, TxErrors: st.TxErrors, RxNoMbuf: st.RxNoMbuf,
+			})
+		}
+		for _, p := range d.pollers {
+			for i := range p.Queues() {
+				q := &p.Queues()[i]
+				mq := metrics.Queue{Port: cfg.Port.Name, Queue: int(q.Queue), RxPackets: q.Packets.Load(), RxBytes: q.Bytes.Load()}
+				if int(q.Queue) < len(st.Queues) {
+					dq := st.Queues[q.Queue]
+					mq.TxPackets, mq.TxBytes, mq.Errors = dq.TxPackets, dq.TxBytes, dq.RxErrors
+				}
+				s.Queues = append(s.Queues, mq)
+			}
+		}
+	}
+	for i, svc := range d.services {
+		c := d.counts[i]
+		s.Services = append(s.Services, metrics.Service{
+			Name: svc.Name, Packets: svc.Stats.Packets.Load(), Bytes: svc.Stats.Bytes.Load(), Drops: svc.Stats.Drops.Load(),
+			RingCount: svc.Ring.Count(), RingCapacity: svc.Ring.Capacity(),
+			Consumer: d.kinds[i], Consumed: c.Packets.Load(), ConsumedBytes: c.Bytes.Load(), ConsumerDrops: c.Drops.Load(),
+		})
+	}
+	if d.pool != nil {
+		s.Pools = append(s.Pools, metrics.Pool{Name: d.pool.Name(), Size: d.pool.Size(), Available: d.pool.Available(), InUse: d.pool.InUse()})
+	}
+	for r := dispatch.Reason(1); r < dispatch.NumReasons; r++ {
+		var n uint64
+		for _, p := range d.pollers {
+			n += p.Malformed(r)
+		}
+		s.Malformed = append(s.Malformed, metrics.Malformed{Reason: r.String(), Count: n})
+	}
+	for _, p := range d.pollers {
+		busy, total := p.BusyRatio()
+		s.Pollers = append(s.Pollers, metrics.Poller{Lcore: p.Lcore(), BusyNanos: busy, TotalNanos: total})
+	}
+	return s
+}

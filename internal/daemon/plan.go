@@ -1,0 +1,70 @@
+package daemon
+
+import (
+	"fmt"
+
+	"github.com/cephdpdkd/cephdpdkd/dispatch"
+	"github.com/cephdpdkd/cephdpdkd/internal/config"
+	"github.com/cephdpdkd/cephdpdkd/mempool"
+)
+
+// Plan is a configuration resolved into what the data path will build.
+type Plan struct {
+	Config     *config.Config
+	Classifier *dispatch.Classifier
+	Demand     mempool.Demand
+	PoolSize   int
+}
+
+// NewPlan compiles the rules and sizes the mbuf pool.
+func NewPlan(cfg *config.Config) (*Plan, error) {
+	rules := make([]dispatch.Rule, len(cfg.Rules))
+	for i, r := range cfg.Rules {
+		dr := dispatch.Rule{
+			Service:   cfg.ServiceIndex(r.Service),
+			EtherType: uint16(r.EtherType),
+			Proto:     uint8(r.Protocol),
+		}
+		for _, p := range r.DstPorts {
+			dr.DstPorts = append(dr.DstPorts, dispatch.PortRange{Lo: p.Lo, Hi: p.Hi})
+		}
+		for _, p := range r.SrcPorts {
+			dr.SrcPorts = append(dr.SrcPorts, dispatch.PortRange{Lo: p.Lo, Hi: p.Hi})
+		}
+		for _, p := range r.DstCIDRs {
+			dr.DstPrefixes = append(dr.DstPrefixes, p.Prefix)
+		}
+		rules[i] = dr
+	}
+	cls, err := dispatch.Compile(rules, len(cfg.Services), cfg.ServiceIndex(cfg.DefaultService))
+	if err != nil {
+		return nil, fmt.Errorf("daemon: rules: %w", err)
+	}
+	ringSlots := 0
+	for _, s := range cfg.Services {
+		ringSlots += s.RingSize - 1
+	}
+	lcores, err := config.ParseLcores(cfg.EAL.Lcores)
+	if err != nil {
+		return nil, err
+	}
+	d := mempool.Demand{
+		RxDescriptors: cfg.Port.RxQueues * cfg.Port.RxDescriptors,
+		TxDescriptors: cfg.Port.TxQueues * cfg.Port.TxDescriptors,
+		RingSlots:     ringSlots,
+		Lcores:        len(lcores),
+		CacheSize:     cfg.Mempool.CacheSize,
+		// A poller holds one RX burst and each forwarder one pending burst.
+		InFlight: len(cfg.Pollers)*cfg.Burst + len(cfg.Services)*cfg.Burst,
+		Headroom: cfg.Mempool.Headroom,
+	}
+	size, err := mempool.Size(cfg.Mempool.Mbufs, d)
+	if err != nil {
+		line := cfg.Line("mempool.mbufs")
+		if line > 0 {
+			return nil, fmt.Errorf("line %d: mempool.mbufs: %w", line, err)
+		}
+		return nil, err
+	}
+	return &Plan{Config: cfg, Classifier: cls, Demand: d, PoolSize: size}, nil
+}

@@ -1,0 +1,9 @@
+// Package mempool owns the daemon's mbuf pools: it sizes them from the
+// configuration, refuses a pool too small to keep every queue and ring
+// fed, reports how many mbufs are in use, and checks at shutdown that
+// every mbuf came back.
+//
+// Pools live in hugepages, or in anonymous memory when the EAL runs with
+// --no-huge. Creation goes through go-dpdk's mempool package; the counters
+// are a few lines of our own cgo in pool_cgo.go.
+package mempool

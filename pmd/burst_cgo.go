@@ -1,0 +1,111 @@
+package pmd
+
+/*
+#include "cdd.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"unsafe"
+)
+
+// MaxBurst is the largest burst a Burst can hold.
+const MaxBurst = C.CDD_MAX_BURST
+
+// Burst is a C-allocated array of received mbufs plus, for each, its data
+// pointer and lengths, so the classifier reads frames with no cgo call per
+// packet. A Burst belongs to one poll loop.
+type Burst struct {
+	c      *C.struct_cdd_burst
+	data   []unsafe.Pointer
+	length []uint16
+	svc    []uint8
+}
+
+// NewBurst allocates a burst of up to size packets.
+func NewBurst(size int) (*Burst, error) {
+	if size < 1 || size > MaxBurst {
+		return nil, fmt.Errorf("pmd: burst size %d outside 1..%d", size, MaxBurst)
+	}
+	c := (*C.struct_cdd_burst)(C.rte_zmalloc(nil, C.sizeof_struct_cdd_burst, C.RTE_CACHE_LINE_SIZE))
+	if c == nil {
+		return nil, fmt.Errorf("pmd: allocate burst: %w", Errno(C.ENOMEM))
+	}
+	c.cap = C.uint16_t(size)
+	return &Burst{
+		c:      c,
+		data:   unsafe.Slice((*unsafe.Pointer)(unsafe.Pointer(&c.data[0])), size),
+		length: unsafe.Slice((*uint16)(unsafe.Pointer(&c.len[0])), size),
+		svc:    unsafe.Slice((*uint8)(unsafe.Pointer(&c.svc[0])), size),
+	}, nil
+}
+
+// Free releases the burst's memory, freeing any packets still in it.
+func (b *Burst) Free() {
+	if b.c == nil {
+		return
+	}
+	C.cdd_burst_free(b.c)
+	C.rte_free(unsafe.Pointer(b.c))
+	b.c = nil
+}
+
+// RxBurst receives up to the burst's capacity from a port queue, replacing
+// the burst's contents (which must have been handed on or freed).
+func (b *Burst) RxBurst(port, queue uint16) int {
+	return int(C.cdd_rx_burst(b.c, C.uint16_t(port), C.uint16_t(queue)))
+}
+
+// Len returns the number of packets in the burst.
+func (b *Burst) Len() int { return int(b.c.n) }
+
+// Bytes returns the total packet length of the burst.
+func (b *Burst) Bytes() uint64 { return uint64(b.c.bytes) }
+
+// Frame returns packet i's first segment as a slice over mbuf memory. It is
+// valid until the packet is freed or enqueued elsewhere.
+func (b *Burst) Frame(i int) []byte {
+	return unsafe.Slice((*byte)(b.data[i]), b.length[i])
+}
+
+// Verdicts returns the per-packet service slots, for the classifier to fill.
+func (b *Burst) Verdicts() []uint8 { return b.svc[:b.c.n] }
+
+// Arrays exposes the burst's C arrays to sibling cgo packages (dispatch):
+// the mbuf pointers, the packet lengths and the verdicts.
+func (b *Burst) Arrays() (mbufs, pktLens, verdicts unsafe.Pointer) {
+	return unsafe.Pointer(&b.c.pkts[0]), unsafe.Pointer(&b.c.pkt_len[0]), unsafe.Pointer(&b.c.svc[0])
+}
+
+// FreeAll frees every packet in the burst.
+func (b *Burst) FreeAll() { C.cdd_burst_free(b.c) }
+
+// SetLen records how many packets remain after a sibling package consumed
+// them (0 once all were handed on).
+func (b *Burst) SetLen(n int) { b.c.n = C.uint16_t(n) }
+
+// TxCopy transmits frames by copying them into mbufs from pool: one cgo call
+// for the burst. frames are packed into scratch first (cgo must not be
+// handed Go pointers to Go pointers). It returns how many were sent.
+func TxCopy(port, queue uint16, pool unsafe.Pointer, frames [][]byte, scratch *TxScratch) int {
+	n := min(len(frames), MaxBurst)
+	if n == 0 {
+		return 0
+	}
+	scratch.buf = scratch.buf[:0]
+	scratch.lens = scratch.lens[:0]
+	for _, f := range frames[:n] {
+		scratch.buf = append(scratch.buf, f...)
+		scratch.lens = append(scratch.lens, uint16(len(f)))
+	}
+	return int(C.cdd_tx_copy(C.uint16_t(port), C.uint16_t(queue), (*C.struct_rte_mempool)(pool),
+		(*C.uint8_t)(unsafe.Pointer(&scratch.buf[0])), (*C.uint16_t)(unsafe.Pointer(&scratch.lens[0])), C.uint16_t(n)))
+}
+
+// TxScratch is reusable packing space for TxCopy, so steady-state
+// transmission does not allocate.
+type TxScratch struct {
+	buf  []byte
+	lens []uint16
+}

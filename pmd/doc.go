@@ -1,0 +1,13 @@
+// Package pmd drives DPDK poll-mode drivers: it starts the EAL, opens a
+// port from a PCI address or vdev devargs, configures its queues, and moves
+// packets in bursts.
+//
+// DPDK 22.11 removed names that go-dpdk's ethdev package still uses, so the
+// rte_ethdev calls here are our own cgo. Every cgo crossing on the packet
+// path is one call per burst: RxBurst fills a C-allocated array of mbuf
+// pointers together with each packet's data pointer and length, and Go reads
+// frames through Burst.Frame without further calls into C.
+//
+// cgo and unsafe live only in the *_cgo.go files; eal.go and port.go are
+// plain Go (option handling, validation, types).
+package pmd

@@ -1,0 +1,50 @@
+package pmd
+
+import (
+	"slices"
+	"testing"
+)
+
+func TestEALArgs(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  EALConfig
+		want []string
+		err  bool
+	}{
+		{
+			name: "vdev no huge",
+			cfg:  EALConfig{Lcores: "0-1", FilePrefix: "p", MemoryMB: 256, NoHuge: true, Devices: []string{"net_null0"}},
+			want: []string{"cephdpdkd", "-l", "0-1", "--main-lcore", "0", "--file-prefix", "p", "-m", "256", "--no-huge", "--vdev", "net_null0", "--no-pci"},
+		},
+		{
+			name: "pci hugepages",
+			cfg:  EALConfig{Lcores: "2,4", MainLcore: 2, FilePrefix: "p", HugeDir: "/dev/hugepages", Devices: []string{"0000:3b:00.1"}, ExtraArgs: []string{"--log-level=*:info"}},
+			want: []string{"cephdpdkd", "-l", "2,4", "--main-lcore", "2", "--file-prefix", "p", "--huge-dir", "/dev/hugepages", "-a", "0000:3b:00.1", "--log-level=*:info"},
+		},
+		{name: "no lcores", cfg: EALConfig{FilePrefix: "p"}, err: true},
+		{name: "no prefix", cfg: EALConfig{Lcores: "0"}, err: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := tt.cfg.Args()
+			if (err != nil) != tt.err {
+				t.Fatalf("err = %v, want error %v", err, tt.err)
+			}
+			if !tt.err && !slices.Equal(got, tt.want) {
+				t.Errorf("args\n got %q\nwant %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestIsPCI(t *testing.T) {
+	for dev, want := range map[string]bool{
+		"0000:01:00.0": true, "01:00.1": true, "0000:3b:00.7,rxq_cqe_comp_en=1": true,
+		"net_null0": false, "net_pcap0,rx_pcap=a:b.pcap": false, "0000:01:00": false, "zz:00.0": false,
+	} {
+		if got := isPCI(dev); got != want {
+			t.Errorf("isPCI(%q) = %v, want %v", dev, got, want)
+		}
+	}
+}

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs what cephdpdkd needs on a Debian 12 machine, skipping what is
+# already there: DPDK 22.11 (libraries, PMDs, dpdk-testpmd), pkg-config,
+# iproute2 for the network-namespace tests. Go 1.26 must be on PATH or in
+# /usr/local/go. Safe to run repeatedly. Needs root.
+set -euo pipefail
+
+need=()
+have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+for p in dpdk dpdk-dev libdpdk-dev pkg-config iproute2 gcc libc6-dev curl git; do
+	have_pkg "$p" || need+=("$p")
+done
+if ((${#need[@]})); then
+	if [ "$(id -u)" -ne 0 ]; then
+		echo "deps: missing packages ${need[*]}; run as root to install them" >&2
+		exit 1
+	fi
+	echo "deps: installing ${need[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -q
+	apt-get install -y -q --no-install-recommends "${need[@]}"
+fi
+
+if ! command -v go >/dev/null; then
+	if [ -x /usr/local/go/bin/go ]; then
+		echo "deps: add /usr/local/go/bin to PATH" >&2
+	else
+		echo "deps: Go 1.26 is required (https://go.dev/dl/); none found" >&2
+		exit 1
+	fi
+fi

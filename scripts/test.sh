@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs what is missing and runs the whole test suite: vet and gofmt,
+# the pure-Go packages under the race detector, then every package
+# (including the DPDK, testpmd and network-namespace tests, which need
+# root), then a short fuzzing pass over every parser.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/deps.sh
+. scripts/env.sh
+
+echo "== gofmt / go vet"
+bad=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+if [ -n "$bad" ]; then echo "gofmt needed: $bad" >&2; exit 1; fi
+go vet ./...
+
+echo "== race: pure-Go packages"
+pure=$(go list -f '{{if not .CgoFiles}}{{.ImportPath}}{{end}}' ./... | while read -r p; do
+	# a package is pure when none of its dependencies inside the module use cgo
+	if ! go list -deps -f '{{if .CgoFiles}}{{.ImportPath}}{{end}}' "$p" | grep -q .; then echo "$p"; fi
+done)
+go test -race -count=1 $pure
+
+echo "== all packages"
+go test -count=1 -timeout 15m ./...
+
+echo "== fuzz (short)"
+fuzztime="${FUZZTIME:-10s}"
+for pkg in $(go list ./...); do
+	dir=$(go list -f '{{.Dir}}' "$pkg")
+	for f in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/^func //'); do
+		echo "-- $pkg $f"
+		go test -run '^$' -fuzz "^$f\$" -fuzztime "$fuzztime" "$pkg"
+	done
+done
+echo "== all tests passed"
