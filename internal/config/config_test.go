@@ -1,0 +1,148 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const minimal = `
+port:
+  name: p0
+  device: net_null0
+services:
+  - name: osd
+  - name: other
+default_service: other
+rules:
+  - {service: osd, protocol: tcp, dst_ports: ["6800-7568", 3300]}
+`
+
+func TestParseDefaults(t *testing.T) {
+	c, err := Parse([]byte(minimal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Burst != DefaultBurst || c.Port.RxDescriptors != DefaultDescriptors || c.Services[0].RingSize != DefaultRingSize {
+		t.Errorf("defaults not applied: %+v", c)
+	}
+	if c.Services[0].Consumer.Type != ConsumerCount || c.Metrics.Listen != DefaultMetricsListen {
+		t.Errorf("consumer %q metrics %q", c.Services[0].Consumer.Type, c.Metrics.Listen)
+	}
+	if len(c.Pollers) != 1 || c.Pollers[0].Lcore != 1 || len(c.Pollers[0].Services) != 2 {
+		t.Errorf("default poller = %+v", c.Pollers)
+	}
+	r := c.Rules[0]
+	if r.Protocol != 6 || len(r.DstPorts) != 2 || r.DstPorts[0] != (PortRange{6800, 7568}) || r.DstPorts[1] != (PortRange{3300, 3300}) {
+		t.Errorf("rule = %+v", r)
+	}
+	if c.EAL.FilePrefix != "cephdpdkd-p0" {
+		t.Errorf("file prefix %q", c.EAL.FilePrefix)
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	tests := []struct {
+		name, yaml string
+		want       []string // substrings of the error
+	}{
+		{"unknown key", minimal + "bogus: 1\n", []string{"line 11", "bogus"}},
+		{"unknown nested key", strings.Replace(minimal, "  name: p0", "  name: p0\n  speed: 10", 1), []string{"line 4", "speed"}},
+		{"bad port range", strings.Replace(minimal, `"6800-7568"`, `"7568-6800"`, 1), []string{"line 10", "low end above high end"}},
+		{"port out of range", strings.Replace(minimal, "3300", "70000", 1), []string{"line 10", "not a port number"}},
+		{"bad protocol", strings.Replace(minimal, "tcp", "sctpp", 1), []string{"protocol \"sctpp\""}},
+		{"unknown service in rule", strings.Replace(minimal, "{service: osd", "{service: mds", 1), []string{"line 10", "rules[0].service", `"mds" is not a defined service`}},
+		{"bad default", strings.Replace(minimal, "default_service: other", "default_service: x", 1), []string{"line 8", "default_service"}},
+		{"ring not power of two", strings.Replace(minimal, "  - name: osd", "  - name: osd\n    ring_size: 1000", 1), []string{"line 7", "power of two"}},
+		{"duplicate service", strings.Replace(minimal, "  - name: other", "  - name: osd", 1), []string{"defined twice"}},
+		{"missing device", strings.Replace(minimal, "  device: net_null0\n", "", 1), []string{"port.device", "required"}},
+		{"bad device", strings.Replace(minimal, "net_null0", "eth0", 1), []string{"line 4", "neither a PCI address"}},
+		{"poller on main lcore", minimal + "pollers:\n  - {lcore: 0, rx_queues: [0], services: [osd, other]}\n", []string{"line 12", "main lcore"}},
+		{"service not drained", minimal + "pollers:\n  - {lcore: 1, rx_queues: [0], services: [osd]}\n", []string{`service "other" is not drained`}},
+		{"queue twice", minimal + "eal: {lcores: \"0-2\"}\npollers:\n  - {lcore: 1, rx_queues: [0], services: [osd]}\n  - {lcore: 2, rx_queues: [0], services: [other]}\n", []string{"already polled"}},
+		{"forward to missing tx queue", strings.Replace(minimal, "  - name: other", "  - name: other\n    consumer: {type: forward, tx_queue: 3}", 1), []string{"tx queue 3 does not exist"}},
+		{"bad consumer", strings.Replace(minimal, "  - name: other", "  - name: other\n    consumer: {type: kernel}", 1), []string{`"kernel"`}},
+		{"data room small", minimal + "mempool: {data_room: 1024}\n", []string{"mempool.data_room", "frames would span mbufs"}},
+		{"bad metrics", minimal + "metrics: {listen: nowhere}\n", []string{"metrics.listen"}},
+		{"empty", "", []string{"empty configuration"}},
+		{"not yaml", "port: [", []string{"yaml"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(tt.yaml))
+			if err == nil {
+				t.Fatal("Parse succeeded")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestParseLcores(t *testing.T) {
+	tests := []struct {
+		in   string
+		want []int
+		err  bool
+	}{
+		{"0-1", []int{0, 1}, false},
+		{"0,2-3,2", []int{0, 2, 3}, false},
+		{"3-1", nil, true},
+		{"a", nil, true},
+		{"", nil, true},
+	}
+	for _, tt := range tests {
+		got, err := ParseLcores(tt.in)
+		if (err != nil) != tt.err || (!tt.err && !equalInts(got, tt.want)) {
+			t.Errorf("ParseLcores(%q) = %v, %v", tt.in, got, err)
+		}
+	}
+}
+
+func equalInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Every configuration the project ships must validate.
+func TestShippedConfigs(t *testing.T) {
+	files, _ := filepath.Glob("../../configs/*.yaml")
+	more, _ := filepath.Glob("../../configs/examples/*.yaml")
+	files = append(files, more...)
+	if len(files) < 3 {
+		t.Fatalf("found %d shipped configs", len(files))
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Parse(b); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(minimal))
+	if b, err := os.ReadFile("../../configs/cephdpdkd.yaml"); err == nil {
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := Parse(b)
+		if err == nil && (c.DefaultService == "" || len(c.Services) == 0 || len(c.Pollers) == 0) {
+			t.Fatalf("accepted an unusable configuration: %+v", c)
+		}
+	})
+}
