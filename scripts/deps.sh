@@ -7,7 +7,7 @@ set -euo pipefail
 
 need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
-for p in dpdk dpdk-dev libdpdk-dev pkg-config iproute2 gcc libc6-dev curl git; do
+for p in dpdk dpdk-dev libdpdk-dev pkg-config iproute2 ethtool gcc libc6-dev curl git; do
 	have_pkg "$p" || need+=("$p")
 done
 if ((${#need[@]})); then

@@ -3,13 +3,13 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
+	"runtime/pprof"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -39,6 +39,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	path := fs.String("config", "", "configuration file (default: the embedded sample configuration)")
 	status := fs.String("status", "auto", "live status line on stdout: auto (when a terminal), on, off")
 	duration := fs.Duration("duration", 0, "stop after this long (0: run until SIGINT/SIGTERM)")
+	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the whole run (poll loops included) to this file")
 	if err := fs.Parse(args); err != nil {
 		return errUsage
 	}
@@ -64,6 +65,17 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	d, err := daemon.Start(plan, daemon.Options{Logger: log})
 	if err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return errors.Join(err, d.Stop(context.Background()))
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return errors.Join(err, d.Stop(context.Background()))
+		}
+		defer pprof.StopCPUProfile()
 	}
 
 	reg := prometheus.NewRegistry()

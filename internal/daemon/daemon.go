@@ -33,7 +33,8 @@ type Daemon struct {
 	counts   []*consumer.Counts
 	kinds    []string
 	pollers  []*dispatch.Poller
-	done     []<-chan error
+	exited   chan loopExit // one value per poll loop that returned
+	running  int
 	tmpDir   string
 	ownEAL   bool
 	probed   string // device hot-plugged into a shared EAL
@@ -161,11 +162,20 @@ func Start(plan *Plan, opts Options) (_ *Daemon, err error) {
 	d.log.Info("port started", "port", cfg.Port.Name, "device", pmd.DeviceName(device), "driver", info.Driver,
 		"mac", info.MAC.String(), "link", link.String(), "rx_queues", cfg.Port.RxQueues, "tx_queues", cfg.Port.TxQueues)
 
+	d.exited = make(chan loopExit, len(d.pollers))
 	for _, p := range d.pollers {
-		d.done = append(d.done, d.eal.RunOnLcore(p.Lcore(), p.Run))
+		done := d.eal.RunOnLcore(p.Lcore(), p.Run)
+		go func() { d.exited <- loopExit{lcore: p.Lcore(), err: <-done} }()
+		d.running++
 		d.log.Info("poll loop started", "lcore", p.Lcore(), "rx_queues", len(p.Queues()), "services", len(p.Owned()))
 	}
 	return d, nil
+}
+
+// loopExit reports a poll loop's return: nil, or its panic.
+type loopExit struct {
+	lcore uint
+	err   error
 }
 
 // expandDevice replaces SamplePcapToken by a file holding the embedded
@@ -205,12 +215,11 @@ func (d *Daemon) Stop(ctx context.Context) error {
 	for _, p := range d.pollers {
 		p.Stop()
 	}
-	for i, ch := range d.done {
-		if err := <-ch; err != nil {
-			errs = append(errs, fmt.Errorf("daemon: poll loop on lcore %d: %w", d.pollers[i].Lcore(), err))
+	for ; d.running > 0; d.running-- {
+		if x := <-d.exited; x.err != nil {
+			errs = append(errs, fmt.Errorf("daemon: poll loop on lcore %d: %w", x.lcore, x.err))
 		}
 	}
-	d.done = nil
 	errs = append(errs, d.teardown())
 	return errors.Join(errs...)
 }
@@ -278,20 +287,15 @@ func (d *Daemon) teardown() error {
 	return errors.Join(errs...)
 }
 
-// Wait blocks until a poll loop exits on its own (a panic) or ctx ends.
+// Wait blocks until ctx ends or a poll loop exits on its own, which only
+// a panic makes it do; that loop's error is returned.
 func (d *Daemon) Wait(ctx context.Context) error {
-	agg := make(chan error, len(d.done))
-	for i, ch := range d.done {
-		go func() {
-			err := <-ch
-			agg <- fmt.Errorf("daemon: poll loop on lcore %d exited: %v", d.pollers[i].Lcore(), err)
-		}()
-	}
 	select {
 	case <-ctx.Done():
 		return nil
-	case err := <-agg:
-		return err
+	case x := <-d.exited:
+		d.running--
+		return fmt.Errorf("daemon: poll loop on lcore %d exited: %v", x.lcore, x.err)
 	}
 }
 

@@ -1,0 +1,474 @@
+package dispatch
+
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+	"net/netip"
+	"slices"
+)
+
+// MaxRules is the number of rules a Classifier holds: one bit of a uint64
+// per rule.
+const MaxRules = 64
+
+// maxTrieNodes bounds the memory of each destination prefix table (1 KiB
+// per node). A /32 costs at most 3 nodes and a /128 at most 15, so this
+// leaves room for hundreds of host prefixes.
+const maxTrieNodes = 4096
+
+var (
+	// ErrTooManyRules is returned by Compile when given more than MaxRules
+	// rules.
+	ErrTooManyRules = errors.New("too many rules")
+	// ErrInvalidRule is wrapped by every error that rejects a rule.
+	ErrInvalidRule = errors.New("invalid rule")
+	// ErrServiceRange is returned for a service index outside
+	// [0, numServices).
+	ErrServiceRange = errors.New("service index out of range")
+)
+
+// RuleError is the error Compile returns for a rule it rejects.
+type RuleError struct {
+	Index int   // position of the rule in the slice given to Compile
+	Err   error // what is wrong with it
+}
+
+func (e *RuleError) Error() string { return fmt.Sprintf("dispatch: rule %d: %v", e.Index, e.Err) }
+
+func (e *RuleError) Unwrap() []error { return []error{e.Err, ErrInvalidRule} }
+
+// PortRange is an inclusive range of TCP or UDP ports.
+type PortRange struct{ Lo, Hi uint16 }
+
+// Rule claims the frames that match all of its fields for a service. A zero
+// or empty field matches anything.
+type Rule struct {
+	// Service is the index of the service that receives the matching
+	// frames, in [0, numServices).
+	Service int
+	// EtherType matches the innermost ethertype, after any VLAN tags.
+	EtherType uint16
+	// Proto matches the IP protocol (ProtoTCP, ProtoUDP, ...); a rule with
+	// a Proto never matches a frame that is not IP.
+	Proto uint8
+	// DstPorts and SrcPorts match TCP and UDP ports; a rule with ports
+	// never matches a packet without them, such as a later fragment.
+	DstPorts []PortRange
+	SrcPorts []PortRange
+	// DstPrefixes match the IPv4 or IPv6 destination address, or for ARP
+	// the target protocol address: a rule for an endpoint's address also
+	// claims the ARP requests for it.
+	DstPrefixes []netip.Prefix
+}
+
+// Classifier maps frames to services. It is immutable once compiled and
+// safe for concurrent use.
+//
+// Each lookup table maps a header value to the set of rules that accept it,
+// as a bit mask; a rule that does not constrain a field has its bit set in
+// every entry of that field's table.
+type Classifier struct {
+	numRules       int
+	numServices    int
+	defaultService int
+	service        [MaxRules]int
+
+	etherType table16
+
+	proto      [256]uint64 // IP packets, by protocol
+	protoNonIP uint64      // frames that are not IP
+
+	dstPorts table16
+	srcPorts table16
+	noPorts  uint64 // packets without ports: rules with no port ranges
+
+	dst4, dst6 trie
+	noAddr     uint64 // frames without an address: rules with no prefixes
+}
+
+// Compile validates rules and builds the lookup tables. Rules are tried in
+// order: the first that matches a frame claims it, and frames no rule
+// claims go to defaultService. Errors about a rule are *RuleError values
+// that wrap ErrInvalidRule.
+func Compile(rules []Rule, numServices, defaultService int) (*Classifier, error) {
+	if numServices < 1 {
+		return nil, fmt.Errorf("dispatch: %d services, need at least 1: %w", numServices, ErrServiceRange)
+	}
+	if defaultService < 0 || defaultService >= numServices {
+		return nil, fmt.Errorf("dispatch: default service %d not in [0, %d): %w", defaultService, numServices, ErrServiceRange)
+	}
+	if len(rules) > MaxRules {
+		return nil, fmt.Errorf("dispatch: %d rules given, at most %d are supported: %w", len(rules), MaxRules, ErrTooManyRules)
+	}
+	for i := range rules {
+		if err := validateRule(&rules[i], numServices); err != nil {
+			return nil, &RuleError{Index: i, Err: err}
+		}
+	}
+
+	c := &Classifier{
+		numRules:       len(rules),
+		numServices:    numServices,
+		defaultService: defaultService,
+	}
+	var (
+		anyEther, anyProto, anyDst, anySrc, anyAddr uint64
+		etherKeys, dstKeys, srcKeys                 []keyRange
+	)
+	for i, r := range rules {
+		bit := uint64(1) << i
+		c.service[i] = r.Service
+		if r.EtherType == 0 {
+			anyEther |= bit
+		} else {
+			etherKeys = append(etherKeys, keyRange{r.EtherType, r.EtherType, bit})
+		}
+		if r.Proto == 0 {
+			anyProto |= bit
+		} else {
+			c.proto[r.Proto] |= bit
+		}
+		if len(r.DstPorts) == 0 {
+			anyDst |= bit
+		}
+		for _, pr := range r.DstPorts {
+			dstKeys = append(dstKeys, keyRange{pr.Lo, pr.Hi, bit})
+		}
+		if len(r.SrcPorts) == 0 {
+			anySrc |= bit
+		}
+		for _, pr := range r.SrcPorts {
+			srcKeys = append(srcKeys, keyRange{pr.Lo, pr.Hi, bit})
+		}
+		if len(r.DstPrefixes) == 0 {
+			anyAddr |= bit
+		}
+	}
+	for p := range c.proto {
+		c.proto[p] |= anyProto
+	}
+	c.protoNonIP = anyProto
+	c.noPorts = anyDst & anySrc
+	c.noAddr = anyAddr
+	c.etherType = buildTable16(anyEther, etherKeys)
+	c.dstPorts = buildTable16(anyDst, dstKeys)
+	c.srcPorts = buildTable16(anySrc, srcKeys)
+
+	b4, b6 := newTrieBuilder(4, anyAddr), newTrieBuilder(16, anyAddr)
+	for i, r := range rules {
+		bit := uint64(1) << i
+		for j, p := range r.DstPrefixes {
+			b := b4
+			if p.Addr().Is6() {
+				b = b6
+			}
+			if !b.insert(p.Masked(), bit) {
+				return nil, &RuleError{Index: i, Err: fmt.Errorf("dst prefix %d (%v): destination prefixes need more than %d lookup nodes", j, p, maxTrieNodes)}
+			}
+		}
+	}
+	c.dst4, c.dst6 = b4.build(), b6.build()
+	return c, nil
+}
+
+func validateRule(r *Rule, numServices int) error {
+	if r.Service < 0 || r.Service >= numServices {
+		return fmt.Errorf("service %d not in [0, %d): %w", r.Service, numServices, ErrServiceRange)
+	}
+	hasPorts := len(r.DstPorts) > 0 || len(r.SrcPorts) > 0
+	switch r.EtherType {
+	case EtherTypeVLAN, EtherTypeQinQ:
+		return fmt.Errorf("ethertype %#04x is a VLAN tag; rules match the ethertype inside the tags", r.EtherType)
+	case 0, EtherTypeIPv4, EtherTypeIPv6:
+	default:
+		if r.Proto != 0 || hasPorts {
+			return fmt.Errorf("ethertype %#04x is not IP but the rule sets a protocol or ports, so it would never match", r.EtherType)
+		}
+	}
+	if hasPorts && r.Proto != 0 && r.Proto != ProtoTCP && r.Proto != ProtoUDP {
+		return fmt.Errorf("ports given for protocol %d, which has none (only TCP and UDP)", r.Proto)
+	}
+	for j, pr := range r.DstPorts {
+		if pr.Lo > pr.Hi {
+			return fmt.Errorf("dst port range %d: lo %d > hi %d", j, pr.Lo, pr.Hi)
+		}
+	}
+	for j, pr := range r.SrcPorts {
+		if pr.Lo > pr.Hi {
+			return fmt.Errorf("src port range %d: lo %d > hi %d", j, pr.Lo, pr.Hi)
+		}
+	}
+	for j, p := range r.DstPrefixes {
+		if !p.IsValid() {
+			return fmt.Errorf("dst prefix %d (%v) is not valid", j, p)
+		}
+		is4 := p.Addr().Is4()
+		if (is4 && r.EtherType == EtherTypeIPv6) || (!is4 && (r.EtherType == EtherTypeIPv4 || r.EtherType == EtherTypeARP)) {
+			return fmt.Errorf("dst prefix %d (%v) cannot match ethertype %#04x", j, p, r.EtherType)
+		}
+	}
+	return nil
+}
+
+// NumRules returns the number of rules compiled.
+func (c *Classifier) NumRules() int { return c.numRules }
+
+// NumServices returns the number of services rules may name.
+func (c *Classifier) NumServices() int { return c.numServices }
+
+// DefaultService returns the service of frames no rule claims and of
+// malformed frames.
+func (c *Classifier) DefaultService() int { return c.defaultService }
+
+// Classify parses frame and returns the service that claims it. A malformed
+// frame goes to the default service, and reason says what is wrong with
+// it; otherwise reason is ReasonNone. Classify does not allocate.
+func (c *Classifier) Classify(frame []byte) (service int, reason Reason) {
+	var h Headers
+	if reason = Parse(frame, &h); reason != ReasonNone {
+		return c.defaultService, reason
+	}
+	service, _ = c.Match(&h)
+	return service, ReasonNone
+}
+
+// Match returns the service claiming a frame whose headers Parse read
+// without error, and the index of the rule that claims it, or -1 if no rule
+// does and service is the default.
+func (c *Classifier) Match(h *Headers) (service, rule int) {
+	m := c.etherType.lookup(h.EtherType)
+	if h.IPVersion != 0 {
+		m &= c.proto[h.Proto]
+	} else {
+		m &= c.protoNonIP
+	}
+	if m == 0 {
+		return c.defaultService, -1
+	}
+	if h.HasPorts {
+		m &= c.dstPorts.lookup(h.DstPort) & c.srcPorts.lookup(h.SrcPort)
+	} else {
+		m &= c.noPorts
+	}
+	if m == 0 {
+		return c.defaultService, -1
+	}
+	switch {
+	case h.Dst.Is4():
+		a := h.Dst.As4()
+		m &= c.dst4.lookup(a[:])
+	case h.Dst.Is6():
+		a := h.Dst.As16()
+		m &= c.dst6.lookup(a[:])
+	default:
+		m &= c.noAddr
+	}
+	if m == 0 {
+		return c.defaultService, -1
+	}
+	rule = bits.TrailingZeros64(m)
+	return c.service[rule&(MaxRules-1)], rule
+}
+
+// keyRange gives the rule bit to the keys lo..hi of a table16.
+type keyRange struct {
+	lo, hi uint16
+	bit    uint64
+}
+
+// table16 maps a 16-bit key (port, ethertype) to a rule mask in two steps:
+// key to class, class to mask. There are few distinct masks, so the
+// 65536-entry class table is of bytes (64 KiB) unless more than 256 classes
+// are needed, and a table with a single class is not stored at all.
+type table16 struct {
+	class8  *[1 << 16]uint8
+	masks8  *[256]uint64
+	class16 *[1 << 16]uint16
+	masks   []uint64
+	all     uint64 // the mask of every key, when there is one class
+}
+
+func (t *table16) lookup(k uint16) uint64 {
+	if t.class8 != nil {
+		return t.masks8[t.class8[k]]
+	}
+	if t.class16 != nil {
+		return t.masks[t.class16[k]]
+	}
+	return t.all
+}
+
+// buildTable16 returns the table mapping each key to base plus the bits of
+// the ranges containing it.
+func buildTable16(base uint64, ranges []keyRange) table16 {
+	if len(ranges) == 0 {
+		return table16{all: base}
+	}
+	// Sweep the range boundaries: between consecutive boundaries the set
+	// of covering ranges is constant. Per-bit counts handle overlapping
+	// ranges of one rule.
+	type event struct {
+		key   int
+		bit   uint64
+		delta int
+	}
+	events := make([]event, 0, 2*len(ranges))
+	for _, r := range ranges {
+		events = append(events, event{int(r.lo), r.bit, +1}, event{int(r.hi) + 1, r.bit, -1})
+	}
+	slices.SortFunc(events, func(a, b event) int { return a.key - b.key })
+
+	var (
+		count   [MaxRules]int
+		cur     = base
+		classOf = map[uint64]int{}
+		masks   []uint64
+		class   = make([]uint16, 1<<16)
+	)
+	classFor := func(m uint64) uint16 {
+		id, ok := classOf[m]
+		if !ok {
+			id = len(masks)
+			classOf[m] = id
+			masks = append(masks, m)
+		}
+		return uint16(id)
+	}
+	e := 0
+	for key := 0; key < 1<<16; {
+		for e < len(events) && events[e].key == key {
+			i := bits.TrailingZeros64(events[e].bit)
+			count[i] += events[e].delta
+			if count[i] > 0 {
+				cur |= events[e].bit
+			} else {
+				cur &^= events[e].bit
+			}
+			e++
+		}
+		next := 1 << 16
+		if e < len(events) && events[e].key < next {
+			next = events[e].key
+		}
+		id := classFor(cur)
+		for ; key < next; key++ {
+			class[key] = id
+		}
+	}
+
+	if len(masks) == 1 {
+		return table16{all: masks[0]}
+	}
+	if len(masks) <= 256 {
+		t := table16{class8: new([1 << 16]uint8), masks8: new([256]uint64)}
+		for k, id := range class {
+			t.class8[k] = uint8(id)
+		}
+		copy(t.masks8[:], masks)
+		return t
+	}
+	return table16{class16: (*[1 << 16]uint16)(class), masks: masks}
+}
+
+// trie maps an address to the mask of rules whose prefixes contain it. It
+// is a multibit trie with 8-bit strides, leaf-pushed: each entry of a node
+// is either a child node or a leaf holding a mask class, so a lookup reads
+// at most one entry per address byte (4 for IPv4, 16 for IPv6).
+type trie struct {
+	nodes [][256]uint32 // node 0 is the root
+	masks []uint64
+}
+
+const trieLeaf = 1 << 31
+
+func (t *trie) lookup(addr []byte) uint64 {
+	n := 0
+	for _, b := range addr {
+		e := t.nodes[n][b]
+		if e&trieLeaf != 0 {
+			return t.masks[e&^trieLeaf]
+		}
+		n = int(e)
+	}
+	// Unreachable: entries of the deepest level are all leaves.
+	return 0
+}
+
+// trieBuilder collects prefixes before leaf pushing. Node i of the builder
+// becomes node i of the trie.
+type trieBuilder struct {
+	addrLen int
+	base    uint64 // bits of rules matching every address: no prefix, or /0
+	nodes   []*trieBuildNode
+}
+
+type trieBuildNode struct {
+	own   [256]uint64 // bits of prefixes that end at this level and cover the entry
+	child [256]int32  // 0: none (the root is never a child)
+}
+
+func newTrieBuilder(addrLen int, base uint64) *trieBuilder {
+	return &trieBuilder{addrLen: addrLen, base: base, nodes: []*trieBuildNode{new(trieBuildNode)}}
+}
+
+// insert adds a masked prefix; it reports false if that would need more
+// than maxTrieNodes nodes.
+func (b *trieBuilder) insert(p netip.Prefix, bit uint64) bool {
+	l := p.Bits()
+	if l == 0 {
+		b.base |= bit
+		return true
+	}
+	a := p.Addr().AsSlice()
+	last := (l - 1) / 8 // the byte in which the prefix ends
+	n := 0
+	for d := 0; d < last; d++ {
+		c := b.nodes[n].child[a[d]]
+		if c == 0 {
+			if len(b.nodes) == maxTrieNodes {
+				return false
+			}
+			c = int32(len(b.nodes))
+			b.nodes = append(b.nodes, new(trieBuildNode))
+			b.nodes[n].child[a[d]] = c
+		}
+		n = int(c)
+	}
+	// The prefix covers the entries of node n whose top l-8*last bits
+	// equal those of a[last].
+	free := 8 - (l - 8*last)
+	lo := int(a[last]) &^ (1<<free - 1)
+	for v := lo; v < lo+1<<free; v++ {
+		b.nodes[n].own[v] |= bit
+	}
+	return true
+}
+
+// build pushes every prefix's bit down to the leaves below it and
+// deduplicates the leaf masks.
+func (b *trieBuilder) build() trie {
+	t := trie{nodes: make([][256]uint32, len(b.nodes))}
+	classOf := map[uint64]uint32{}
+	var walk func(n int, inherited uint64)
+	walk = func(n int, inherited uint64) {
+		bn := b.nodes[n]
+		for v := range 256 {
+			m := inherited | bn.own[v]
+			if c := bn.child[v]; c != 0 {
+				t.nodes[n][v] = uint32(c)
+				walk(int(c), m)
+				continue
+			}
+			id, ok := classOf[m]
+			if !ok {
+				id = uint32(len(t.masks))
+				classOf[m] = id
+				t.masks = append(t.masks, m)
+			}
+			t.nodes[n][v] = trieLeaf | id
+		}
+	}
+	walk(0, b.base)
+	return t
+}

@@ -1,0 +1,214 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"net/netip"
+	"reflect"
+	"testing"
+
+	"github.com/google/gopacket"
+)
+
+var sentinels = []error{
+	ErrTruncated, ErrNotRoCE, ErrBadICRC, ErrBadPad, ErrBadTVer, ErrUnknownOpcode,
+	ErrBadLength, ErrBadChecksum, ErrShortBuffer, ErrBadAddress, ErrBadMAD, ErrBadRecord,
+}
+
+func isSentinel(err error) bool {
+	for _, s := range sentinels {
+		if errors.Is(err, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// exact returns p with its capacity cut to its length, so that reslicing
+// past the input panics instead of silently reading the backing array.
+func exact(p []byte) []byte { return p[:len(p):len(p)] }
+
+func FuzzParsePacket(f *testing.F) {
+	for i, fr := range roceFrames(f) {
+		if i%7 == 0 {
+			f.Add(fr.data)
+		}
+	}
+	f.Add(mustHex(f, cnpFrameHex))
+	for _, op := range []Opcode{OpRCSendFirst, OpRCWriteOnlyImm, OpRCAck, OpRCReadRespLast, OpUDSendOnlyImm, OpRCCompareSwap, OpRCAtomicAck} {
+		var payload []byte
+		if op.HasPayload() {
+			payload = []byte("xyz")
+		}
+		f.Add(rcFrame(f, op, payload))
+	}
+	v6 := FrameHeader{SrcIP: netip.MustParseAddr("fe80::1"), DstIP: netip.MustParseAddr("fe80::2"), VLAN: true}
+	buf := make([]byte, 256)
+	n, _ := BuildFrame(buf, &v6, &Packet{BTH: BTH{Opcode: OpRCSendLastImm}}, []byte("a"))
+	f.Add(buf[:n])
+
+	RegisterLayers()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		data = exact(data)
+		VerifyICRC(data)
+		checkParse(t, data)
+		// Random bytes almost never carry a valid IPv4 checksum and ICRC;
+		// fix both so the fuzzer also explores the headers above them.
+		fixed := append([]byte(nil), data...)
+		if len(fixed) >= 34 && fixed[12] == 0x08 && fixed[13] == 0x00 {
+			if ihl := int(fixed[14]&0x0F) * 4; ihl >= 20 && len(fixed) >= 14+ihl {
+				fixed[24], fixed[25] = 0, 0
+				binary.BigEndian.PutUint16(fixed[24:], ipv4Checksum(fixed[14:14+ihl]))
+			}
+		}
+		if PutICRC(fixed) == nil {
+			checkParse(t, exact(fixed))
+		}
+	})
+}
+
+// checkParse parses data and, when that succeeds, rebuilds the frame from
+// the parsed fields and checks that it parses to the same packet.
+func checkParse(t *testing.T, data []byte) {
+	var p Packet
+	err := ParsePacket(data, &p)
+
+	// The gopacket decoders see the same bytes from the BTH on; a
+	// panic would surface as a failure that wraps no sentinel.
+	if len(data) > 42 {
+		pkt := gopacket.NewPacket(exact(data[42:]), LayerTypeBTH, gopacket.Default)
+		if el := pkt.ErrorLayer(); el != nil && !isSentinel(el.Error()) {
+			t.Fatalf("layer decode: %v", el.Error())
+		}
+	}
+
+	if err != nil {
+		if !isSentinel(err) {
+			t.Fatalf("error %v wraps no sentinel", err)
+		}
+		return
+	}
+	if src, dst := p.SrcIP, p.DstIP; src.Is4In6() || dst.Is4In6() {
+		return // BuildFrame would send these as IPv4
+	}
+	h := headerOf(&p)
+	out := make([]byte, FrameLen(p.BTH.Opcode, len(p.Payload), p.SrcIP.Is6())+4)
+	n, err := BuildFrame(out, &h, &p, p.Payload)
+	if err != nil {
+		t.Fatalf("BuildFrame of parsed packet: %v", err)
+	}
+	var q Packet
+	if err := ParsePacket(exact(out[:n]), &q); err != nil {
+		t.Fatalf("reparse: %v", err)
+	}
+	if !bytes.Equal(p.Payload, q.Payload) {
+		t.Fatalf("payload %x, reparsed %x", p.Payload, q.Payload)
+	}
+	p.Payload, q.Payload = nil, nil
+	p.ICRC, q.ICRC = 0, 0
+	if !reflect.DeepEqual(p, q) {
+		t.Fatalf("round trip:\n%+v\n%+v", p, q)
+	}
+}
+
+func FuzzMAD(f *testing.F) {
+	for _, fr := range roceFrames(f) {
+		var p Packet
+		if ParsePacket(fr.data, &p) == nil && p.BTH.Opcode.HasDETH() {
+			f.Add(p.Payload)
+		}
+	}
+	rej := make([]byte, MADLen)
+	_ = EncodeCM(rej, 1, &CMRej{Reason: RejReasonStaleConn, ARILen: 72})
+	f.Add(rej)
+	f.Add(make([]byte, 10))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		data = exact(data)
+		var h MADHeader
+		if err := h.Decode(data); err == nil {
+			out := make([]byte, MADHeaderLen)
+			h.Encode(out)
+			var h2 MADHeader
+			if err := h2.Decode(out); err != nil || h2 != h {
+				t.Fatalf("header round trip: %+v %+v %v", h, h2, err)
+			}
+		}
+		for _, attr := range []uint16{AttrReq, AttrMRA, AttrRej, AttrRep, AttrRTU, AttrDREQ, AttrDREP} {
+			m := NewCMMessage(attr)
+			if err := m.Decode(data); err != nil {
+				if !isSentinel(err) {
+					t.Fatalf("%T: error %v wraps no sentinel", m, err)
+				}
+				continue
+			}
+			out := make([]byte, MADLen)
+			if err := EncodeCM(out, h.TID, m); err != nil {
+				t.Fatal(err)
+			}
+			m2 := NewCMMessage(attr)
+			if err := m2.Decode(out); err != nil {
+				t.Fatalf("%T: decode of encoding: %v", m, err)
+			}
+			if !equalCM(m, m2) {
+				t.Fatalf("%T round trip:\n%+v\n%+v", m, m, m2)
+			}
+		}
+	})
+}
+
+func FuzzCMAHeader(f *testing.F) {
+	for _, fr := range roceFrames(f) {
+		var p Packet
+		var req CMReq
+		if ParsePacket(fr.data, &p) == nil && p.BTH.Opcode.HasDETH() && req.Decode(p.Payload) == nil {
+			f.Add(req.PrivateData[:])
+			break
+		}
+	}
+	v6 := make([]byte, CMAHeaderLen)
+	(&CMAHeader{IPVersion: 6, SrcAddr: netip.IPv6Loopback(), DstAddr: netip.IPv6Loopback()}).Encode(v6)
+	f.Add(v6)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		data = exact(data)
+		var h CMAHeader
+		if err := h.Decode(data); err != nil {
+			if !isSentinel(err) {
+				t.Fatalf("error %v wraps no sentinel", err)
+			}
+			return
+		}
+		out := make([]byte, CMAHeaderLen)
+		h.Encode(out)
+		var h2 CMAHeader
+		if err := h2.Decode(out); err != nil || h2 != h {
+			t.Fatalf("round trip: %+v %+v %v", h, h2, err)
+		}
+	})
+}
+
+func FuzzCephQPRecord(f *testing.F) {
+	f.Add([]byte("0000:00000011:00b92c8d:00000000:00000000000000000000ffff0a4d000b\x00"))
+	f.Add([]byte("ABCD:0000001F:00B92C8D:FFFFFFFF:FE800000000000000000000000000001\x00trailing"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		data = exact(data)
+		var r CephQPRecord
+		if err := r.Decode(data); err != nil {
+			if !isSentinel(err) {
+				t.Fatalf("error %v wraps no sentinel", err)
+			}
+			return
+		}
+		out := make([]byte, CephQPRecordLen)
+		if err := r.Encode(out); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.EqualFold(out, data[:CephQPRecordLen]) {
+			t.Fatalf("encoded %q from %q", out, data[:CephQPRecordLen])
+		}
+		var r2 CephQPRecord
+		if err := r2.Decode(out); err != nil || r2 != r {
+			t.Fatalf("round trip: %+v %+v %v", r, r2, err)
+		}
+	})
+}

@@ -1,0 +1,174 @@
+package wire
+
+import (
+	"encoding/binary"
+	"hash/crc32"
+)
+
+// ICRC is the RoCEv2 invariant CRC: the Ethernet CRC-32 (crc32.IEEE) over
+// 8 bytes of 0xFF standing in for the InfiniBand LRH, then the IP header,
+// UDP header, BTH, extension headers, payload and pad, with the fields
+// routers may rewrite replaced by ones:
+//
+//	IPv4: TOS (with ECN), TTL, header checksum
+//	IPv6: traffic class (with ECN), flow label, hop limit
+//	UDP:  checksum
+//	BTH:  byte 4 (FECN, BECN, resv6)
+//
+// The 32-bit result travels least-significant byte first.
+
+// icrcPrefix is crc32.Update(0, IEEE, 8×0xFF): the CRC after the
+// pseudo-LRH. rxe starts from the equivalent raw state 0xDEBB20E3.
+const icrcPrefix = ^uint32(0xDEBB20E3)
+
+const (
+	ipv4MinHdrLen = 20
+	ipv6HdrLen    = 40
+	udpHdrLen     = 8
+)
+
+// ICRC computes the invariant CRC of p, which starts at the IP header and
+// ends at the last pad byte (the frame without its Ethernet header and
+// without the 4-byte ICRC trailer). p is neither modified nor copied. The IP
+// version comes from p's first nibble; anything but 6 is taken as IPv4,
+// whose header length comes from IHL. Masks that would fall beyond the
+// end of a short p are skipped rather than read.
+func ICRC(p []byte) uint32 {
+	ipv6 := len(p) > 0 && p[0]>>4 == 6
+	ipLen := ipv4MinHdrLen
+	if ipv6 {
+		ipLen = ipv6HdrLen
+	} else if len(p) > 0 && int(p[0]&0x0F)*4 > ipLen {
+		ipLen = int(p[0]&0x0F) * 4
+	}
+	udpCsum := ipLen + 6
+	bth4 := ipLen + udpHdrLen + 4
+	hdrEnd := min(bth4+1, len(p))
+
+	// The header bytes go through the CRC table one at a time, ORed with
+	// their mask, so the packet is neither modified nor copied (a copy
+	// on the stack would escape through hash/crc32). The payload is then
+	// hashed in place.
+	var mask []byte
+	switch {
+	case ipv6:
+		mask = icrcMaskIPv6[:]
+	case ipLen == ipv4MinHdrLen:
+		mask = icrcMaskIPv4[:]
+	}
+	tab := crc32.IEEETable
+	s := ^uint32(icrcPrefix)
+	if mask != nil {
+		for i, b := range p[:hdrEnd] {
+			s = tab[byte(s)^(b|mask[i])] ^ s>>8
+		}
+	} else {
+		// IPv4 with options, which rxe never sends.
+		for i, b := range p[:hdrEnd] {
+			switch i {
+			case 1, 8, 10, 11, udpCsum, udpCsum + 1, bth4:
+				b = 0xFF
+			}
+			s = tab[byte(s)^b] ^ s>>8
+		}
+	}
+	return crc32.Update(^s, tab, p[hdrEnd:])
+}
+
+// ICRC masks: bits forced to one in the IP, UDP and BTH headers.
+var (
+	icrcMaskIPv4 = [ipv4MinHdrLen + udpHdrLen + 5]byte{
+		1: 0xFF, 8: 0xFF, 10: 0xFF, 11: 0xFF, // TOS, TTL, header checksum
+		ipv4MinHdrLen + 6: 0xFF, ipv4MinHdrLen + 7: 0xFF, // UDP checksum
+		ipv4MinHdrLen + udpHdrLen + 4: 0xFF, // FECN, BECN, resv6
+	}
+	icrcMaskIPv6 = [ipv6HdrLen + udpHdrLen + 5]byte{
+		0: 0x0F, 1: 0xFF, 2: 0xFF, 3: 0xFF, // traffic class, flow label
+		7:              0xFF, // hop limit
+		ipv6HdrLen + 6: 0xFF, ipv6HdrLen + 7: 0xFF,
+		ipv6HdrLen + udpHdrLen + 4: 0xFF,
+	}
+)
+
+// icrcRegion returns the offsets of the IP header and of the ICRC trailer
+// in an Ethernet frame carrying IPv4 or IPv6 (optionally behind one
+// 802.1Q tag). The trailer ends where the IP length field says, so
+// Ethernet padding of short frames is excluded.
+func icrcRegion(frame []byte) (ipOff, icrcOff int, err error) {
+	if len(frame) < ethHdrLen {
+		return 0, 0, errShortEth
+	}
+	ipOff = ethHdrLen
+	et := binary.BigEndian.Uint16(frame[12:14])
+	if et == etherTypeVLAN {
+		if len(frame) < ethHdrLen+vlanTagLen {
+			return 0, 0, errShortEth
+		}
+		ipOff += vlanTagLen
+		et = binary.BigEndian.Uint16(frame[16:18])
+	}
+	var end int
+	switch et {
+	case etherTypeIPv4:
+		if len(frame) < ipOff+ipv4MinHdrLen {
+			return 0, 0, errShortIPv4
+		}
+		end = ipOff + int(binary.BigEndian.Uint16(frame[ipOff+2:]))
+	case etherTypeIPv6:
+		if len(frame) < ipOff+ipv6HdrLen {
+			return 0, 0, errShortIPv6
+		}
+		end = ipOff + ipv6HdrLen + int(binary.BigEndian.Uint16(frame[ipOff+4:]))
+	default:
+		return 0, 0, errEtherType
+	}
+	if end > len(frame) {
+		return 0, 0, errShortIP
+	}
+	if end-ICRCLen < ipOff+ipv4MinHdrLen {
+		return 0, 0, errShortICRC
+	}
+	return ipOff, end - ICRCLen, nil
+}
+
+// VerifyICRC reports whether the ICRC trailer of an Ethernet frame
+// (IPv4 or IPv6, trailer included) matches its contents.
+func VerifyICRC(frame []byte) bool {
+	ipOff, icrcOff, err := icrcRegion(frame)
+	if err != nil {
+		return false
+	}
+	return ICRC(frame[ipOff:icrcOff]) == binary.LittleEndian.Uint32(frame[icrcOff:])
+}
+
+// PutICRC computes the ICRC of an Ethernet frame whose IP length fields
+// already count the trailer, and stores it in the frame's last 4
+// ICRC-covered bytes.
+func PutICRC(frame []byte) error {
+	ipOff, icrcOff, err := icrcRegion(frame)
+	if err != nil {
+		return err
+	}
+	binary.LittleEndian.PutUint32(frame[icrcOff:], ICRC(frame[ipOff:icrcOff]))
+	return nil
+}
+
+// AppendICRC appends the ICRC trailer to a frame whose IP length fields
+// already count the 4 trailer bytes that are not yet there.
+func AppendICRC(frame []byte) ([]byte, error) {
+	frame = append(frame, 0, 0, 0, 0)
+	if err := PutICRC(frame); err != nil {
+		return frame[:len(frame)-ICRCLen], err
+	}
+	return frame, nil
+}
+
+// FrameICRC computes the ICRC an Ethernet frame (trailer included, as
+// for VerifyICRC) should carry.
+func FrameICRC(frame []byte) (uint32, error) {
+	ipOff, icrcOff, err := icrcRegion(frame)
+	if err != nil {
+		return 0, err
+	}
+	return ICRC(frame[ipOff:icrcOff]), nil
+}
