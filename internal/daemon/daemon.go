@@ -46,6 +46,9 @@ type Options struct {
 	// EAL, when set, is an already running EAL to use instead of starting
 	// one (tests start one per process). Stop then leaves it running.
 	EAL *pmd.EAL
+	// Manual leaves the poll loops unstarted: the caller drives them with
+	// Poller.PollOnce from its own goroutine (tests and benchmarks).
+	Manual bool
 }
 
 // Start builds the data path and starts its poll loops.
@@ -163,6 +166,9 @@ func Start(plan *Plan, opts Options) (_ *Daemon, err error) {
 		"mac", info.MAC.String(), "link", link.String(), "rx_queues", cfg.Port.RxQueues, "tx_queues", cfg.Port.TxQueues)
 
 	d.exited = make(chan loopExit, len(d.pollers))
+	if opts.Manual {
+		return d, nil
+	}
 	for _, p := range d.pollers {
 		done := d.eal.RunOnLcore(p.Lcore(), p.Run)
 		go func() { d.exited <- loopExit{lcore: p.Lcore(), err: <-done} }()
@@ -298,6 +304,9 @@ func (d *Daemon) Wait(ctx context.Context) error {
 		return fmt.Errorf("daemon: poll loop on lcore %d exited: %v", x.lcore, x.err)
 	}
 }
+
+// Pollers returns the poll loops.
+func (d *Daemon) Pollers() []*dispatch.Poller { return d.pollers }
 
 // Services returns the services in configuration order.
 func (d *Daemon) Services() []*dispatch.Service { return d.services }

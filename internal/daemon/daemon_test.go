@@ -1,0 +1,436 @@
+package daemon_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cephdpdkd/cephdpdkd/internal/config"
+	"github.com/cephdpdkd/cephdpdkd/internal/daemon"
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv"
+	"github.com/cephdpdkd/cephdpdkd/internal/trafficgen"
+	"github.com/cephdpdkd/cephdpdkd/pmd"
+)
+
+var testEAL *pmd.EAL
+
+func TestMain(m *testing.M) {
+	var err error
+	testEAL, err = testenv.StartEAL("daemon")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "daemon tests need DPDK:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if err := testEAL.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
+	os.Exit(code)
+}
+
+// cephConfig is the default Ceph rule set on the given device.
+func cephConfig(t *testing.T, name, device string, ringSize int) *config.Config {
+	t.Helper()
+	y := fmt.Sprintf(`
+port: {name: %s, device: "%s", rx_descriptors: 512, tx_descriptors: 512}
+mempool: {headroom: 256}
+services:
+  - {name: mon, ring_size: %[3]d}
+  - {name: osd, ring_size: %[3]d}
+  - {name: roce, ring_size: %[3]d}
+  - {name: unclaimed, ring_size: %[3]d}
+default_service: unclaimed
+rules:
+  - {service: mon, protocol: tcp, dst_ports: [3300, 6789]}
+  - {service: mon, protocol: tcp, src_ports: [3300, 6789]}
+  - {service: osd, protocol: tcp, dst_ports: ["6800-7568"]}
+  - {service: osd, protocol: tcp, src_ports: ["6800-7568"]}
+  - {service: roce, protocol: udp, dst_ports: [4791]}
+metrics: {listen: "off"}
+shutdown: {drain_timeout: 1s}
+`, name, device, ringSize)
+	c, err := config.Parse([]byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// start runs a daemon on the test EAL and stops it at cleanup, failing
+// the test on any shutdown error (an mbuf leak included).
+func start(t *testing.T, cfg *config.Config) *daemon.Daemon {
+	t.Helper()
+	plan, err := daemon.NewPlan(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(testWriter{t}, nil))
+	d, err := daemon.Start(plan, daemon.Options{EAL: testEAL, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			if err := d.Stop(context.Background()); err != nil {
+				t.Errorf("stop: %v", err)
+			}
+		}
+	})
+	return d
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// serviceOf is where the default Ceph rules must put a generated frame.
+func serviceOf(f trafficgen.Frame) string {
+	if f.Malformed {
+		return "unclaimed"
+	}
+	switch f.Kind {
+	case trafficgen.MonV1, trafficgen.MonV2:
+		return "mon"
+	case trafficgen.OSD:
+		return "osd"
+	case trafficgen.RoCEv2:
+		return "roce"
+	}
+	return "unclaimed"
+}
+
+func counts(d *daemon.Daemon) map[string]uint64 {
+	m := map[string]uint64{}
+	for _, s := range d.Services() {
+		m[s.Name] = s.Stats.Packets.Load()
+	}
+	return m
+}
+
+func consumed(d *daemon.Daemon) (n uint64) {
+	for i := range d.Services() {
+		n += d.ConsumerCounts(i).Packets.Load()
+	}
+	return n
+}
+
+func received(d *daemon.Daemon) (n uint64) {
+	for _, q := range d.Snapshot().Queues {
+		n += q.RxPackets
+	}
+	return n
+}
+
+// waitFor polls cond until it holds or the timeout passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Every frame of a generated Ceph-node capture replayed once through
+// net_pcap lands in the service its kind belongs to, and every mbuf comes
+// back at shutdown.
+func TestPcapReplayLandsInServices(t *testing.T) {
+	frames := trafficgen.Generate(7, 3000, trafficgen.DefaultMix())
+	path := filepath.Join(t.TempDir(), "mix.pcap")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := trafficgen.WritePcap(f, frames); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	want := map[string]uint64{}
+	for _, fr := range frames {
+		want[serviceOf(fr)]++
+	}
+
+	d := start(t, cephConfig(t, "replay", "net_pcap10,rx_pcap="+path, 4096))
+	waitFor(t, 10*time.Second, "all frames consumed", func() bool { return consumed(d) == uint64(len(frames)) })
+	if got := received(d); got != uint64(len(frames)) {
+		t.Errorf("received %d frames, sent %d", got, len(frames))
+	}
+	got := counts(d)
+	for svc, n := range want {
+		if got[svc] != n {
+			t.Errorf("service %s: %d packets, want %d", svc, got[svc], n)
+		}
+	}
+	var malformed uint64
+	for _, m := range d.Snapshot().Malformed {
+		malformed += m.Count
+	}
+	wantMalformed := 0
+	for _, fr := range frames {
+		if fr.Malformed {
+			wantMalformed++
+		}
+	}
+	if malformed != uint64(wantMalformed) {
+		t.Errorf("malformed %d, want %d", malformed, wantMalformed)
+	}
+	for _, s := range d.Services() {
+		if s.Stats.Drops.Load() != 0 {
+			t.Errorf("service %s dropped %d with room to spare", s.Name, s.Stats.Drops.Load())
+		}
+	}
+}
+
+// A ring too small for a burst drops what does not fit, counts it, and
+// still returns every mbuf: the pool is full again after shutdown.
+func TestTinyRingDropsAreCountedAndFreed(t *testing.T) {
+	cfg := cephConfig(t, "tiny", "net_pcap11,rx_pcap=../../configs/sample/ceph-node.pcap,infinite_rx=1", 2)
+	d := start(t, cfg)
+	waitFor(t, 5*time.Second, "drops", func() bool {
+		for _, s := range d.Services() {
+			if s.Stats.Drops.Load() < 1000 {
+				return false
+			}
+		}
+		return true
+	})
+	var in, out uint64
+	for i, s := range d.Services() {
+		in += s.Stats.Packets.Load() + s.Stats.Drops.Load()
+		out += d.ConsumerCounts(i).Packets.Load()
+	}
+	if in == 0 || out == 0 {
+		t.Fatalf("dispatched+dropped %d, consumed %d", in, out)
+	}
+	if err := d.Stop(context.Background()); err != nil {
+		t.Fatalf("stop (leak check): %v", err)
+	}
+	// Everything received was either enqueued or dropped.
+	rx := received(d)
+	var total uint64
+	for _, s := range d.Services() {
+		total += s.Stats.Packets.Load() + s.Stats.Drops.Load()
+	}
+	if rx != total {
+		t.Errorf("received %d, dispatched+dropped %d", rx, total)
+	}
+}
+
+var txPackets = regexp.MustCompile(`TX-packets:\s*(\d+)`)
+
+// dpdk-testpmd in txonly mode, in its own process on CPU 0, generates
+// RoCEv2-port UDP into the daemon over net_memif. Every packet testpmd
+// reports sent is counted by the roce service (enqueued or dropped), and
+// no other service sees any.
+func TestTestpmdGeneratorOverMemif(t *testing.T) {
+	testpmd, err := exec.LookPath("dpdk-testpmd")
+	if err != nil {
+		t.Skip("dpdk-testpmd not installed")
+	}
+	sock := filepath.Join(t.TempDir(), "memif.sock")
+	d := start(t, cephConfig(t, "memif", "net_memif20,role=server,socket="+sock, 4096))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, testpmd,
+		"--lcores=0@0,1@0", "--no-huge", "-m", "256", "--no-pci",
+		"--file-prefix", fmt.Sprintf("cdd-tpmd-%d", os.Getpid()), "--log-level=*:warning",
+		"--vdev=net_memif0,role=client,socket="+sock,
+		"--", "-i", "--forward-mode=txonly", "--txpkts=128", "--burst=32",
+		"--tx-ip=10.99.0.2,10.99.0.1", "--tx-udp=49152,4791", "--total-num-mbufs=4096")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	send := func(line string) { io.WriteString(stdin, line+"\n") }
+	// Wait for the memif link, then generate for a bounded time.
+	waitFor(t, 20*time.Second, "memif link", func() bool {
+		l, err := d.Port().Link()
+		return err == nil && l.Up
+	})
+	send("start")
+	time.Sleep(2 * time.Second)
+	send("stop")
+	time.Sleep(500 * time.Millisecond)
+	send("quit")
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("testpmd: %v\n%s", err, out.String())
+	}
+	sent := uint64(0)
+	sc := bufio.NewScanner(strings.NewReader(out.String()))
+	for sc.Scan() {
+		// The per-port block after "stop" is the total for the run.
+		if m := txPackets.FindStringSubmatch(sc.Text()); m != nil {
+			n, _ := strconv.ParseUint(m[1], 10, 64)
+			sent = max(sent, n)
+		}
+	}
+	if sent == 0 {
+		t.Fatalf("testpmd sent nothing:\n%s", out.String())
+	}
+	var roce, others uint64
+	for _, s := range d.Services() {
+		n := s.Stats.Packets.Load() + s.Stats.Drops.Load()
+		if s.Name == "roce" {
+			roce = n
+		} else {
+			others += n
+		}
+	}
+	t.Logf("testpmd sent %d packets; roce service got %d", sent, roce)
+	if roce != sent || others != 0 {
+		t.Errorf("roce %d (want %d), other services %d (want 0)", roce, sent, others)
+	}
+}
+
+// Frames a kernel peer sends over a veth pair reach the daemon through
+// net_af_packet and land in the right services.
+func TestAfPacketVethPeer(t *testing.T) {
+	testenv.RequireRoot(t)
+	v := testenv.NewVethNS(t, netip.MustParsePrefix("10.99.0.2/24"))
+	var frames []trafficgen.Frame
+	for _, f := range trafficgen.Generate(11, 600, trafficgen.DefaultMix()) {
+		// DPDK's af_packet PMD joins its socket to a fanout group with
+		// PACKET_FANOUT_FLAG_DEFRAG, so the kernel reassembles IPv4
+		// fragments before the PMD sees them. The pcap test covers
+		// fragments; here they would arrive as one datagram.
+		if f.Frag == trafficgen.NotFragment {
+			frames = append(frames, f)
+		}
+	}
+	want := map[string]uint64{}
+	var data [][]byte
+	for _, f := range frames {
+		want[serviceOf(f)]++
+		data = append(data, f.Data)
+	}
+	d := start(t, cephConfig(t, "veth", "net_af_packet30,iface="+v.HostIf, 1024))
+	if err := v.SendFrames(data); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, m := range d.Snapshot().Malformed {
+			if m.Count > 0 {
+				t.Logf("malformed %s: %d", m.Reason, m.Count)
+			}
+		}
+	}()
+	waitFor(t, 10*time.Second, "frames from the peer", func() bool {
+		c := counts(d)
+		return c["mon"] >= want["mon"] && c["osd"] >= want["osd"] && c["roce"] >= want["roce"] && c["unclaimed"] >= want["unclaimed"]
+	})
+	got := counts(d)
+	for _, svc := range []string{"mon", "osd", "roce"} {
+		if got[svc] != want[svc] {
+			t.Errorf("service %s: %d packets, want %d", svc, got[svc], want[svc])
+		}
+	}
+	// The peer's kernel may add its own frames (ARP, IPv6 neighbour
+	// discovery); those are unclaimed too.
+	if got["unclaimed"] < want["unclaimed"] {
+		t.Errorf("unclaimed: %d, want at least %d", got["unclaimed"], want["unclaimed"])
+	}
+}
+
+// startManual builds the data path without starting its poll loops, for
+// tests and benchmarks that drive the loop from their own goroutine.
+func startManual(tb testing.TB, cfg *config.Config) *daemon.Daemon {
+	plan, err := daemon.NewPlan(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	d, err := daemon.Start(plan, daemon.Options{EAL: testEAL, Manual: true, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		if err := d.Stop(context.Background()); err != nil {
+			tb.Errorf("stop: %v", err)
+		}
+	})
+	return d
+}
+
+func forwardConfig(tb testing.TB, name, device string) *config.Config {
+	y := fmt.Sprintf(`
+port: {name: %s, device: "%s"}
+services:
+  - {name: mon, ring_size: 1024, consumer: {type: forward}}
+  - {name: osd, ring_size: 1024, consumer: {type: forward}}
+  - {name: roce, ring_size: 1024, consumer: {type: forward}}
+  - {name: unclaimed, ring_size: 1024, consumer: {type: forward}}
+default_service: unclaimed
+rules:
+  - {service: mon, protocol: tcp, dst_ports: [3300, 6789]}
+  - {service: mon, protocol: tcp, src_ports: [3300, 6789]}
+  - {service: osd, protocol: tcp, dst_ports: ["6800-7568"]}
+  - {service: osd, protocol: tcp, src_ports: ["6800-7568"]}
+  - {service: roce, protocol: udp, dst_ports: [4791]}
+metrics: {listen: "off"}
+`, name, device)
+	c, err := config.Parse([]byte(y))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return c
+}
+
+// The poll loop allocates nothing in steady state: RX, classification,
+// ring enqueue and forwarding of a whole burst, sample traffic looping.
+func TestPollLoopDoesNotAllocate(t *testing.T) {
+	d := startManual(t, forwardConfig(t, "alloc", "net_pcap12,rx_pcap=../../configs/sample/ceph-node.pcap,infinite_rx=1"))
+	p := d.Pollers()[0]
+	for range 100 { // warm up: fill the rings' steady state
+		p.PollOnce()
+	}
+	handled := 0
+	allocs := testing.AllocsPerRun(1000, func() { handled += p.PollOnce() })
+	if allocs != 0 {
+		t.Errorf("PollOnce allocates %.2f times per call", allocs)
+	}
+	if handled == 0 {
+		t.Fatal("the loop handled no packets")
+	}
+}
+
+// BenchmarkPollLoop measures the data path per packet on one goroutine:
+// net_pcap RX of the sample capture, classification, enqueue into four
+// rings, forwarders transmitting to the PMD (which drops).
+func BenchmarkPollLoop(b *testing.B) {
+	d := startManual(b, forwardConfig(b, "bench", "net_pcap13,rx_pcap=../../configs/sample/ceph-node.pcap,infinite_rx=1"))
+	p := d.Pollers()[0]
+	rx := &p.Queues()[0].Packets
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := rx.Load()
+	for rx.Load()-start < uint64(b.N) {
+		p.PollOnce()
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(rx.Load()-start)/b.Elapsed().Seconds()/1e6, "Mpps")
+}
