@@ -1,12 +1,51 @@
 package dispatch
 
 import (
+	"bufio"
 	"fmt"
 	"net/netip"
+	"os"
 	"testing"
 
 	"github.com/google/gopacket/layers"
+
+	"github.com/cephdpdkd/cephdpdkd/internal/trafficgen"
 )
+
+// samplePcap is the capture the daemon's default configuration replays.
+const samplePcap = "../configs/sample/ceph-node.pcap"
+
+// sampleFrames returns the frames of samplePcap.
+func sampleFrames(tb testing.TB) [][]byte {
+	tb.Helper()
+	f, err := os.Open(samplePcap)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	frames, err := trafficgen.ReadPcap(bufio.NewReader(f))
+	if err != nil {
+		tb.Fatalf("%s: %v", samplePcap, err)
+	}
+	if len(frames) == 0 {
+		tb.Fatalf("%s: no frames", samplePcap)
+	}
+	return frames
+}
+
+// daemonRules are the rules of configs/cephdpdkd.yaml: mon and OSD
+// messenger traffic in both directions, and RoCEv2.
+func daemonRules() []Rule {
+	mon := []PortRange{{3300, 3300}, {6789, 6789}}
+	osd := []PortRange{{6800, 7568}}
+	return []Rule{
+		{Service: svcMon, Proto: ProtoTCP, DstPorts: mon},
+		{Service: svcMon, Proto: ProtoTCP, SrcPorts: mon},
+		{Service: svcOSD, Proto: ProtoTCP, DstPorts: osd},
+		{Service: svcOSD, Proto: ProtoTCP, SrcPorts: osd},
+		{Service: svcRoCE, Proto: ProtoUDP, DstPorts: []PortRange{{4791, 4791}}},
+	}
+}
 
 // benchFrames is a Ceph node's receive mix: mostly OSD traffic both ways
 // and RoCEv2, some mon traffic, ARP, ICMP, IPv6 and VLAN-tagged frames, and
@@ -135,4 +174,24 @@ func benchClassify(b *testing.B, c *Classifier, frames [][]byte) {
 			i = 0
 		}
 	}
+}
+
+// BenchmarkClassifySample classifies every frame of the sample capture with
+// the daemon's rules, the work of the poll loop on the default
+// configuration, and reports the cost per frame.
+func BenchmarkClassifySample(b *testing.B) {
+	frames := sampleFrames(b)
+	c := mustCompile(b, daemonRules(), numCephServices, svcKernel)
+	b.ReportAllocs()
+	sum := 0
+	for b.Loop() {
+		for _, f := range frames {
+			s, r := c.Classify(f)
+			sum += s + int(r)
+		}
+	}
+	if sum < 0 {
+		b.Fatal("negative service or reason")
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(frames)), "ns/frame")
 }

@@ -45,6 +45,16 @@ type QueueStats struct {
 	Bytes   atomic.Uint64
 }
 
+// publishEvery bounds how many busy iterations counters may lag.
+const publishEvery = 64
+
+type localCounts struct {
+	queuePackets, queueBytes []uint64
+	svcPackets, svcBytes     []uint64
+	svcDrops                 []uint64
+	malformed                [NumReasons]uint64
+}
+
 // Poller is one poll loop: it receives bursts from its RX queues,
 // classifies each packet, enqueues the burst into the service rings with
 // one cgo call, and runs the consumers of the services it owns. Run it on
@@ -58,6 +68,12 @@ type Poller struct {
 	services   []*Service // indexed by service number (all of them)
 	rings      *ringSet
 	owned      []*Service // services whose consumers run here
+
+	// The loop counts in plain fields and publishes them to the atomic
+	// counters when idle or every publishEvery busy iterations: locked
+	// instructions per burst would cost several ns per packet.
+	local        localCounts
+	sincePublish int
 
 	malformed [NumReasons]atomic.Uint64
 	busyNanos atomic.Uint64
@@ -111,6 +127,11 @@ func NewPoller(cfg PollerConfig) (*Poller, error) {
 	for _, q := range cfg.Queues {
 		p.queues = append(p.queues, QueueStats{Queue: q})
 	}
+	p.local = localCounts{
+		queuePackets: make([]uint64, len(cfg.Queues)), queueBytes: make([]uint64, len(cfg.Queues)),
+		svcPackets: make([]uint64, len(cfg.Services)), svcBytes: make([]uint64, len(cfg.Services)),
+		svcDrops: make([]uint64, len(cfg.Services)),
+	}
 	for _, i := range cfg.Owned {
 		if i < 0 || i >= len(cfg.Services) {
 			p.Free()
@@ -151,6 +172,7 @@ func (p *Poller) Run() {
 	}
 	p.busyNanos.Add(uint64(busy))
 	p.loopNanos.Add(uint64(total))
+	p.publish()
 }
 
 // PollOnce runs one iteration: each RX queue once (unless RX is stopped),
@@ -159,44 +181,65 @@ func (p *Poller) PollOnce() int {
 	work := 0
 	if !p.stopRx.Load() {
 		for qi := range p.queues {
-			work += p.rxQueue(&p.queues[qi])
+			work += p.rxQueue(qi)
 		}
 	}
 	for _, s := range p.owned {
 		work += s.Consumer.Poll()
 	}
+	p.sincePublish++
+	if work == 0 || p.sincePublish >= publishEvery {
+		p.publish()
+	}
 	return work
 }
 
-func (p *Poller) rxQueue(q *QueueStats) int {
+func (p *Poller) rxQueue(qi int) int {
 	b := p.burst
-	n := b.RxBurst(p.port, q.Queue)
+	n := b.RxBurst(p.port, p.queues[qi].Queue)
 	if n == 0 {
 		return 0
 	}
-	q.Packets.Add(uint64(n))
-	q.Bytes.Add(b.Bytes())
+	l := &p.local
+	l.queuePackets[qi] += uint64(n)
+	l.queueBytes[qi] += b.Bytes()
 	verdicts := b.Verdicts()
 	for i := range verdicts {
 		svc, reason := p.classifier.Classify(b.Frame(i))
 		verdicts[i] = uint8(svc)
-		if reason != ReasonNone {
-			p.malformed[reason].Add(1)
-		}
+		l.malformed[reason]++
 	}
 	p.rings.dispatch(b)
 	for i, d := range p.rings.view {
-		if d.pkts|d.drops == 0 {
-			continue
-		}
-		st := &p.services[i].Stats
-		st.Packets.Add(d.pkts)
-		st.Bytes.Add(d.bytes)
-		if d.drops > 0 {
-			st.Drops.Add(d.drops)
-		}
+		l.svcPackets[i] += d.pkts
+		l.svcBytes[i] += d.bytes
+		l.svcDrops[i] += d.drops
 	}
 	return n
+}
+
+// publish copies the loop's counters to the atomics readers see. The
+// services' counters are written by every loop that receives, so they
+// are added as deltas.
+func (p *Poller) publish() {
+	p.sincePublish = 0
+	l := &p.local
+	for i := range p.queues {
+		p.queues[i].Packets.Store(l.queuePackets[i])
+		p.queues[i].Bytes.Store(l.queueBytes[i])
+	}
+	for i, s := range p.services {
+		if l.svcPackets[i]|l.svcDrops[i] == 0 {
+			continue
+		}
+		s.Stats.Packets.Add(l.svcPackets[i])
+		s.Stats.Bytes.Add(l.svcBytes[i])
+		s.Stats.Drops.Add(l.svcDrops[i])
+		l.svcPackets[i], l.svcBytes[i], l.svcDrops[i] = 0, 0, 0
+	}
+	for r := ReasonNone + 1; r < NumReasons; r++ {
+		p.malformed[r].Store(l.malformed[r])
+	}
 }
 
 // StopRx makes the loop stop receiving; consumers keep draining.

@@ -72,7 +72,9 @@ type Classifier struct {
 	numRules       int
 	numServices    int
 	defaultService int
-	service        [MaxRules]int
+	// service maps a rule to its service; the extra last entry, at the
+	// index bits.TrailingZeros64 gives for an empty mask, is the default.
+	service [MaxRules + 1]int
 
 	etherType table16
 
@@ -85,6 +87,8 @@ type Classifier struct {
 
 	dst4, dst6 trie
 	noAddr     uint64 // frames without an address: rules with no prefixes
+
+	fast fastTables // Classify's, folded from the tables above
 }
 
 // Compile validates rules and builds the lookup tables. Rules are tried in
@@ -169,6 +173,8 @@ func Compile(rules []Rule, numServices, defaultService int) (*Classifier, error)
 		}
 	}
 	c.dst4, c.dst6 = b4.build(), b6.build()
+	c.service[MaxRules] = defaultService
+	c.buildFast()
 	return c, nil
 }
 
@@ -224,7 +230,18 @@ func (c *Classifier) DefaultService() int { return c.defaultService }
 // Classify parses frame and returns the service that claims it. A malformed
 // frame goes to the default service, and reason says what is wrong with
 // it; otherwise reason is ReasonNone. Classify does not allocate.
+//
+// The result is that of Parse and Match, which Classify bypasses for the
+// common frames (see fast.go).
 func (c *Classifier) Classify(frame []byte) (service int, reason Reason) {
+	if m, ok := c.classifyFast(frame); ok {
+		return c.service[bits.TrailingZeros64(m)], ReasonNone
+	}
+	return c.classifySlow(frame)
+}
+
+// classifySlow is Classify for any frame.
+func (c *Classifier) classifySlow(frame []byte) (service int, reason Reason) {
 	var h Headers
 	if reason = Parse(frame, &h); reason != ReasonNone {
 		return c.defaultService, reason
@@ -392,6 +409,20 @@ func (t *trie) lookup(addr []byte) uint64 {
 		n = int(e)
 	}
 	// Unreachable: entries of the deepest level are all leaves.
+	return 0
+}
+
+// lookup4 is lookup for the IPv4 address a, as a number.
+func (t *trie) lookup4(a uint32) uint64 {
+	n := uint32(0)
+	for shift := 24; shift >= 0; shift -= 8 {
+		e := t.nodes[n][uint8(a>>shift)]
+		if e&trieLeaf != 0 {
+			return t.masks[e&^trieLeaf]
+		}
+		n = e
+	}
+	// Unreachable, as for lookup.
 	return 0
 }
 

@@ -10,8 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"syscall"
 	"sync"
+	"syscall"
 
 	"github.com/yerden/go-dpdk/eal"
 )
