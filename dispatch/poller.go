@@ -224,10 +224,6 @@ func (p *Poller) rxQueue(qi int) int {
 func (p *Poller) publish() {
 	p.sincePublish = 0
 	l := &p.local
-	for i := range p.queues {
-		p.queues[i].Packets.Store(l.queuePackets[i])
-		p.queues[i].Bytes.Store(l.queueBytes[i])
-	}
 	for i, s := range p.services {
 		if l.svcPackets[i]|l.svcDrops[i] == 0 {
 			continue
@@ -239,6 +235,12 @@ func (p *Poller) publish() {
 	}
 	for r := ReasonNone + 1; r < NumReasons; r++ {
 		p.malformed[r].Store(l.malformed[r])
+	}
+	// Queue counters last: a reader that sees them sees everything
+	// counted up to the same point.
+	for i := range p.queues {
+		p.queues[i].Bytes.Store(l.queueBytes[i])
+		p.queues[i].Packets.Store(l.queuePackets[i])
 	}
 }
 
