@@ -1,0 +1,75 @@
+package metrics
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+func sample(rx, osd uint64) Snapshot {
+	return Snapshot{
+		Ports:     []Port{{Name: "p0", Up: true, SpeedMbps: 10000, RxPackets: rx, RxMissed: 3}},
+		Queues:    []Queue{{Port: "p0", Queue: 0, RxPackets: rx}},
+		Services:  []Service{{Name: "osd", Packets: osd, Drops: 2, RingCount: 5, RingCapacity: 1023, Consumer: "count", Consumed: osd}},
+		Pools:     []Pool{{Name: "pool", Size: 100, Available: 60, InUse: 40}},
+		Malformed: []Malformed{{Reason: "truncated_ipv4", Count: 7}},
+		Pollers:   []Poller{{Lcore: 1, BusyNanos: 250, TotalNanos: 1000}},
+	}
+}
+
+func TestCollector(t *testing.T) {
+	c := NewCollector(func() Snapshot { return sample(1000, 400) })
+	want := `
+# HELP cephdpdkd_service_drops_total Packets dropped because the service's ring was full.
+# TYPE cephdpdkd_service_drops_total counter
+cephdpdkd_service_drops_total{service="osd"} 2
+# HELP cephdpdkd_queue_rx_packets_total Packets the poll loop received from the queue.
+# TYPE cephdpdkd_queue_rx_packets_total counter
+cephdpdkd_queue_rx_packets_total{port="p0",queue="0"} 1000
+# HELP cephdpdkd_poller_busy_ratio Busy time over run time since start.
+# TYPE cephdpdkd_poller_busy_ratio gauge
+cephdpdkd_poller_busy_ratio{lcore="1"} 0.25
+# HELP cephdpdkd_malformed_frames_total Frames the classifier found malformed, by reason; they go to the default service.
+# TYPE cephdpdkd_malformed_frames_total counter
+cephdpdkd_malformed_frames_total{reason="truncated_ipv4"} 7
+# HELP cephdpdkd_port_rx_missed_total Packets the NIC dropped for lack of RX descriptors (imissed).
+# TYPE cephdpdkd_port_rx_missed_total counter
+cephdpdkd_port_rx_missed_total{port="p0"} 3
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want),
+		"cephdpdkd_service_drops_total", "cephdpdkd_queue_rx_packets_total", "cephdpdkd_poller_busy_ratio",
+		"cephdpdkd_malformed_frames_total", "cephdpdkd_port_rx_missed_total"); err != nil {
+		t.Error(err)
+	}
+	problems, err := testutil.CollectAndLint(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("lint: %s: %s", p.Metric, p.Text)
+	}
+}
+
+func TestStatusLine(t *testing.T) {
+	snap := sample(0, 0)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(NewCollector(func() Snapshot { return snap }))
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Unix(100, 0)
+	prev := StatusFromFamilies(t0, fams)
+	snap = sample(2_000_000, 1_500_000)
+	snap.Services[0].Drops = 12
+	fams, _ = reg.Gather()
+	cur := StatusFromFamilies(t0.Add(time.Second), fams)
+	got := FormatStatus(prev, cur)
+	want := "rx 2.00 Mpps | osd 1.50 Mpps drop 10 | malformed 7 | mbufs 40/100 | busy 25%"
+	if got != want {
+		t.Errorf("status line\n got %q\nwant %q", got, want)
+	}
+}

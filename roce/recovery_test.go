@@ -1,0 +1,242 @@
+package roce
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/cephdpdkd/cephdpdkd/roce/wire"
+)
+
+// sendSetup posts a receive of size bytes on b and a signaled SEND of
+// size patterned bytes on a.
+func sendSetup(t *testing.T, n *testNet, p *qpPair, size int, postRecv bool) (src, dst *MR) {
+	t.Helper()
+	src = region(t, n.pa, size, 0)
+	dst = region(t, n.pb, size, AccessLocalWrite)
+	pattern(src.Bytes(), uint64(size))
+	if postRecv {
+		if err := p.b.PostRecv(&RecvWR{ID: 1, SGList: []SGE{dst.SGE(0, size)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.a.PostSend(&SendWR{ID: 2, Opcode: WRSend, Flags: SendSignaled, SGList: []SGE{src.SGE(0, size)}}); err != nil {
+		t.Fatal(err)
+	}
+	return src, dst
+}
+
+// checkDelivered waits for both completions and checks them and the data.
+func checkDelivered(t *testing.T, n *testNet, p *qpPair, src, dst *MR) {
+	t.Helper()
+	n.run(1_000_000, func() bool { return p.acqs[0].Len() > 0 && p.bcqs[1].Len() > 0 })
+	n.settle()
+	if swc := pollOne(t, p.acqs[0]); swc.Status != WCSuccess {
+		t.Errorf("send completion %+v", swc)
+	}
+	if rwc := pollOne(t, p.bcqs[1]); rwc.Status != WCSuccess || int(rwc.ByteLen) != src.Len() {
+		t.Errorf("recv completion %+v", rwc)
+	}
+	if k := p.bcqs[1].Len(); k != 0 {
+		t.Errorf("%d extra receive completions: a message was delivered twice", k)
+	}
+	if !bytes.Equal(src.Bytes(), dst.Bytes()) {
+		t.Error("data differs")
+	}
+}
+
+// TestGoBackNMidMessage drops the fourth packet of a 10-packet SEND: the
+// responder sends one sequence NAK and drops what follows silently, and
+// the requester resends from the lost packet, as a MIDDLE.
+func TestGoBackNMidMessage(t *testing.T) {
+	n := newTestNet(t, testLink(0), EndpointConfig{})
+	o := defaultQPOpts()
+	p := n.newPair(o)
+	lost := wire.PSNAdd(o.psnA, 3)
+	fromA := n.capture(n.la, dropOnce(func(c *captured) bool { return c.bth.PSN == lost }))
+	fromB := n.capture(n.lb, nil)
+	src, dst := sendSetup(t, n, p, 10*1024, true)
+	checkDelivered(t, n, p, src, dst)
+
+	var naks []captured
+	for _, c := range *fromB {
+		if c.aeth.IsNak() {
+			naks = append(naks, c)
+		}
+	}
+	if len(naks) != 1 || naks[0].aeth.NakCode() != wire.NakPSNSeq || naks[0].bth.PSN != lost {
+		t.Errorf("responder NAKs %+v, want one sequence NAK for psn %#x", naks, lost)
+	}
+	sb := p.b.Stats()
+	if sb.OutOfSequence != 6 || sb.NaksSent[NakSequence] != 1 {
+		t.Errorf("responder: %d out of sequence, %d sequence NAKs; want 6 and 1", sb.OutOfSequence, sb.NaksSent[NakSequence])
+	}
+	// The first packet after the first transmission is the retransmission.
+	re := (*fromA)[10]
+	if re.bth.PSN != lost || re.bth.Opcode != wire.OpRCSendMiddle {
+		t.Errorf("retransmission starts with %v psn %#x, want SEND_MIDDLE psn %#x", re.bth.Opcode, re.bth.PSN, lost)
+	}
+	if sa := p.a.Stats(); sa.Retransmits != 7 || sa.NaksReceived[NakSequence] != 1 || sa.Timeouts != 0 {
+		t.Errorf("requester: %d retransmits, %d NAKs, %d timeouts; want 7, 1, 0", sa.Retransmits, sa.NaksReceived[NakSequence], sa.Timeouts)
+	}
+}
+
+// TestTimeoutRetransmit drops a message's last packet, which nothing
+// follows: only the retransmit timer can recover it. Nothing before it
+// was acknowledged (only the last packet asks for an ACK), so the whole
+// message goes again and the responder re-acknowledges the duplicates.
+func TestTimeoutRetransmit(t *testing.T) {
+	n := newTestNet(t, testLink(0), EndpointConfig{})
+	o := defaultQPOpts()
+	p := n.newPair(o)
+	last := wire.PSNAdd(o.psnA, 2)
+	fromA := n.capture(n.la, dropOnce(func(c *captured) bool { return c.bth.PSN == last }))
+	start := n.now
+	src, dst := sendSetup(t, n, p, 3000, true)
+	checkDelivered(t, n, p, src, dst)
+	if sa := p.a.Stats(); sa.Timeouts != 1 || sa.Retransmits != 3 {
+		t.Errorf("%d timeouts, %d retransmits; want 1 and 3", sa.Timeouts, sa.Retransmits)
+	}
+	if sb := p.b.Stats(); sb.Duplicates != 2 {
+		t.Errorf("%d duplicates, want 2", sb.Duplicates)
+	}
+	re := (*fromA)[3]
+	timeout := 4096 * time.Nanosecond << o.timeout
+	if re.bth.PSN != o.psnA || re.bth.Opcode != wire.OpRCSendFirst || re.at.Sub(start) < timeout {
+		t.Errorf("resent %v psn %#x after %v, want SEND_FIRST psn %#x after at least %v",
+			re.bth.Opcode, re.bth.PSN, re.at.Sub(start), o.psnA, timeout)
+	}
+}
+
+// TestLostAck drops the responder's ACK: the requester times out and
+// resends, the responder sees a duplicate, acknowledges it again and
+// does not deliver the message twice.
+func TestLostAck(t *testing.T) {
+	n := newTestNet(t, testLink(0), EndpointConfig{})
+	p := n.newPair(defaultQPOpts())
+	n.capture(n.lb, dropOnce(func(c *captured) bool { return c.bth.Opcode == wire.OpRCAck }))
+	src, dst := sendSetup(t, n, p, 5000, true)
+	checkDelivered(t, n, p, src, dst)
+	if sb := p.b.Stats(); sb.Duplicates == 0 {
+		t.Error("responder saw no duplicate")
+	}
+	if sa := p.a.Stats(); sa.Timeouts != 1 {
+		t.Errorf("%d timeouts, want 1", sa.Timeouts)
+	}
+}
+
+// TestRNRBackoff: with no receive buffer posted the responder NAKs with
+// its RNR timer; the requester waits that long before each retry and
+// completes once a buffer appears.
+func TestRNRBackoff(t *testing.T) {
+	n := newTestNet(t, testLink(0), EndpointConfig{})
+	o := defaultQPOpts()
+	o.minRNR = 14 // 1.28 ms
+	p := n.newPair(o)
+	fromA := n.capture(n.la, nil)
+	fromB := n.capture(n.lb, nil)
+	src, dst := sendSetup(t, n, p, 10001, false)
+	n.run(100000, func() bool { return p.a.Stats().RNRNaksReceived >= 3 })
+	if p.acqs[0].Len() != 0 || p.bcqs[1].Len() != 0 {
+		t.Fatal("completed without a receive buffer")
+	}
+	for _, c := range *fromB {
+		if c.aeth.IsRNRNak() && (c.bth.PSN != o.psnA || c.aeth.RNRTimer() != 14) {
+			t.Errorf("RNR NAK psn %#x timer %d, want psn %#x timer 14", c.bth.PSN, c.aeth.RNRTimer(), o.psnA)
+		}
+	}
+	// Every SEND_FIRST after an RNR NAK waits at least the RNR delay.
+	var firsts []time.Time
+	for _, c := range *fromA {
+		if c.bth.Opcode == wire.OpRCSendFirst {
+			firsts = append(firsts, c.at)
+		}
+	}
+	if len(firsts) < 3 {
+		t.Fatalf("%d attempts", len(firsts))
+	}
+	for i := 1; i < len(firsts); i++ {
+		if gap := firsts[i].Sub(firsts[i-1]); gap < wire.RNRDelay(14) {
+			t.Errorf("retry %d after %v, want at least %v", i, gap, wire.RNRDelay(14))
+		}
+	}
+	if err := p.b.PostRecv(&RecvWR{ID: 1, SGList: []SGE{dst.SGE(0, dst.Len())}}); err != nil {
+		t.Fatal(err)
+	}
+	checkDelivered(t, n, p, src, dst)
+	if sb := p.b.Stats(); sb.RNRNaksSent < 3 {
+		t.Errorf("responder sent %d RNR NAKs", sb.RNRNaksSent)
+	}
+}
+
+func TestRetryExhaustion(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		rnr    bool
+		status WCStatus
+		err    error
+	}{
+		{"rnr", true, WCRNRRetryExcErr, ErrRNRRetryExceeded},
+		{"timeout", false, WCRetryExcErr, ErrRetryExceeded},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := newTestNet(t, testLink(0), EndpointConfig{})
+			o := defaultQPOpts()
+			o.retry, o.rnrRetry = 2, 2
+			p := n.newPair(o)
+			if !tc.rnr {
+				n.la.SetFaults(1, 0, 0, 0) // the link loses everything
+			}
+			sendSetup(t, n, p, 2000, false)
+			// A second request gets flushed when the first fails.
+			p.a.PostSend(&SendWR{ID: 3, Opcode: WRSend, Flags: SendSignaled})
+			n.run(1_000_000, func() bool { return p.acqs[0].Len() == 2 })
+			wc := pollOne(t, p.acqs[0])
+			if wc.WRID != 2 || wc.Status != tc.status || !errors.Is(wc.Status.Err(), tc.err) {
+				t.Errorf("completion %+v, want status %v", wc, tc.status)
+			}
+			if wc := pollOne(t, p.acqs[0]); wc.WRID != 3 || wc.Status != WCWRFlushErr {
+				t.Errorf("second completion %+v, want flushed", wc)
+			}
+			if p.a.State() != QPStateError || !errors.Is(p.a.Err(), tc.err) {
+				t.Errorf("qp %v, err %v", p.a.State(), p.a.Err())
+			}
+			if len(p.aEvents) != 1 || p.aEvents[0].Type != EventQPFatal || !errors.Is(p.aEvents[0].Err, tc.err) {
+				t.Errorf("events %+v", p.aEvents)
+			}
+			sa, sb := p.a.Stats(), p.b.Stats()
+			if tc.rnr && (sb.RNRNaksSent != 3 || sa.RNRNaksReceived != 3) {
+				t.Errorf("%d RNR NAKs sent, %d received; want 3 (first try and 2 retries)", sb.RNRNaksSent, sa.RNRNaksReceived)
+			}
+			if !tc.rnr && sa.Timeouts != 3 {
+				t.Errorf("%d timeouts, want 3", sa.Timeouts)
+			}
+		})
+	}
+}
+
+// TestICRCDrop corrupts every frame for a while: the responder drops them
+// silently (no NAK), counts them, and the requester recovers by timeout.
+func TestICRCDrop(t *testing.T) {
+	n := newTestNet(t, testLink(0), EndpointConfig{})
+	p := n.newPair(defaultQPOpts())
+	fromB := n.capture(n.lb, nil)
+	n.la.SetFaults(0, 0, 0, 1)
+	src, dst := sendSetup(t, n, p, 4000, true)
+	for range 50 {
+		n.poll()
+	}
+	if len(*fromB) != 0 {
+		t.Errorf("responder answered %d corrupted frames", len(*fromB))
+	}
+	es := n.b.Stats()
+	if es.ICRCErrors+es.Malformed+es.NotLocal != 4 || es.ICRCErrors == 0 {
+		t.Errorf("endpoint stats %+v, want the 4 frames dropped, mostly for their ICRC", es)
+	}
+	n.la.SetFaults(0, 0, 0, 0)
+	checkDelivered(t, n, p, src, dst)
+	if p.a.Stats().Timeouts == 0 {
+		t.Error("recovered without a timeout")
+	}
+}

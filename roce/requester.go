@@ -1,0 +1,550 @@
+package roce
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/cephdpdkd/cephdpdkd/roce/wire"
+)
+
+// requester is the send side of a QP: it segments send WQEs into request
+// packets, matches acknowledgements and read responses, and retransmits
+// go-back-N from the WQEs themselves, so the only memory it holds is the
+// send queue.
+type requester struct {
+	started     uint64 // WQEs in [sqHead, started) have PSNs assigned
+	txIdx       uint64 // WQE being transmitted (sqHead <= txIdx <= started)
+	txPkt       int    // its next packet
+	nextPSN     uint32 // first PSN of the next WQE to start
+	unacked     uint32 // oldest PSN not acknowledged
+	hiPSN       uint32 // one past the highest PSN covered by a sent packet
+	sinceAckReq int    // packets sent since the last AckReq
+	readsOut    int    // READs started whose data is not all in
+	retryLeft   uint8  // 7: unlimited
+	rnrLeft     uint8  // 7: unlimited
+
+	timerOn  bool
+	deadline time.Time
+
+	rnrWait  bool
+	rnrUntil time.Time
+	rnrPSN   uint32
+
+	// A go-back-N to rewindPSN is under way: another sequence NAK or
+	// response gap for the same PSN is a duplicate and is ignored.
+	rewound   bool
+	rewindPSN uint32
+}
+
+func (s *requester) start(a *QPAttr, head uint64) {
+	*s = requester{
+		started: head, txIdx: head,
+		nextPSN: a.SQPSN, unacked: a.SQPSN, hiPSN: a.SQPSN,
+		retryLeft: a.RetryCnt, rnrLeft: a.RNRRetry,
+	}
+}
+
+func (s *requester) stop() {
+	s.timerOn, s.rnrWait, s.readsOut = false, false, 0
+}
+
+// inFlight reports whether sent PSNs await acknowledgement.
+func (s *requester) inFlight() bool { return wire.PSNCompare(s.hiPSN, s.unacked) > 0 }
+
+func (qp *QP) wqe(i uint64) *sendWQE { return &qp.sq[i%uint64(len(qp.sq))] }
+
+// findWQE returns the started WQE whose PSN range contains psn.
+func (qp *QP) findWQE(psn uint32) (uint64, bool) {
+	for i := qp.sqHead; i < qp.req.started; i++ {
+		w := qp.wqe(i)
+		if d := wire.PSNDiff(psn, w.first); d >= 0 && d < w.npkts {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// cursorPSN returns the PSN of the next request packet.
+func (qp *QP) cursorPSN() uint32 {
+	s := &qp.req
+	if s.txIdx < s.started {
+		return wire.PSNAdd(qp.wqe(s.txIdx).first, s.txPkt)
+	}
+	return s.nextPSN
+}
+
+// setCursor makes psn the next request packet; it reports false when psn
+// is not a PSN of a started WQE or the next one.
+func (qp *QP) setCursor(psn uint32) bool {
+	s := &qp.req
+	if i, ok := qp.findWQE(psn); ok {
+		s.txIdx, s.txPkt = i, wire.PSNDiff(psn, qp.wqe(i).first)
+		return true
+	}
+	if psn == s.nextPSN {
+		s.txIdx, s.txPkt = s.started, 0
+		return true
+	}
+	return false
+}
+
+// rewind starts a go-back-N retransmission from psn. Unless forced (a
+// timeout or RNR), a repeated rewind to the PSN already being resent is
+// ignored: it comes from a duplicated NAK or the same loss seen twice.
+func (qp *QP) rewind(psn uint32, force bool) {
+	s := &qp.req
+	if !force && s.rewound && s.rewindPSN == psn {
+		return
+	}
+	if !qp.setCursor(psn) {
+		return
+	}
+	s.rewound, s.rewindPSN = true, psn
+	s.sinceAckReq = 0
+}
+
+// sendOpcode returns the opcode of a SEND or WRITE packet.
+func sendOpcode(op WROpcode, first, last bool) wire.Opcode {
+	write := op == WRRDMAWrite || op == WRRDMAWriteWithImm
+	imm := op == WRSendWithImm || op == WRRDMAWriteWithImm
+	switch {
+	case first && last && write && imm:
+		return wire.OpRCWriteOnlyImm
+	case first && last && write:
+		return wire.OpRCWriteOnly
+	case first && last && imm:
+		return wire.OpRCSendOnlyImm
+	case first && last:
+		return wire.OpRCSendOnly
+	case first && write:
+		return wire.OpRCWriteFirst
+	case first:
+		return wire.OpRCSendFirst
+	case last && write && imm:
+		return wire.OpRCWriteLastImm
+	case last && write:
+		return wire.OpRCWriteLast
+	case last && imm:
+		return wire.OpRCSendLastImm
+	case last:
+		return wire.OpRCSendLast
+	case write:
+		return wire.OpRCWriteMiddle
+	}
+	return wire.OpRCSendMiddle
+}
+
+// gather returns n bytes at offset off of the WQE's memory, copying only
+// when they span SGEs.
+func (qp *QP) gather(sg [][]byte, off, n int) []byte {
+	if n == 0 {
+		return nil
+	}
+	for i, b := range sg {
+		if off >= len(b) {
+			off -= len(b)
+			continue
+		}
+		if off+n <= len(b) {
+			return b[off : off+n]
+		}
+		dst := qp.ep.gatherBuf[:n]
+		k := copy(dst, b[off:])
+		for _, b := range sg[i+1:] {
+			if k == n {
+				break
+			}
+			k += copy(dst[k:], b)
+		}
+		return dst
+	}
+	return nil
+}
+
+// scatter copies data into the memory sg describes, from offset off; it
+// reports false, copying nothing, when the data does not fit.
+func scatter(sg [][]byte, off int, data []byte) bool {
+	total := 0
+	for _, b := range sg {
+		total += len(b)
+	}
+	if off < 0 || len(data) > total-off {
+		return false
+	}
+	for _, b := range sg {
+		if len(data) == 0 {
+			break
+		}
+		if off >= len(b) {
+			off -= len(b)
+			continue
+		}
+		k := copy(b[off:], data)
+		data = data[k:]
+		off = 0
+	}
+	return true
+}
+
+// reqOutput builds the next request packet into buf and returns its
+// length, or 0 when the requester has nothing it may send now.
+func (qp *QP) reqOutput(buf []byte, now time.Time) int {
+	s := &qp.req
+	if qp.state != QPStateRTS {
+		return 0
+	}
+	if s.rnrWait {
+		if now.Before(s.rnrUntil) {
+			return 0
+		}
+		s.rnrWait = false
+	}
+	mtu := qp.attr.PathMTU
+	var w *sendWQE
+	for {
+		if s.txIdx == qp.sqTail {
+			return 0
+		}
+		w = qp.wqe(s.txIdx)
+		if s.txIdx == s.started || w.opcode != WRRDMARead {
+			break
+		}
+		// Going back over a READ: ask only for data still missing.
+		if !w.readAll {
+			s.txPkt = max(s.txPkt, w.readGot/mtu)
+			break
+		}
+		s.txIdx++
+		s.txPkt = 0
+	}
+	window := qp.ep.cfg.MaxUnackedPSNs
+	if s.txIdx == s.started {
+		if w.opcode == WRRDMARead && s.readsOut >= qp.attr.MaxRdAtomic {
+			return 0
+		}
+		if wire.PSNDiff(s.nextPSN, s.unacked) >= window {
+			return 0
+		}
+		w.first, w.readGot = s.nextPSN, 0
+		s.nextPSN = wire.PSNAdd(s.nextPSN, w.npkts)
+		s.started++
+		if w.opcode == WRRDMARead {
+			s.readsOut++
+		}
+	}
+	k := s.txPkt
+	psn := wire.PSNAdd(w.first, k)
+	if wire.PSNDiff(psn, s.unacked) >= window {
+		return 0
+	}
+	off := k * mtu
+	p := &qp.ep.txPkt
+	var payload []byte
+	var op wire.Opcode
+	var last bool
+	end := wire.PSNAdd(psn, 1)
+	if w.opcode == WRRDMARead {
+		// A retried READ asks only for what is still missing.
+		op, last = wire.OpRCReadRequest, true
+		p.RETH = wire.RETH{VA: w.raddr + uint64(off), RKey: w.rkey, DMALen: uint32(w.length - off)}
+		end = wire.PSNAdd(w.first, w.npkts)
+	} else {
+		last = k == w.npkts-1
+		op = sendOpcode(w.opcode, k == 0, last)
+		payload = qp.gather(w.sg, off, min(mtu, w.length-off))
+		if op.HasRETH() {
+			p.RETH = wire.RETH{VA: w.raddr, RKey: w.rkey, DMALen: uint32(w.length)}
+		}
+		p.Imm = w.imm
+	}
+	// Ask for an ACK at the end of each message, every AckReqEvery
+	// packets, and when this packet fills the window: the responder
+	// acknowledges nothing else.
+	ackReq := last || s.sinceAckReq+1 >= qp.ep.cfg.AckReqEvery || wire.PSNDiff(end, s.unacked) >= window
+	p.BTH = wire.BTH{
+		Opcode: op, SE: last && w.flags&SendSolicited != 0, PKey: wire.DefaultPKey,
+		DestQP: qp.attr.DestQPN, AckReq: ackReq, PSN: psn,
+	}
+	qp.hdr.IPID++
+	n, err := wire.BuildFrame(buf, &qp.hdr, p, payload)
+	if err != nil {
+		qp.reqFail(WCLocQPOpErr, fmt.Errorf("roce: qp %d: build %v psn %#x: %w", qp.qpn, op, psn, err))
+		return 0
+	}
+	if ackReq {
+		s.sinceAckReq = 0
+	} else {
+		s.sinceAckReq++
+	}
+	if wire.PSNCompare(psn, s.hiPSN) < 0 {
+		qp.cnt.retransmits.Add(1)
+	}
+	if wire.PSNCompare(end, s.hiPSN) > 0 {
+		s.hiPSN = end
+	}
+	if last {
+		s.txIdx++
+		s.txPkt = 0
+	} else {
+		s.txPkt++
+	}
+	if !s.timerOn && qp.timeout > 0 {
+		s.timerOn, s.deadline = true, now.Add(qp.timeout)
+	}
+	return n
+}
+
+// reqInput handles a response packet: ACK, NAK or READ response.
+func (qp *QP) reqInput(p *wire.Packet, now time.Time) {
+	s := &qp.req
+	if qp.state != QPStateRTS {
+		return
+	}
+	psn := p.BTH.PSN
+	if wire.PSNCompare(psn, s.unacked) < 0 || wire.PSNCompare(psn, s.hiPSN) >= 0 {
+		// Stale (a duplicate, or overtaken by a later acknowledgement) or
+		// for a PSN never sent.
+		qp.cnt.staleResponses.Add(1)
+		return
+	}
+	op := p.BTH.Opcode
+	if op.IsReadResp() {
+		qp.readResponse(p, now)
+		return
+	}
+	if op != wire.OpRCAck {
+		return // no atomics are ever posted
+	}
+	a := &p.AETH
+	switch {
+	case a.IsAck():
+		qp.ackUpTo(psn, now)
+	case a.IsRNRNak():
+		qp.cnt.rnrNakRecv.Add(1)
+		qp.ackUpTo(wire.PSNAdd(psn, -1), now)
+		if qp.state != QPStateRTS || s.rnrWait && s.rnrPSN == psn {
+			return
+		}
+		if s.rnrLeft == 0 {
+			qp.reqFail(WCRNRRetryExcErr, fmt.Errorf("roce: qp %d: receiver not ready for psn %#x after %d retries: %w",
+				qp.qpn, psn, qp.attr.RNRRetry, ErrRNRRetryExceeded))
+			return
+		}
+		if s.rnrLeft != 7 {
+			s.rnrLeft--
+		}
+		s.rnrWait, s.rnrUntil, s.rnrPSN = true, now.Add(wire.RNRDelay(a.RNRTimer())), psn
+		s.timerOn = false
+		qp.rewind(s.unacked, true)
+	case a.IsNak():
+		code := a.NakCode()
+		qp.cnt.nakRecv[nakIndex(code)].Add(1)
+		qp.ackUpTo(wire.PSNAdd(psn, -1), now)
+		if qp.state != QPStateRTS {
+			return
+		}
+		if code == wire.NakPSNSeq {
+			if s.rnrWait || s.rewound && s.rewindPSN == s.unacked {
+				return
+			}
+			if s.retryLeft == 0 {
+				qp.reqFail(WCRetryExcErr, fmt.Errorf("roce: qp %d: sequence error at psn %#x after %d retries: %w",
+					qp.qpn, psn, qp.attr.RetryCnt, ErrRetryExceeded))
+				return
+			}
+			if s.retryLeft != 7 {
+				s.retryLeft--
+			}
+			// unacked is psn unless a READ before it is missing data.
+			qp.rewind(s.unacked, false)
+			return
+		}
+		st := WCBadRespErr
+		switch code {
+		case wire.NakInvalidRequest:
+			st = WCRemInvReqErr
+		case wire.NakRemoteAccess:
+			st = WCRemAccessErr
+		case wire.NakRemoteOp:
+			st = WCRemOpErr
+		}
+		qp.reqFail(st, fmt.Errorf("roce: qp %d: nak %#x for psn %#x: %w", qp.qpn, code, psn, st.Err()))
+	}
+}
+
+// ackUpTo handles the acknowledgement of every PSN up to psn: it retires
+// the WQEs it covers, in order. An acknowledgement past a READ whose data
+// has not all arrived means READ responses were lost: the READ is
+// re-requested from its first missing PSN.
+func (qp *QP) ackUpTo(psn uint32, now time.Time) {
+	s := &qp.req
+	if wire.PSNCompare(psn, s.unacked) < 0 {
+		return
+	}
+	s.unacked = wire.PSNAdd(psn, 1)
+	qp.retire(psn)
+	qp.progress(now)
+}
+
+// retire completes the started WQEs at the head of the send queue that
+// are acknowledged up to psn.
+func (qp *QP) retire(psn uint32) {
+	s := &qp.req
+	for qp.sqHead < s.started && qp.state == QPStateRTS {
+		w := qp.wqe(qp.sqHead)
+		if w.opcode == WRRDMARead {
+			// Responses that arrived while an earlier READ was missing
+			// data did not move unacked; they count now.
+			got := wire.PSNAdd(w.first, w.readGot/qp.attr.PathMTU)
+			if w.readAll {
+				got = wire.PSNAdd(w.first, w.npkts)
+			}
+			if wire.PSNCompare(got, s.unacked) > 0 {
+				s.unacked = got
+			}
+			if !w.readAll {
+				// An acknowledgement past the READ request means the
+				// responder answered it and responses were lost.
+				if wire.PSNCompare(psn, w.first) >= 0 {
+					s.unacked = got
+					qp.rewind(got, false)
+				}
+				return
+			}
+		} else if wire.PSNCompare(wire.PSNAdd(w.first, w.npkts-1), psn) > 0 {
+			return
+		}
+		qp.completeSend(WCSuccess)
+	}
+}
+
+// progress runs after acknowledgements moved unacked forward: it refills
+// the retry counters, ends a finished go-back-N, skips the cursor past
+// what is now acknowledged, and restarts or stops the retransmit timer.
+func (qp *QP) progress(now time.Time) {
+	s := &qp.req
+	s.retryLeft, s.rnrLeft = qp.attr.RetryCnt, qp.attr.RNRRetry
+	if s.rewound && wire.PSNCompare(s.unacked, s.rewindPSN) > 0 {
+		s.rewound = false
+	}
+	if wire.PSNCompare(qp.cursorPSN(), s.unacked) < 0 {
+		qp.setCursor(s.unacked)
+	}
+	if s.inFlight() && qp.timeout > 0 && !s.rnrWait {
+		s.timerOn, s.deadline = true, now.Add(qp.timeout)
+	} else {
+		s.timerOn = false
+	}
+}
+
+// readResponse places the data of a READ response.
+func (qp *QP) readResponse(p *wire.Packet, now time.Time) {
+	s := &qp.req
+	psn := p.BTH.PSN
+	idx, ok := qp.findWQE(psn)
+	if !ok {
+		return
+	}
+	w := qp.wqe(idx)
+	if w.opcode != WRRDMARead {
+		return
+	}
+	// A response implies the responder executed every request before it.
+	if idx != qp.sqHead {
+		qp.ackUpTo(wire.PSNAdd(w.first, -1), now)
+		if qp.state != QPStateRTS {
+			return
+		}
+	}
+	mtu := qp.attr.PathMTU
+	expect := wire.PSNAdd(w.first, w.readGot/mtu)
+	switch d := wire.PSNDiff(psn, expect); {
+	case w.readAll || d < 0:
+		qp.cnt.staleResponses.Add(1)
+		return
+	case d > 0:
+		// Responses were lost: ask again for the rest.
+		qp.rewind(expect, false)
+		return
+	}
+	op := p.BTH.Opcode
+	n, left := len(p.Payload), w.length-w.readGot
+	var bad bool
+	if op.IsLast() || op.IsOnly() {
+		bad = n != left
+	} else {
+		bad = n != mtu || left <= mtu
+	}
+	if bad || !scatter(w.sg, w.readGot, p.Payload) {
+		qp.reqFail(WCBadRespErr, fmt.Errorf("roce: qp %d: %v psn %#x with %d bytes, %d expected: %w",
+			qp.qpn, op, psn, n, left, ErrBadResponse))
+		return
+	}
+	w.readGot += n
+	if op.IsLast() || op.IsOnly() {
+		w.readAll = true
+		s.readsOut--
+	}
+	if idx != qp.sqHead {
+		return // an earlier READ is still missing data
+	}
+	s.unacked = wire.PSNAdd(psn, 1)
+	if w.readAll {
+		qp.retire(psn)
+	}
+	qp.progress(now)
+}
+
+// reqTimers runs the RNR wait and the retransmit timer.
+func (qp *QP) reqTimers(now time.Time) {
+	s := &qp.req
+	if qp.state != QPStateRTS {
+		return
+	}
+	if s.rnrWait {
+		if !now.Before(s.rnrUntil) {
+			s.rnrWait = false
+		}
+		return
+	}
+	if !s.timerOn || now.Before(s.deadline) {
+		return
+	}
+	if !s.inFlight() {
+		s.timerOn = false
+		return
+	}
+	qp.cnt.timeouts.Add(1)
+	if s.retryLeft == 0 {
+		qp.reqFail(WCRetryExcErr, fmt.Errorf("roce: qp %d: no acknowledgement for psn %#x after %d retries: %w",
+			qp.qpn, s.unacked, qp.attr.RetryCnt, ErrRetryExceeded))
+		return
+	}
+	if s.retryLeft != 7 {
+		s.retryLeft--
+	}
+	qp.rewind(s.unacked, true)
+	s.deadline = now.Add(qp.timeout)
+}
+
+// reqDeadline returns when reqTimers next has something to do.
+func (qp *QP) reqDeadline() (time.Time, bool) {
+	s := &qp.req
+	switch {
+	case qp.state != QPStateRTS:
+		return time.Time{}, false
+	case s.rnrWait:
+		return s.rnrUntil, true
+	case s.timerOn:
+		return s.deadline, true
+	}
+	return time.Time{}, false
+}
+
+// reqFail completes the oldest send WQE with st and moves the QP to ERROR.
+func (qp *QP) reqFail(st WCStatus, err error) {
+	if qp.sqHead < qp.sqTail {
+		qp.completeSend(st)
+	}
+	qp.enterError(err)
+}

@@ -1,0 +1,381 @@
+package roce
+
+import (
+	"fmt"
+
+	"github.com/cephdpdkd/cephdpdkd/roce/wire"
+)
+
+// ctlKind is the kind of acknowledgement the responder has pending, in
+// increasing precedence: a later one replaces an earlier one unless it
+// acknowledges less or carries less information.
+type ctlKind uint8
+
+const (
+	ctlNone ctlKind = iota
+	ctlAck
+	ctlNakSeq
+	ctlRNR
+	ctlFatal // invalid request, remote access or operational error
+)
+
+// readJob is a READ being answered. Responses are generated from the
+// region's memory as they are sent, so a READ costs no buffering.
+type readJob struct {
+	data   []byte
+	psn    uint32 // PSN of the first response
+	npkts  int
+	sent   int
+	replay bool // answers a duplicate request
+}
+
+// responder is the receive side of a QP.
+type responder struct {
+	ePSN    uint32 // next PSN expected
+	msn     uint32 // messages completed (24 bits)
+	nakSent bool   // a sequence NAK went out for ePSN; drop until it arrives
+
+	inSend  bool // a multi-packet SEND fills the head receive WQE
+	sendOff int
+	inWrite bool // a multi-packet WRITE is in progress
+	wbuf    []byte
+	woff    int
+
+	// One pending acknowledgement, coalescing all the ACKs and NAKs a
+	// burst of requests calls for.
+	ctl    ctlKind
+	ctlSyn uint8
+	ctlPSN uint32
+
+	reads    [2 * MaxRdAtomic]readJob // new READs up to MaxDestRdAtomic, replays in the rest
+	rHead    int
+	rN       int
+	newReads int
+}
+
+func (r *responder) start(epsn uint32) {
+	r.stop()
+	r.ctl = ctlNone
+	r.ePSN, r.msn = epsn, 0
+}
+
+// stop abandons work in progress; a pending fatal NAK survives so that the
+// peer learns why the QP went to ERROR.
+func (r *responder) stop() {
+	r.nakSent, r.inSend, r.inWrite, r.wbuf = false, false, false, nil
+	r.reads = [len(r.reads)]readJob{}
+	r.rHead, r.rN, r.newReads = 0, 0, 0
+	if r.ctl != ctlFatal {
+		r.ctl = ctlNone
+	}
+}
+
+// ackPoint returns the last PSN an acknowledgement of kind k for psn
+// acknowledges.
+func ackPoint(k ctlKind, psn uint32) uint32 {
+	if k == ctlAck {
+		return psn
+	}
+	return wire.PSNAdd(psn, -1)
+}
+
+func (r *responder) queueCtl(k ctlKind, syn uint8, psn uint32) {
+	if r.ctl == ctlFatal {
+		return
+	}
+	if r.ctl != ctlNone && k != ctlFatal {
+		d := wire.PSNDiff(ackPoint(k, psn), ackPoint(r.ctl, r.ctlPSN))
+		if d < 0 || d == 0 && k < r.ctl {
+			return
+		}
+	}
+	r.ctl, r.ctlSyn, r.ctlPSN = k, syn, psn
+}
+
+// respInput handles a request packet.
+func (qp *QP) respInput(p *wire.Packet) {
+	if qp.state != QPStateRTR && qp.state != QPStateRTS {
+		return
+	}
+	if !qp.commEst && qp.state == QPStateRTR {
+		qp.commEst = true
+		qp.ep.queueEvent(qp.onEvent, Event{Type: EventCommEstablished, QPN: qp.qpn})
+	}
+	r := &qp.resp
+	op, psn := p.BTH.Opcode, p.BTH.PSN
+	switch d := wire.PSNDiff(psn, r.ePSN); {
+	case d > 0:
+		qp.cnt.outOfSequence.Add(1)
+		if !r.nakSent {
+			r.nakSent = true
+			r.queueCtl(ctlNakSeq, wire.NakPSNSeq, r.ePSN)
+		}
+		return
+	case d < 0:
+		qp.cnt.duplicates.Add(1)
+		if op == wire.OpRCReadRequest {
+			qp.replayRead(p)
+			return
+		}
+		r.queueCtl(ctlAck, wire.AETHAck, wire.PSNAdd(r.ePSN, -1))
+		return
+	}
+	r.nakSent = false
+	if r.ctl == ctlNakSeq && r.ctlPSN == psn {
+		r.ctl = ctlNone // what the NAK asks for arrived in the same burst
+	}
+
+	mtu, n := qp.attr.PathMTU, len(p.Payload)
+	var inSeq bool
+	switch {
+	case r.inSend:
+		inSeq = op.IsSend() && (op.IsMiddle() || op.IsLast())
+	case r.inWrite:
+		inSeq = op.IsWrite() && (op.IsMiddle() || op.IsLast())
+	default:
+		inSeq = op.StartsMessage()
+	}
+	lenOK := n <= mtu
+	switch {
+	case op.IsFirst() || op.IsMiddle():
+		lenOK = n == mtu
+	case op.IsLast():
+		lenOK = n >= 1 && n <= mtu
+	}
+	supported := op.IsSend() && !op.HasIETH() || op.IsWrite() || op == wire.OpRCReadRequest
+	if !inSeq || !lenOK || !supported {
+		qp.respFail(wire.NakInvalidRequest, psn, WCRemInvReqErr, r.inSend,
+			fmt.Errorf("roce: qp %d: %v psn %#x with %d bytes out of order, of bad length or unsupported: %w",
+				qp.qpn, op, psn, n, ErrRemoteInvalidRequest))
+		return
+	}
+	if op.ConsumesRecvWQE() && qp.rqHead == qp.rqTail {
+		// Receiver not ready: drop, keep ePSN, tell the requester when
+		// to try again.
+		r.queueCtl(ctlRNR, wire.RNRNakSyndrome(qp.attr.MinRNRTimer), psn)
+		return
+	}
+	var ok bool
+	switch {
+	case op.IsSend():
+		ok = qp.recvSend(p)
+	case op.IsWrite():
+		ok = qp.recvWrite(p)
+	default:
+		qp.recvRead(p)
+		return
+	}
+	if !ok || qp.state == QPStateError {
+		return
+	}
+	r.ePSN = wire.PSNAdd(psn, 1)
+	if p.BTH.AckReq {
+		r.queueCtl(ctlAck, wire.AETHAck, psn)
+	}
+}
+
+// recvSend places SEND data into the head receive WQE.
+func (qp *QP) recvSend(p *wire.Packet) bool {
+	r := &qp.resp
+	op := p.BTH.Opcode
+	w := &qp.rq[qp.rqHead%uint64(len(qp.rq))]
+	if op.StartsMessage() {
+		r.sendOff = 0
+	}
+	if !scatter(w.sg, r.sendOff, p.Payload) {
+		qp.respFail(wire.NakInvalidRequest, p.BTH.PSN, WCLocLenErr, true,
+			fmt.Errorf("roce: qp %d: message longer than the %d-byte receive buffer: %w", qp.qpn, w.length, ErrLocalLength))
+		return false
+	}
+	r.sendOff += len(p.Payload)
+	if !op.EndsMessage() {
+		r.inSend = true
+		return true
+	}
+	r.inSend = false
+	r.msn = wire.PSNAdd(r.msn, 1)
+	qp.completeRecv(WCSuccess, WCRecv, r.sendOff, p.Imm, op.HasImm())
+	return true
+}
+
+// recvWrite checks a WRITE against the region its R_Key names and
+// writes its data. Nothing is written before the checks pass.
+func (qp *QP) recvWrite(p *wire.Packet) bool {
+	r := &qp.resp
+	op, psn := p.BTH.Opcode, p.BTH.PSN
+	if op.HasRETH() {
+		dl := uint64(p.RETH.DMALen)
+		r.wbuf, r.woff = nil, 0
+		if qp.attr.Access&AccessRemoteWrite == 0 {
+			qp.respFail(wire.NakRemoteAccess, psn, WCRemAccessErr, false,
+				fmt.Errorf("roce: qp %d: remote write not enabled on the qp: %w", qp.qpn, ErrRemoteAccess))
+			return false
+		}
+		if dl > 0 {
+			b, ok := qp.pd.span(p.RETH.RKey, p.RETH.VA, dl, AccessRemoteWrite)
+			if !ok {
+				qp.respFail(wire.NakRemoteAccess, psn, WCRemAccessErr, false,
+					fmt.Errorf("roce: qp %d: write of %d bytes at %#x with rkey %#x: %w", qp.qpn, dl, p.RETH.VA, p.RETH.RKey, ErrRemoteAccess))
+				return false
+			}
+			r.wbuf = b
+		}
+	}
+	if len(p.Payload) > len(r.wbuf)-r.woff {
+		qp.respFail(wire.NakInvalidRequest, psn, WCRemInvReqErr, false,
+			fmt.Errorf("roce: qp %d: write data beyond its dma length %d: %w", qp.qpn, len(r.wbuf), ErrRemoteInvalidRequest))
+		return false
+	}
+	r.woff += copy(r.wbuf[r.woff:], p.Payload)
+	if !op.EndsMessage() {
+		r.inWrite = true
+		return true
+	}
+	if r.woff != len(r.wbuf) {
+		qp.respFail(wire.NakInvalidRequest, psn, WCRemInvReqErr, false,
+			fmt.Errorf("roce: qp %d: write of %d bytes ended after %d: %w", qp.qpn, len(r.wbuf), r.woff, ErrRemoteInvalidRequest))
+		return false
+	}
+	total := r.woff
+	r.inWrite, r.wbuf = false, nil
+	r.msn = wire.PSNAdd(r.msn, 1)
+	if op.HasImm() {
+		qp.completeRecv(WCSuccess, WCRecvRDMAWithImm, total, p.Imm, true)
+	}
+	return true
+}
+
+// readSpan checks a READ request and returns the memory it reads.
+func (qp *QP) readSpan(p *wire.Packet) ([]byte, error) {
+	if qp.attr.Access&AccessRemoteRead == 0 {
+		return nil, fmt.Errorf("roce: qp %d: remote read not enabled on the qp: %w", qp.qpn, ErrRemoteAccess)
+	}
+	dl := uint64(p.RETH.DMALen)
+	if dl == 0 {
+		return nil, nil
+	}
+	b, ok := qp.pd.span(p.RETH.RKey, p.RETH.VA, dl, AccessRemoteRead)
+	if !ok {
+		return nil, fmt.Errorf("roce: qp %d: read of %d bytes at %#x with rkey %#x: %w", qp.qpn, dl, p.RETH.VA, p.RETH.RKey, ErrRemoteAccess)
+	}
+	return b, nil
+}
+
+func (qp *QP) pushRead(data []byte, psn uint32, replay bool) int {
+	r := &qp.resp
+	npkts := max(1, (len(data)+qp.attr.PathMTU-1)/qp.attr.PathMTU)
+	r.reads[(r.rHead+r.rN)%len(r.reads)] = readJob{data: data, psn: psn, npkts: npkts, replay: replay}
+	r.rN++
+	if !replay {
+		r.newReads++
+	}
+	return npkts
+}
+
+// recvRead queues the responses to a new READ request.
+func (qp *QP) recvRead(p *wire.Packet) {
+	r := &qp.resp
+	psn := p.BTH.PSN
+	if r.newReads >= qp.attr.MaxDestRdAtomic {
+		qp.respFail(wire.NakInvalidRequest, psn, WCRemInvReqErr, false,
+			fmt.Errorf("roce: qp %d: more than %d outstanding reads: %w", qp.qpn, qp.attr.MaxDestRdAtomic, ErrRemoteInvalidRequest))
+		return
+	}
+	data, err := qp.readSpan(p)
+	if err != nil {
+		qp.respFail(wire.NakRemoteAccess, psn, WCRemAccessErr, false, err)
+		return
+	}
+	r.ePSN = wire.PSNAdd(psn, qp.pushRead(data, psn, false))
+	r.msn = wire.PSNAdd(r.msn, 1)
+}
+
+// replayRead answers a duplicate READ request (the requester lost
+// responses) by reading the memory again, if it still may.
+func (qp *QP) replayRead(p *wire.Packet) {
+	r := &qp.resp
+	psn := p.BTH.PSN
+	if r.rN-r.newReads >= MaxRdAtomic {
+		return
+	}
+	for i := 0; i < r.rN; i++ {
+		if r.reads[(r.rHead+i)%len(r.reads)].psn == psn {
+			return // already being answered
+		}
+	}
+	data, err := qp.readSpan(p)
+	if err != nil {
+		return
+	}
+	npkts := max(1, (len(data)+qp.attr.PathMTU-1)/qp.attr.PathMTU)
+	if wire.PSNDiff(wire.PSNAdd(psn, npkts), r.ePSN) > 0 {
+		return // claims PSNs never assigned to a READ
+	}
+	qp.pushRead(data, psn, true)
+}
+
+// respFail NAKs the packet at psn with code and moves the QP to ERROR;
+// with wqe, the head receive WQE completes with st first.
+func (qp *QP) respFail(code uint8, psn uint32, st WCStatus, wqe bool, err error) {
+	qp.resp.queueCtl(ctlFatal, code, psn)
+	if wqe && qp.rqHead < qp.rqTail {
+		qp.completeRecv(st, WCRecv, 0, 0, false)
+	}
+	qp.enterError(err)
+}
+
+// respOutput builds the next response packet (READ response, then the
+// pending acknowledgement) into buf and returns its length, or 0. READ
+// responses go first because the acknowledgement may cover their PSNs.
+func (qp *QP) respOutput(buf []byte) int {
+	r := &qp.resp
+	p := &qp.ep.txPkt
+	var payload []byte
+	switch {
+	case r.rN > 0 && qp.state != QPStateError:
+		j := &r.reads[r.rHead]
+		k, mtu := j.sent, qp.attr.PathMTU
+		off := k * mtu
+		payload = j.data[off : off+min(mtu, len(j.data)-off)]
+		op := wire.OpRCReadRespMiddle
+		switch {
+		case j.npkts == 1:
+			op = wire.OpRCReadRespOnly
+		case k == 0:
+			op = wire.OpRCReadRespFirst
+		case k == j.npkts-1:
+			op = wire.OpRCReadRespLast
+		}
+		p.BTH = wire.BTH{Opcode: op, PKey: wire.DefaultPKey, DestQP: qp.attr.DestQPN, PSN: wire.PSNAdd(j.psn, k)}
+		p.AETH = wire.AETH{Syndrome: wire.AETHAck, MSN: r.msn}
+		j.sent++
+		if j.sent == j.npkts {
+			if !j.replay {
+				r.newReads--
+			}
+			*j = readJob{}
+			r.rHead = (r.rHead + 1) % len(r.reads)
+			r.rN--
+		}
+	case r.ctl != ctlNone && (qp.state != QPStateError || r.ctl == ctlFatal):
+		p.BTH = wire.BTH{Opcode: wire.OpRCAck, PKey: wire.DefaultPKey, DestQP: qp.attr.DestQPN, PSN: r.ctlPSN}
+		p.AETH = wire.AETH{Syndrome: r.ctlSyn, MSN: r.msn}
+		switch r.ctl {
+		case ctlRNR:
+			qp.cnt.rnrNakSent.Add(1)
+		case ctlNakSeq, ctlFatal:
+			qp.cnt.nakSent[nakIndex(r.ctlSyn)].Add(1)
+		}
+		r.ctl = ctlNone
+	default:
+		return 0
+	}
+	qp.hdr.IPID++
+	n, err := wire.BuildFrame(buf, &qp.hdr, p, payload)
+	if err != nil {
+		// Only a broken address vector gets here; nothing can be sent.
+		qp.lastErr = fmt.Errorf("roce: qp %d: build %v: %w", qp.qpn, p.BTH.Opcode, err)
+		return 0
+	}
+	return n
+}

@@ -1,0 +1,556 @@
+package roce
+
+import (
+	"fmt"
+	"io"
+	"math"
+)
+
+// Session defaults, those of Ceph async+rdma.
+const (
+	DefaultBufferSize  = 128 << 10 // ms_async_rdma_buffer_size
+	DefaultSendBuffers = 32
+	DefaultRecvBuffers = 32
+	DefaultPathMTU     = 1024
+)
+
+// finWRID marks the zero-length SEND that closes a session.
+const finWRID = math.MaxUint64
+
+// SessionConfig sizes a Session and the QP it runs on. Start from
+// DefaultSessionConfig: zero integer sizes take their defaults, but the
+// timer and retry codes are used as given (0 is meaningful for them).
+type SessionConfig struct {
+	// BufferSize is the size of each registered buffer and so the
+	// largest SEND either side may send (Ceph: one chunk).
+	BufferSize  int
+	SendBuffers int // registered send buffers
+	RecvBuffers int // registered receive buffers, all kept posted
+	// Allocator provides the buffers' memory (a new HeapAllocator if nil).
+	Allocator Allocator
+
+	// QP settings, used by NewSessionQP, RTRAttr and RTSAttr.
+	SendQueueDepth int    // send queue and send CQ depth (SendBuffers+1 if 0: the close needs a slot)
+	RecvQueueDepth int    // receive queue and receive CQ depth (RecvBuffers if 0)
+	PathMTU        int    // DefaultPathMTU if 0
+	Access         Access // remote operations the QP accepts (Ceph: remote write)
+	MinRNRTimer    uint8  // RNR NAK timer code the responder sends
+	Timeout        uint8  // retransmit timeout code
+	RetryCount     uint8  // 7: unlimited
+	RNRRetry       uint8  // 7: unlimited
+	// OnEvent, if set, receives the QP's and CQs' asynchronous events.
+	OnEvent func(Event)
+	// OnCompletion, if set, is called from Poll when either CQ got
+	// completions: the session may have data to Recv or buffers to reap.
+	OnCompletion func(*CQ)
+}
+
+// DefaultSessionConfig returns Ceph's settings: 128 KiB buffers, path
+// MTU 1024, RNR timer 0x12 (5.12 ms), timeout 0x12 (about 1.07 s),
+// unlimited retries, remote write access.
+func DefaultSessionConfig() SessionConfig {
+	return SessionConfig{
+		BufferSize:  DefaultBufferSize,
+		SendBuffers: DefaultSendBuffers,
+		RecvBuffers: DefaultRecvBuffers,
+		PathMTU:     DefaultPathMTU,
+		Access:      AccessRemoteWrite,
+		MinRNRTimer: 0x12,
+		Timeout:     0x12,
+		RetryCount:  7,
+		RNRRetry:    7,
+	}
+}
+
+func (c SessionConfig) withDefaults() (SessionConfig, error) {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&c.BufferSize, DefaultBufferSize)
+	def(&c.SendBuffers, DefaultSendBuffers)
+	def(&c.RecvBuffers, DefaultRecvBuffers)
+	def(&c.SendQueueDepth, c.SendBuffers+1)
+	def(&c.RecvQueueDepth, c.RecvBuffers)
+	def(&c.PathMTU, DefaultPathMTU)
+	if c.Allocator == nil {
+		c.Allocator = &HeapAllocator{}
+	}
+	switch {
+	case c.BufferSize > MaxMessage:
+		return c, fmt.Errorf("roce: session buffer size %d exceeds %d: %w", c.BufferSize, MaxMessage, ErrInvalidArgument)
+	case int64(c.BufferSize)*int64(max(c.SendBuffers, c.RecvBuffers)) >= 1<<vaShift:
+		return c, fmt.Errorf("roce: session buffers of %d×%d bytes exceed a memory region: %w", max(c.SendBuffers, c.RecvBuffers), c.BufferSize, ErrInvalidArgument)
+	case c.RecvQueueDepth < c.RecvBuffers:
+		return c, fmt.Errorf("roce: session receive queue depth %d below %d receive buffers: %w", c.RecvQueueDepth, c.RecvBuffers, ErrInvalidArgument)
+	}
+	return c, nil
+}
+
+// NewSessionQP creates, on pd, a QP sized by cfg with a send and a
+// receive CQ of its own, and moves it to INIT. After the connection
+// exchange, move it on with RTRAttr and RTSAttr.
+func NewSessionQP(pd *PD, cfg SessionConfig) (*QP, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	e := pd.ep
+	scq, err := e.NewCQ(CQConfig{Depth: cfg.SendQueueDepth, OnEvent: cfg.OnEvent, OnCompletion: cfg.OnCompletion})
+	if err != nil {
+		return nil, fmt.Errorf("roce: session qp: %w", err)
+	}
+	rcq, err := e.NewCQ(CQConfig{Depth: cfg.RecvQueueDepth, OnEvent: cfg.OnEvent, OnCompletion: cfg.OnCompletion})
+	if err != nil {
+		return nil, fmt.Errorf("roce: session qp: %w", err)
+	}
+	qp, err := pd.CreateQP(&QPInitAttr{
+		SendCQ: scq, RecvCQ: rcq, OnEvent: cfg.OnEvent,
+		Cap: QPCap{MaxSendWR: cfg.SendQueueDepth, MaxRecvWR: cfg.RecvQueueDepth},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("roce: session qp: %w", err)
+	}
+	if err := qp.Modify(&QPAttr{State: QPStateInit, Access: cfg.Access}, QPAttrState|QPAttrAccessFlags); err != nil {
+		qp.Destroy()
+		return nil, fmt.Errorf("roce: session qp: %w", err)
+	}
+	return qp, nil
+}
+
+// RTRAttr returns the attributes that move a session QP to RTR towards
+// the remote QP destQPN reached through av, expecting rqPSN first.
+func (c SessionConfig) RTRAttr(av AddressVector, destQPN, rqPSN uint32) (*QPAttr, QPAttrMask) {
+	mtu := c.PathMTU
+	if mtu <= 0 {
+		mtu = DefaultPathMTU
+	}
+	return &QPAttr{
+			State: QPStateRTR, AV: av, PathMTU: mtu, DestQPN: destQPN, RQPSN: rqPSN,
+			MinRNRTimer: c.MinRNRTimer, MaxDestRdAtomic: 1,
+		}, QPAttrState | QPAttrAV | QPAttrPathMTU | QPAttrDestQPN | QPAttrRQPSN |
+			QPAttrMinRNRTimer | QPAttrMaxDestRdAtomic
+}
+
+// RTSAttr returns the attributes that move a session QP to RTS, sending
+// from sqPSN.
+func (c SessionConfig) RTSAttr(sqPSN uint32) (*QPAttr, QPAttrMask) {
+	return &QPAttr{
+			State: QPStateRTS, SQPSN: sqPSN, Timeout: c.Timeout,
+			RetryCnt: c.RetryCount, RNRRetry: c.RNRRetry, MaxRdAtomic: 1,
+		}, QPAttrState | QPAttrSQPSN | QPAttrTimeout | QPAttrRetryCnt |
+			QPAttrRNRRetry | QPAttrMaxRdAtomic
+}
+
+// Session is a flow-controlled byte stream over a QP with Ceph
+// async+rdma framing: data travels in SENDs of at most one registered
+// buffer, and a zero-length SEND closes the stream. Send and Recv never
+// block; the endpoint's Poll moves the data. Like the QP, a Session
+// belongs to the goroutine that polls its endpoint.
+//
+// The session owns its QP's receive queue and both CQs: nothing else may
+// post receives on the QP or poll the CQs.
+type Session struct {
+	qp      *QP
+	cfg     SessionConfig
+	sendMem []byte
+	recvMem []byte
+	sendMR  *MR
+	recvMR  *MR
+
+	free  []int32 // send buffers not posted, by index
+	ready []readyBuf
+	rdHd  int
+	rdN   int
+
+	wcs [32]WorkCompletion
+	sge [1]SGE
+	swr SendWR
+	rwr RecvWR
+
+	closed   bool // the zero-length SEND was posted
+	eof      bool // the peer's zero-length SEND was read
+	released bool
+	err      error
+}
+
+// readyBuf is a completed receive buffer not yet read out.
+type readyBuf struct {
+	idx int
+	off int
+	n   int
+	fin bool
+}
+
+// NewSession registers cfg's send and receive buffers on the QP's
+// protection domain and posts all receive buffers. The QP must be in
+// INIT, RTR or RTS with no receives posted, have room for
+// cfg.RecvBuffers receives, and CQs deep enough for its queues.
+func NewSession(qp *QP, cfg SessionConfig) (*Session, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case qp.state != QPStateInit && qp.state != QPStateRTR && qp.state != QPStateRTS:
+		return nil, fmt.Errorf("roce: new session on qp %d in %v: %w", qp.qpn, qp.state, ErrInvalidState)
+	case qp.RecvQueueLen() != 0:
+		return nil, fmt.Errorf("roce: new session on qp %d: %d receives already posted: %w", qp.qpn, qp.RecvQueueLen(), ErrInvalidState)
+	case len(qp.rq) < cfg.RecvBuffers:
+		return nil, fmt.Errorf("roce: new session on qp %d: receive queue of %d for %d buffers: %w", qp.qpn, len(qp.rq), cfg.RecvBuffers, ErrInvalidArgument)
+	case qp.recvCQ.Cap() < cfg.RecvBuffers || qp.sendCQ.Cap() < len(qp.sq):
+		return nil, fmt.Errorf("roce: new session on qp %d: cq depths %d/%d below queue depths %d/%d: %w",
+			qp.qpn, qp.sendCQ.Cap(), qp.recvCQ.Cap(), len(qp.sq), cfg.RecvBuffers, ErrInvalidArgument)
+	}
+	s := &Session{
+		qp:    qp,
+		cfg:   cfg,
+		free:  make([]int32, 0, cfg.SendBuffers),
+		ready: make([]readyBuf, cfg.RecvBuffers),
+	}
+	if err := s.setup(); err != nil {
+		s.teardown()
+		return nil, fmt.Errorf("roce: new session on qp %d: %w", qp.qpn, err)
+	}
+	return s, nil
+}
+
+func (s *Session) setup() error {
+	c, pd := &s.cfg, s.qp.pd
+	var err error
+	if s.sendMem, err = c.Allocator.Alloc(c.SendBuffers * c.BufferSize); err != nil {
+		return err
+	}
+	if s.recvMem, err = c.Allocator.Alloc(c.RecvBuffers * c.BufferSize); err != nil {
+		return err
+	}
+	if s.sendMR, err = pd.RegisterMR(s.sendMem, AccessLocalWrite); err != nil {
+		return err
+	}
+	if s.recvMR, err = pd.RegisterMR(s.recvMem, AccessLocalWrite); err != nil {
+		return err
+	}
+	for i := c.SendBuffers - 1; i >= 0; i-- {
+		s.free = append(s.free, int32(i))
+	}
+	for i := range c.RecvBuffers {
+		if err := s.postRecv(i); err != nil {
+			return err
+		}
+	}
+	s.qp.cnt.sendBufTotal.Store(int64(c.SendBuffers))
+	s.qp.cnt.sendBufInUse.Store(0)
+	return nil
+}
+
+func (s *Session) teardown() {
+	if s.sendMR != nil {
+		s.sendMR.Deregister()
+	}
+	if s.recvMR != nil {
+		s.recvMR.Deregister()
+	}
+	if s.sendMem != nil {
+		s.cfg.Allocator.Free(s.sendMem)
+	}
+	if s.recvMem != nil {
+		s.cfg.Allocator.Free(s.recvMem)
+	}
+	s.sendMR, s.recvMR, s.sendMem, s.recvMem = nil, nil, nil, nil
+	s.qp.cnt.sendBufTotal.Store(0)
+	s.qp.cnt.sendBufInUse.Store(0)
+}
+
+// QP returns the session's queue pair.
+func (s *Session) QP() *QP { return s.qp }
+
+// Err returns the error that failed the session, if any.
+func (s *Session) Err() error { return s.err }
+
+// SendBuffersInUse returns the send buffers posted and not yet reaped.
+func (s *Session) SendBuffersInUse() int { return s.cfg.SendBuffers - len(s.free) }
+
+// Send sends as much of p as fits in the free send buffers without
+// blocking and returns how much that was. When the free buffers hold
+// less than what is left of p, it first reaps the send CQ to release the
+// buffers of completed SENDs. Each buffer carries one SEND. It returns
+// 0 and an error wrapping ErrWouldBlock when nothing could be sent.
+func (s *Session) Send(p []byte) (int, error) {
+	switch {
+	case s.err != nil:
+		return 0, s.err
+	case s.closed:
+		return 0, fmt.Errorf("roce: session on qp %d: send: %w", s.qp.qpn, ErrClosed)
+	case len(p) == 0:
+		return 0, nil
+	case s.qp.state == QPStateError:
+		return 0, s.fail(s.qpFailed())
+	}
+	bs := s.cfg.BufferSize
+	sent := 0
+	for sent < len(p) {
+		if s.fits() < len(p)-sent {
+			if err := s.reap(); err != nil {
+				return sent, err
+			}
+		}
+		if len(s.free) == 0 || s.qp.SendQueueFree() == 0 {
+			break
+		}
+		idx := s.free[len(s.free)-1]
+		off := int(idx) * bs
+		n := copy(s.sendMem[off:off+bs], p[sent:])
+		if err := s.postSend(uint64(idx), off, n); err != nil {
+			return sent, s.fail(err)
+		}
+		s.free = s.free[:len(s.free)-1]
+		sent += n
+	}
+	s.qp.cnt.sendBufInUse.Store(int64(s.SendBuffersInUse()))
+	if sent == 0 {
+		return 0, ErrWouldBlock
+	}
+	return sent, nil
+}
+
+// fits returns how many bytes the free send buffers and queue slots take.
+func (s *Session) fits() int {
+	return min(len(s.free), s.qp.SendQueueFree()) * s.cfg.BufferSize
+}
+
+func (s *Session) postSend(id uint64, off, n int) error {
+	s.sge[0] = s.sendMR.SGE(off, n)
+	s.swr = SendWR{ID: id, Opcode: WRSend, Flags: SendSignaled, SGList: s.sge[:]}
+	if n == 0 {
+		s.swr.SGList = nil
+	}
+	return s.qp.PostSend(&s.swr)
+}
+
+func (s *Session) postRecv(idx int) error {
+	bs := s.cfg.BufferSize
+	s.sge[0] = s.recvMR.SGE(idx*bs, bs)
+	s.rwr = RecvWR{ID: uint64(idx), SGList: s.sge[:]}
+	return s.qp.PostRecv(&s.rwr)
+}
+
+// reap polls the send CQ and releases the buffers of completed SENDs.
+func (s *Session) reap() error {
+	for {
+		n := s.qp.sendCQ.Poll(s.wcs[:])
+		for i := range n {
+			wc := &s.wcs[i]
+			if err := s.checkWC(wc, "send", WCSend); err != nil {
+				return s.fail(err)
+			}
+			if wc.WRID == finWRID {
+				continue
+			}
+			if wc.WRID >= uint64(s.cfg.SendBuffers) {
+				return s.fail(&CompletionError{QPN: s.qp.qpn, Queue: "send", WC: *wc, Reason: "unknown work request id"})
+			}
+			s.free = append(s.free, int32(wc.WRID))
+		}
+		if n < len(s.wcs) {
+			s.qp.cnt.sendBufInUse.Store(int64(s.SendBuffersInUse()))
+			return nil
+		}
+	}
+}
+
+// checkWC verifies that wc is a successful completion of op on the
+// session's QP.
+func (s *Session) checkWC(wc *WorkCompletion, queue string, op WCOpcode) error {
+	switch {
+	case wc.QPN != s.qp.qpn:
+		return &CompletionError{QPN: s.qp.qpn, Queue: queue, WC: *wc, Reason: fmt.Sprintf("for qp %d", wc.QPN)}
+	case wc.Status != WCSuccess:
+		return &CompletionError{QPN: s.qp.qpn, Queue: queue, WC: *wc, Reason: "status " + wc.Status.String()}
+	case wc.Opcode != op:
+		return &CompletionError{QPN: s.qp.qpn, Queue: queue, WC: *wc, Reason: fmt.Sprintf("opcode %v, want %v", wc.Opcode, op)}
+	}
+	return nil
+}
+
+// Recv copies received data into p and returns how much. Buffers read
+// out completely are posted again at once. With nothing received it
+// polls the receive CQ, checking every completion; one that is not a
+// successful SEND on this QP within the buffer size fails the session.
+// It returns 0 and ErrWouldBlock when no data is available, and io.EOF
+// once the data before the peer's close has been read.
+func (s *Session) Recv(p []byte) (int, error) {
+	switch {
+	case s.err != nil:
+		return 0, s.err
+	case s.eof:
+		return 0, io.EOF
+	case len(p) == 0:
+		return 0, nil
+	}
+	bs := s.cfg.BufferSize
+	n := 0
+	for n < len(p) {
+		if s.rdN == 0 {
+			if err := s.pollRecv(); err != nil {
+				return n, err
+			}
+			if s.rdN == 0 {
+				break
+			}
+		}
+		rb := &s.ready[s.rdHd]
+		if rb.fin {
+			if n > 0 {
+				break // return the data first, EOF next time
+			}
+			s.eof = true
+			s.popReady()
+			return 0, io.EOF
+		}
+		base := rb.idx * bs
+		k := copy(p[n:], s.recvMem[base+rb.off:base+rb.n])
+		n += k
+		rb.off += k
+		if rb.off == rb.n {
+			if err := s.popReady(); err != nil {
+				return n, err
+			}
+		}
+	}
+	if n == 0 {
+		return 0, ErrWouldBlock
+	}
+	return n, nil
+}
+
+// Buffered returns the received bytes Recv can return without polling.
+func (s *Session) Buffered() int {
+	t := 0
+	for i := range s.rdN {
+		rb := &s.ready[(s.rdHd+i)%len(s.ready)]
+		t += rb.n - rb.off
+	}
+	return t
+}
+
+// popReady retires the head ready buffer and posts it again.
+func (s *Session) popReady() error {
+	idx := s.ready[s.rdHd].idx
+	s.rdHd = (s.rdHd + 1) % len(s.ready)
+	s.rdN--
+	if err := s.postRecv(idx); err != nil {
+		return s.fail(err)
+	}
+	return nil
+}
+
+// pollRecv moves receive completions into the ready ring.
+func (s *Session) pollRecv() error {
+	room := min(len(s.ready)-s.rdN, len(s.wcs))
+	k := s.qp.recvCQ.Poll(s.wcs[:room])
+	for i := range k {
+		wc := &s.wcs[i]
+		if err := s.checkWC(wc, "receive", WCRecv); err != nil {
+			return s.fail(err)
+		}
+		switch {
+		case wc.WRID >= uint64(s.cfg.RecvBuffers):
+			return s.fail(&CompletionError{QPN: s.qp.qpn, Queue: "receive", WC: *wc, Reason: "unknown work request id"})
+		case int(wc.ByteLen) > s.cfg.BufferSize:
+			return s.fail(&CompletionError{QPN: s.qp.qpn, Queue: "receive", WC: *wc,
+				Reason: fmt.Sprintf("length %d exceeds the %d-byte buffer", wc.ByteLen, s.cfg.BufferSize)})
+		case s.rdN > 0 && s.ready[(s.rdHd+s.rdN-1)%len(s.ready)].fin:
+			return s.fail(&CompletionError{QPN: s.qp.qpn, Queue: "receive", WC: *wc, Reason: "data after the peer closed"})
+		}
+		s.ready[(s.rdHd+s.rdN)%len(s.ready)] = readyBuf{idx: int(wc.WRID), n: int(wc.ByteLen), fin: wc.ByteLen == 0}
+		s.rdN++
+	}
+	return nil
+}
+
+// Close closes the session for sending: it posts the zero-length SEND
+// that tells the peer the stream ended, after the data already sent.
+// Recv keeps working until the peer closes. It returns an error wrapping
+// ErrWouldBlock when the send queue is full; call it again after Poll.
+func (s *Session) Close() error {
+	if s.closed {
+		return nil
+	}
+	if s.err != nil {
+		return s.err
+	}
+	if s.qp.state == QPStateError {
+		return s.fail(s.qpFailed())
+	}
+	if s.qp.SendQueueFree() == 0 {
+		if err := s.reap(); err != nil {
+			return err
+		}
+		if s.qp.SendQueueFree() == 0 {
+			return fmt.Errorf("roce: session on qp %d: close: %w", s.qp.qpn, ErrWouldBlock)
+		}
+	}
+	if err := s.postSend(finWRID, 0, 0); err != nil {
+		return s.fail(err)
+	}
+	s.closed = true
+	return nil
+}
+
+// Release deregisters and frees the session's buffers. The QP must be in
+// ERROR or RESET (or destroyed) first, so that nothing still reads or
+// writes them.
+func (s *Session) Release() error {
+	if s.released {
+		return nil
+	}
+	if st := s.qp.state; st != QPStateError && st != QPStateReset {
+		return fmt.Errorf("roce: release session on qp %d in %v: %w", s.qp.qpn, st, ErrInvalidState)
+	}
+	s.teardown()
+	s.released = true
+	if s.err == nil {
+		s.err = fmt.Errorf("roce: session on qp %d: released: %w", s.qp.qpn, ErrClosed)
+	}
+	return nil
+}
+
+// qpFailed describes why the session's QP is in ERROR.
+func (s *Session) qpFailed() error {
+	cause := s.qp.Err()
+	if cause == nil {
+		cause = ErrFlushed
+	}
+	return fmt.Errorf("roce: session on qp %d: qp in ERROR: %w", s.qp.qpn, cause)
+}
+
+func (s *Session) fail(err error) error {
+	if s.err == nil {
+		s.err = err
+	}
+	return s.err
+}
+
+// CompletionError reports a work completion a session did not expect.
+// It matches ErrBadCompletion and, for an error status, the status's
+// sentinel (ErrFlushed, ErrRemoteAccess, ...).
+type CompletionError struct {
+	QPN    uint32
+	Queue  string // "send" or "receive"
+	WC     WorkCompletion
+	Reason string
+}
+
+func (e *CompletionError) Error() string {
+	return fmt.Sprintf("roce: session on qp %d: %s completion (wr %d, %v, %v, %d bytes): %s",
+		e.QPN, e.Queue, e.WC.WRID, e.WC.Status, e.WC.Opcode, e.WC.ByteLen, e.Reason)
+}
+
+// Unwrap returns ErrBadCompletion and the status's error, if any.
+func (e *CompletionError) Unwrap() []error {
+	if err := e.WC.Status.Err(); err != nil {
+		return []error{ErrBadCompletion, err}
+	}
+	return []error{ErrBadCompletion}
+}

@@ -1,0 +1,477 @@
+package roce
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/cephdpdkd/cephdpdkd/roce/memlink"
+)
+
+// sessionPair is two sessions connected through a testNet.
+type sessionPair struct {
+	n      *testNet
+	a, b   *Session
+	allocA *HeapAllocator
+	allocB *HeapAllocator
+}
+
+func newSessionPair(tb testing.TB, lc memlink.Config, ec EndpointConfig, cfg SessionConfig) *sessionPair {
+	tb.Helper()
+	n := newTestNet(tb, lc, ec)
+	sp := &sessionPair{n: n, allocA: &HeapAllocator{}, allocB: &HeapAllocator{}}
+	ca, cb := cfg, cfg
+	ca.Allocator, cb.Allocator = sp.allocA, sp.allocB
+	qa, err := NewSessionQP(n.pa, ca)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	qb, err := NewSessionQP(n.pb, cb)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if sp.a, err = NewSession(qa, ca); err != nil {
+		tb.Fatal(err)
+	}
+	if sp.b, err = NewSession(qb, cb); err != nil {
+		tb.Fatal(err)
+	}
+	const psnA, psnB = 0xFFFF00, 0x000100 // A's PSNs wrap
+	for _, m := range []struct {
+		qp   *QP
+		attr func() (*QPAttr, QPAttrMask)
+	}{
+		{qa, func() (*QPAttr, QPAttrMask) {
+			return cfg.RTRAttr(AddressVector{DstMAC: macB, DstIP: ipB}, qb.QPN(), psnB)
+		}},
+		{qb, func() (*QPAttr, QPAttrMask) {
+			return cfg.RTRAttr(AddressVector{DstMAC: macA, DstIP: ipA}, qa.QPN(), psnA)
+		}},
+		{qa, func() (*QPAttr, QPAttrMask) { return cfg.RTSAttr(psnA) }},
+		{qb, func() (*QPAttr, QPAttrMask) { return cfg.RTSAttr(psnB) }},
+	} {
+		if err := m.qp.Modify(m.attr()); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return sp
+}
+
+// streamResult is what moving a byte stream through a session pair gave.
+type streamResult struct {
+	sent, received int
+	sendHash       [32]byte
+	recvHash       [32]byte
+	rounds         int
+	maxBufferSends int // the most bytes one Send call accepted
+}
+
+// stream sends size pseudo-random bytes from a to b, closes a, and
+// checks every received byte against the regenerated stream.
+func (sp *sessionPair) stream(tb testing.TB, size int, seed uint64, sendChunk, recvChunk int) streamResult {
+	tb.Helper()
+	var key [32]byte
+	key[0], key[1] = byte(seed), byte(seed>>8)
+	src, ref := rand.NewChaCha8(key), rand.NewChaCha8(key)
+	hs, hr := sha256.New(), sha256.New()
+	chunk := make([]byte, sendChunk)
+	rbuf := make([]byte, recvChunk)
+	want := make([]byte, recvChunk)
+	var pending []byte
+	var res streamResult
+	closed, eof := false, false
+	n := sp.n
+	for !eof {
+		res.rounds++
+		if res.rounds > 50_000_000 {
+			tb.Fatalf("stream stalled: sent %d, received %d of %d", res.sent, res.received, size)
+		}
+		if len(pending) == 0 && res.sent < size {
+			k := min(len(chunk), size-res.sent)
+			src.Read(chunk[:k])
+			hs.Write(chunk[:k])
+			pending = chunk[:k]
+		}
+		busy := 0
+		if len(pending) > 0 {
+			k, err := sp.a.Send(pending)
+			if err != nil && !errors.Is(err, ErrWouldBlock) {
+				tb.Fatalf("send after %d bytes: %v", res.sent, err)
+			}
+			res.maxBufferSends = max(res.maxBufferSends, k)
+			pending = pending[k:]
+			res.sent += k
+			busy += k
+		}
+		if res.sent == size && len(pending) == 0 && !closed {
+			if err := sp.a.Close(); err == nil {
+				closed = true
+			} else if !errors.Is(err, ErrWouldBlock) {
+				tb.Fatal(err)
+			}
+		}
+		busy += n.poll()
+		for {
+			k, err := sp.b.Recv(rbuf)
+			if errors.Is(err, ErrWouldBlock) {
+				break
+			}
+			if err == io.EOF {
+				eof = true
+				break
+			}
+			if err != nil {
+				tb.Fatalf("recv after %d bytes: %v", res.received, err)
+			}
+			ref.Read(want[:k])
+			if !bytes.Equal(rbuf[:k], want[:k]) {
+				tb.Fatalf("stream differs in the %d bytes after offset %d", k, res.received)
+			}
+			hr.Write(rbuf[:k])
+			res.received += k
+			busy += k
+		}
+		if busy == 0 && !n.advance() {
+			tb.Fatalf("stream stuck: sent %d, received %d of %d, closed %v", res.sent, res.received, size, closed)
+		}
+		n.now = n.now.Add(1000) // a microsecond per round
+	}
+	copy(res.sendHash[:], hs.Sum(nil))
+	copy(res.recvHash[:], hr.Sum(nil))
+	return res
+}
+
+// TestSessionStreamFaults moves a checksummed stream through two
+// sessions over a link that loses, reorders, duplicates and corrupts 1%
+// of frames each: it must arrive whole and in order, with memory bounded.
+// 256 MiB normally, 16 MiB with -short (for -race).
+func TestSessionStreamFaults(t *testing.T) {
+	size := 256 << 20
+	if testing.Short() {
+		size = 16 << 20
+	}
+	for _, mtu := range []int{1024, 4096} {
+		t.Run(map[int]string{1024: "mtu1024", 4096: "mtu4096"}[mtu], func(t *testing.T) {
+			sz := size
+			if mtu == 1024 {
+				sz /= 4 // four times the packets per byte
+			}
+			cfg := DefaultSessionConfig()
+			cfg.PathMTU = mtu
+			cfg.Timeout = 14 // 67 ms of virtual time
+			sp := newSessionPair(t, testLink(0.01), EndpointConfig{}, cfg)
+			inUse := sp.allocA.InUse() + sp.allocB.InUse()
+			var m0, m1 runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&m0)
+			res := sp.stream(t, sz, 7, 200_003, 150_001)
+			runtime.ReadMemStats(&m1)
+			if res.received != sz || res.sendHash != res.recvHash {
+				t.Fatalf("received %d of %d bytes, hashes %x / %x", res.received, sz, res.sendHash[:8], res.recvHash[:8])
+			}
+			if got := sp.allocA.InUse() + sp.allocB.InUse(); got != inUse {
+				t.Errorf("registered memory went from %d to %d bytes", inUse, got)
+			}
+			// The stream is far larger than anything allowed to accumulate.
+			if grown := m1.TotalAlloc - m0.TotalAlloc; grown > 4<<20 {
+				t.Errorf("allocated %d bytes moving %d", grown, sz)
+			}
+			ls, lb := sp.n.la.Stats(), sp.n.lb.Stats()
+			if ls.Lost == 0 || ls.Reordered == 0 || ls.Duplicated == 0 || ls.Corrupted == 0 || lb.Lost == 0 {
+				t.Errorf("faults not injected: %+v / %+v", ls, lb)
+			}
+			qa, qb := sp.a.QP().Stats(), sp.b.QP().Stats()
+			es := sp.n.b.Stats()
+			if qa.Retransmits == 0 || qb.NaksSent[NakSequence] == 0 || qb.Duplicates == 0 || es.ICRCErrors == 0 {
+				t.Errorf("recovery paths not exercised: a %+v b %+v endpoint b %+v", qa, qb, es)
+			}
+			t.Logf("%d MiB, %d rounds, %d bytes allocated; link a→b %+v; qp a: tx %d retransmits %d timeouts %d; qp b: naks %v dups %d; icrc drops %d",
+				sz>>20, res.rounds, m1.TotalAlloc-m0.TotalAlloc, ls, qa.TxPackets, qa.Retransmits, qa.Timeouts, qb.NaksSent, qb.Duplicates, es.ICRCErrors)
+		})
+	}
+}
+
+// smallSessionConfig has few small buffers so tests reach the limits.
+func smallSessionConfig() SessionConfig {
+	cfg := DefaultSessionConfig()
+	cfg.BufferSize = 16 << 10
+	cfg.SendBuffers = 4
+	cfg.RecvBuffers = 8
+	cfg.Timeout = 14
+	cfg.MinRNRTimer = 1 // 10 µs
+	return cfg
+}
+
+// drain reads everything b has into out until want bytes or EOF.
+func (sp *sessionPair) drain(tb testing.TB, out *bytes.Buffer) error {
+	var buf [40000]byte
+	for {
+		k, err := sp.b.Recv(buf[:])
+		out.Write(buf[:k])
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// TestSessionSendLargerThanBuffers sends a message eight times all send
+// buffers together: Send takes what fits, reports ErrWouldBlock when
+// nothing does, and later calls reap the send CQ to continue.
+func TestSessionSendLargerThanBuffers(t *testing.T) {
+	cfg := smallSessionConfig()
+	sp := newSessionPair(t, testLink(0), EndpointConfig{}, cfg)
+	msg := make([]byte, 8*cfg.SendBuffers*cfg.BufferSize)
+	pattern(msg, 11)
+	k, err := sp.a.Send(msg)
+	if err != nil || k != cfg.SendBuffers*cfg.BufferSize {
+		t.Fatalf("first send: %d, %v; want all %d buffers", k, err, cfg.SendBuffers)
+	}
+	if k, err := sp.a.Send(msg[k:]); k != 0 || !errors.Is(err, ErrWouldBlock) {
+		t.Fatalf("send with all buffers posted: %d, %v", k, err)
+	}
+	if got := sp.a.QP().Stats(); got.SendBuffersInUse != 4 || got.SendBuffers != 4 {
+		t.Errorf("occupancy %d/%d", got.SendBuffersInUse, got.SendBuffers)
+	}
+	var got bytes.Buffer
+	sent, reaped := k, 0
+	for sent < len(msg) {
+		sp.n.poll()
+		sp.n.now = sp.n.now.Add(1000)
+		if err := sp.drain(t, &got); !errors.Is(err, ErrWouldBlock) {
+			t.Fatal(err)
+		}
+		waiting := sp.a.QP().SendCQ().Len()
+		k, err := sp.a.Send(msg[sent:])
+		if err != nil && !errors.Is(err, ErrWouldBlock) {
+			t.Fatal(err)
+		}
+		if k > 0 && waiting > 0 && sp.a.QP().SendCQ().Len() == 0 {
+			reaped++
+		}
+		sent += k
+	}
+	sp.n.run(100_000, func() bool {
+		sp.drain(t, &got)
+		return got.Len() == len(msg)
+	})
+	if !bytes.Equal(got.Bytes(), msg) {
+		t.Error("data differs")
+	}
+	if reaped == 0 {
+		t.Error("no Send call reaped completions to continue")
+	}
+}
+
+func TestSessionClose(t *testing.T) {
+	sp := newSessionPair(t, testLink(0.01), EndpointConfig{}, smallSessionConfig())
+	msg := []byte("the last words")
+	if k, err := sp.a.Send(msg); k != len(msg) || err != nil {
+		t.Fatal(k, err)
+	}
+	if err := sp.a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sp.a.Send(msg); !errors.Is(err, ErrClosed) {
+		t.Errorf("send after close: %v", err)
+	}
+	var got bytes.Buffer
+	var last error
+	sp.n.run(100_000, func() bool {
+		last = sp.drain(t, &got)
+		return last == io.EOF
+	})
+	if got.String() != string(msg) {
+		t.Errorf("received %q", got.String())
+	}
+	if _, err := sp.b.Recv(make([]byte, 10)); err != io.EOF {
+		t.Errorf("recv after EOF: %v", err)
+	}
+	// The other direction still works until b closes too.
+	if _, err := sp.b.Send([]byte("bye")); err != nil {
+		t.Fatal(err)
+	}
+	sp.b.Close()
+	var back bytes.Buffer
+	sp.n.run(100_000, func() bool {
+		var buf [10]byte
+		k, err := sp.a.Recv(buf[:])
+		back.Write(buf[:k])
+		return err == io.EOF
+	})
+	if back.String() != "bye" {
+		t.Errorf("a received %q", back.String())
+	}
+}
+
+// TestSessionFlowControl: a receiver that stops reading runs out of
+// posted buffers; the sender is RNR-NAKed and backs off, and everything
+// arrives once the receiver reads again.
+func TestSessionFlowControl(t *testing.T) {
+	cfg := smallSessionConfig()
+	sp := newSessionPair(t, testLink(0), EndpointConfig{}, cfg)
+	msg := make([]byte, 4*cfg.RecvBuffers*cfg.BufferSize)
+	pattern(msg, 12)
+	sent := 0
+	sp.n.run(1_000_000, func() bool {
+		k, _ := sp.a.Send(msg[sent:])
+		sent += k
+		return sp.a.QP().Stats().RNRNaksReceived >= 3
+	})
+	if sp.b.Buffered() != 0 {
+		t.Fatal("data counted before Recv polled it")
+	}
+	var got bytes.Buffer
+	sp.n.run(1_000_000, func() bool {
+		k, _ := sp.a.Send(msg[sent:])
+		sent += k
+		sp.drain(t, &got)
+		return got.Len() == len(msg)
+	})
+	if !bytes.Equal(got.Bytes(), msg) {
+		t.Error("data differs")
+	}
+}
+
+// connectRaw connects raw, a plain QP on endpoint a, and peer, a session
+// QP on endpoint b.
+func connectRaw(t *testing.T, n *testNet, raw *QP, peer *QP) {
+	t.Helper()
+	o := defaultQPOpts()
+	connectQP(t, raw, o, macB, ipB, peer.QPN(), 0x100, 0x200)
+	cfg := DefaultSessionConfig()
+	for _, attr := range []func() (*QPAttr, QPAttrMask){
+		func() (*QPAttr, QPAttrMask) {
+			return cfg.RTRAttr(AddressVector{DstMAC: macA, DstIP: ipA}, raw.QPN(), 0x200)
+		},
+		func() (*QPAttr, QPAttrMask) { return cfg.RTSAttr(0x100) },
+	} {
+		if err := peer.Modify(attr()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestSessionRecvErrors: a receive completion that is not a successful
+// SEND on the session's QP within its buffer size fails the session with
+// an error that says what was wrong.
+func TestSessionRecvErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		act    func(t *testing.T, n *testNet, raw *QP, s *Session, other *QP)
+		is     []error
+		reason string
+	}{
+		{"write with immediate", func(t *testing.T, n *testNet, raw *QP, s *Session, _ *QP) {
+			raw.PostSend(&SendWR{Opcode: WRRDMAWriteWithImm, Imm: 1})
+		}, []error{ErrBadCompletion}, "opcode recv-rdma-with-imm, want recv"},
+		{"flushed", func(t *testing.T, n *testNet, raw *QP, s *Session, _ *QP) {
+			s.QP().Modify(&QPAttr{State: QPStateError}, QPAttrState)
+		}, []error{ErrBadCompletion, ErrFlushed}, "status work request flushed"},
+		{"longer than a buffer", func(t *testing.T, n *testNet, raw *QP, s *Session, _ *QP) {
+			big := region(t, n.pa, DefaultBufferSize+1, 0)
+			raw.PostSend(&SendWR{Opcode: WRSend, SGList: []SGE{big.SGE(0, big.Len())}})
+		}, []error{ErrBadCompletion, ErrLocalLength}, "status local length error"},
+		{"another qp", func(t *testing.T, n *testNet, raw *QP, s *Session, other *QP) {
+			other.PostRecv(&RecvWR{ID: 5})
+			other.Modify(&QPAttr{State: QPStateError}, QPAttrState)
+		}, []error{ErrBadCompletion}, "for qp"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := newTestNet(t, testLink(0), EndpointConfig{})
+			cfg := DefaultSessionConfig()
+			cfg.RecvBuffers = 4
+			cfg.SendBuffers = 2
+			var ev []Event
+			raw, _ := n.newQP(n.pa, defaultQPOpts(), &ev)
+			qp, err := NewSessionQP(n.pb, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A second QP sharing the session's receive CQ.
+			other, err := n.pb.CreateQP(&QPInitAttr{SendCQ: qp.SendCQ(), RecvCQ: qp.RecvCQ(), Cap: QPCap{MaxSendWR: 1, MaxRecvWR: 1}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			other.Modify(&QPAttr{State: QPStateInit}, QPAttrState)
+			s, err := NewSession(qp, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			connectRaw(t, n, raw, qp)
+			tc.act(t, n, raw, s, other)
+			var rerr error
+			n.run(100_000, func() bool {
+				_, rerr = s.Recv(make([]byte, 100))
+				return !errors.Is(rerr, ErrWouldBlock)
+			})
+			for _, want := range tc.is {
+				if !errors.Is(rerr, want) {
+					t.Errorf("error %v is not %v", rerr, want)
+				}
+			}
+			var ce *CompletionError
+			if !errors.As(rerr, &ce) || !strings.Contains(rerr.Error(), tc.reason) {
+				t.Errorf("error %q does not say %q", rerr, tc.reason)
+			}
+			if _, err := s.Recv(make([]byte, 1)); err != rerr {
+				t.Errorf("second recv: %v", err)
+			}
+			if _, err := s.Send([]byte{1}); err != rerr {
+				t.Errorf("send after failure: %v", err)
+			}
+		})
+	}
+}
+
+func TestSessionLifecycle(t *testing.T) {
+	n := newTestNet(t, testLink(0), EndpointConfig{})
+	alloc := &HeapAllocator{}
+	cfg := smallSessionConfig()
+	cfg.Allocator = alloc
+	qp, err := NewSessionQP(n.pa, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewSession(qp, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewSession(qp, cfg); !errors.Is(err, ErrInvalidState) {
+		t.Errorf("second session on a qp: %v", err)
+	}
+	if want := int64((cfg.SendBuffers + cfg.RecvBuffers) * cfg.BufferSize); alloc.InUse() != want {
+		t.Errorf("allocated %d, want %d", alloc.InUse(), want)
+	}
+	if err := s.Release(); !errors.Is(err, ErrInvalidState) {
+		t.Errorf("release of a live session: %v", err)
+	}
+	qp.Modify(&QPAttr{State: QPStateError}, QPAttrState)
+	if _, err := s.Send([]byte{1}); !errors.Is(err, ErrFlushed) {
+		t.Errorf("send on a qp in ERROR: %v", err)
+	}
+	if err := s.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if alloc.InUse() != 0 || qp.Stats().SendBuffers != 0 {
+		t.Errorf("after release: %d bytes in use, stats %+v", alloc.InUse(), qp.Stats())
+	}
+	if _, err := s.Recv(make([]byte, 1)); err == nil {
+		t.Error("recv after release succeeded")
+	}
+	limited := smallSessionConfig()
+	limited.Allocator = &HeapAllocator{Limit: 100 << 10}
+	qp2, _ := NewSessionQP(n.pa, limited)
+	if _, err := NewSession(qp2, limited); !errors.Is(err, ErrNoMemory) || limited.Allocator.(*HeapAllocator).InUse() != 0 {
+		t.Errorf("session beyond the allocator's limit: %v", err)
+	}
+	bad := cfg
+	bad.RecvQueueDepth = 2
+	if _, err := NewSessionQP(n.pa, bad); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("receive queue smaller than the buffers: %v", err)
+	}
+}

@@ -1,0 +1,158 @@
+package roce
+
+import (
+	"fmt"
+	"sync/atomic"
+
+	"github.com/cephdpdkd/cephdpdkd/roce/wire"
+)
+
+// NakClass indexes the per-code NAK counters.
+type NakClass int
+
+// NAK classes, by AETH syndrome.
+const (
+	NakSequence          NakClass = iota // 0x60 PSN sequence error
+	NakInvalidRequest                    // 0x61
+	NakRemoteAccess                      // 0x62
+	NakRemoteOperational                 // 0x63 and reserved codes
+	numNakClasses
+)
+
+func (c NakClass) String() string {
+	switch c {
+	case NakSequence:
+		return "psn_sequence"
+	case NakInvalidRequest:
+		return "invalid_request"
+	case NakRemoteAccess:
+		return "remote_access"
+	case NakRemoteOperational:
+		return "remote_operational"
+	}
+	return fmt.Sprintf("nak(%d)", int(c))
+}
+
+func nakIndex(code uint8) NakClass {
+	switch code {
+	case wire.NakPSNSeq:
+		return NakSequence
+	case wire.NakInvalidRequest:
+		return NakInvalidRequest
+	case wire.NakRemoteAccess:
+		return NakRemoteAccess
+	}
+	return NakRemoteOperational
+}
+
+// qpCounters are written by the polling goroutine and read by metrics
+// collectors on others, hence atomics.
+type qpCounters struct {
+	txPackets, txBytes, rxPackets, rxBytes atomic.Uint64
+	retransmits, timeouts                  atomic.Uint64
+	rnrNakSent, rnrNakRecv                 atomic.Uint64
+	nakSent, nakRecv                       [numNakClasses]atomic.Uint64
+	icrcErrors, dropped                    atomic.Uint64
+	duplicates, outOfSequence              atomic.Uint64
+	staleResponses                         atomic.Uint64
+	state                                  atomic.Int32
+	sendBufInUse, sendBufTotal             atomic.Int64
+}
+
+// QPStats is a snapshot of a QP's counters.
+type QPStats struct {
+	QPN   uint32
+	State QPState
+
+	TxPackets, TxBytes uint64 // frames built, Ethernet bytes
+	RxPackets, RxBytes uint64 // frames accepted for the QP
+	Retransmits        uint64 // request packets sent again
+	Timeouts           uint64 // retransmit timer expiries
+	RNRNaksSent        uint64
+	RNRNaksReceived    uint64
+	NaksSent           [numNakClasses]uint64 // indexed by NakClass
+	NaksReceived       [numNakClasses]uint64
+	ICRCErrors         uint64 // frames for this QP dropped for a bad ICRC
+	Dropped            uint64 // frames for this QP dropped (state, address, P_Key)
+	Duplicates         uint64 // duplicate requests (re-acknowledged)
+	OutOfSequence      uint64 // requests ahead of the expected PSN
+	StaleResponses     uint64 // responses for PSNs already acknowledged
+
+	SendCQDepth, RecvCQDepth int // completions waiting
+	SendBuffersInUse         int // session send buffers posted and not completed
+	SendBuffers              int // session send buffers
+}
+
+func (c *qpCounters) snapshot(qpn uint32, sendCQ, recvCQ *CQ) QPStats {
+	s := QPStats{
+		QPN:              qpn,
+		State:            QPState(c.state.Load()),
+		TxPackets:        c.txPackets.Load(),
+		TxBytes:          c.txBytes.Load(),
+		RxPackets:        c.rxPackets.Load(),
+		RxBytes:          c.rxBytes.Load(),
+		Retransmits:      c.retransmits.Load(),
+		Timeouts:         c.timeouts.Load(),
+		RNRNaksSent:      c.rnrNakSent.Load(),
+		RNRNaksReceived:  c.rnrNakRecv.Load(),
+		ICRCErrors:       c.icrcErrors.Load(),
+		Dropped:          c.dropped.Load(),
+		Duplicates:       c.duplicates.Load(),
+		OutOfSequence:    c.outOfSequence.Load(),
+		StaleResponses:   c.staleResponses.Load(),
+		SendCQDepth:      int(sendCQ.depth.Load()),
+		RecvCQDepth:      int(recvCQ.depth.Load()),
+		SendBuffersInUse: int(c.sendBufInUse.Load()),
+		SendBuffers:      int(c.sendBufTotal.Load()),
+	}
+	for i := range c.nakSent {
+		s.NaksSent[i] = c.nakSent[i].Load()
+		s.NaksReceived[i] = c.nakRecv[i].Load()
+	}
+	return s
+}
+
+// Stats returns a snapshot of the QP's counters. Unlike the rest of the
+// QP's methods it may be called from any goroutine.
+func (qp *QP) Stats() QPStats { return qp.cnt.snapshot(qp.qpn, qp.sendCQ, qp.recvCQ) }
+
+// statsEntry is what a collector needs of a QP; its fields never change,
+// so collectors can read it without touching the QP.
+type statsEntry struct {
+	qpn            uint32
+	cnt            *qpCounters
+	sendCQ, recvCQ *CQ
+}
+
+type endpointCounters struct {
+	rxFrames, txFrames     atomic.Uint64
+	icrcErrors, malformed  atomic.Uint64
+	notLocal, noQP, unsupp atomic.Uint64
+	gsiReceived, gsiSent   atomic.Uint64
+	txBusy                 atomic.Uint64
+}
+
+// EndpointStats is a snapshot of an endpoint's frame counters.
+type EndpointStats struct {
+	RxFrames, TxFrames uint64
+	ICRCErrors         uint64 // dropped: bad ICRC
+	Malformed          uint64 // dropped: not a valid RoCEv2 frame
+	NotLocal           uint64 // dropped: another MAC or IP address
+	NoQP               uint64 // dropped: no such QP
+	Unsupported        uint64 // dropped: UC, CNP and other transports
+	GSIReceived        uint64 // handed to the GSI handler
+	GSISent            uint64
+	TxBusy             uint64 // polls that left frames unsent because the link was full
+}
+
+// Stats returns a snapshot of the endpoint's counters; it may be called
+// from any goroutine.
+func (e *Endpoint) Stats() EndpointStats {
+	c := &e.cnt
+	return EndpointStats{
+		RxFrames: c.rxFrames.Load(), TxFrames: c.txFrames.Load(),
+		ICRCErrors: c.icrcErrors.Load(), Malformed: c.malformed.Load(),
+		NotLocal: c.notLocal.Load(), NoQP: c.noQP.Load(), Unsupported: c.unsupp.Load(),
+		GSIReceived: c.gsiReceived.Load(), GSISent: c.gsiSent.Load(), TxBusy: c.txBusy.Load(),
+	}
+}
