@@ -45,12 +45,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "run":
 		err = cmdRun(ctx, args[1:], stdout, stderr)
 	case "check-config":
-		err = cmdCheckConfig(args[1:], stdout)
+		err = cmdCheckConfig(args[1:], stdout, stderr)
 	case "status":
-		err = cmdStatus(ctx, args[1:], stdout)
+		err = cmdStatus(ctx, args[1:], stdout, stderr)
 	case "pcap-check":
 		var bad bool
-		bad, err = cmdPcapCheck(args[1:], stdout)
+		bad, err = cmdPcapCheck(args[1:], stdout, stderr)
 		if err == nil && bad {
 			return 1
 		}

@@ -9,9 +9,9 @@ import (
 )
 
 // cmdPcapCheck reports whether the capture has bad RoCEv2 frames.
-func cmdPcapCheck(args []string, stdout io.Writer) (bad bool, err error) {
+func cmdPcapCheck(args []string, stdout, stderr io.Writer) (bad bool, err error) {
 	if len(args) != 1 {
-		fmt.Fprintln(os.Stderr, "usage: cephdpdkd pcap-check FILE")
+		fmt.Fprintln(stderr, "usage: cephdpdkd pcap-check FILE")
 		return false, errUsage
 	}
 	f, err := os.Open(args[0])

@@ -174,8 +174,9 @@ func liveStatus(ctx context.Context, w io.Writer, g prometheus.Gatherer) {
 	}
 }
 
-func cmdStatus(ctx context.Context, args []string, stdout io.Writer) error {
+func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("status")
+	fs.SetOutput(stderr)
 	url := fs.String("url", "http://"+config.DefaultMetricsListen+"/metrics", "the daemon's metrics URL")
 	interval := fs.Duration("interval", time.Second, "time between the two samples rates are computed from")
 	if err := fs.Parse(args); err != nil {
@@ -199,9 +200,9 @@ func cmdStatus(ctx context.Context, args []string, stdout io.Writer) error {
 	return nil
 }
 
-func cmdCheckConfig(args []string, stdout io.Writer) error {
+func cmdCheckConfig(args []string, stdout, stderr io.Writer) error {
 	if len(args) != 1 {
-		fmt.Fprintln(os.Stderr, "usage: cephdpdkd check-config FILE")
+		fmt.Fprintln(stderr, "usage: cephdpdkd check-config FILE")
 		return errUsage
 	}
 	cfg, err := config.Load(args[0])

@@ -1,0 +1,138 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// binary builds cephdpdkd once for the tests that run it as a process.
+func binary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "cephdpdkd")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func runCLI(args ...string) (code int, stdout, stderr string) {
+	var o, e bytes.Buffer
+	code = run(args, &o, &e)
+	return code, o.String(), e.String()
+}
+
+func TestCLIWithoutDPDK(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	os.WriteFile(bad, []byte("port: {name: x, device: net_null0}\nservices: [{name: a}]\ndefault_service: b\n"), 0o600)
+	tests := []struct {
+		args []string
+		code int
+		out  string // substring of stdout+stderr
+	}{
+		{[]string{"--version"}, 0, "cephdpdkd "},
+		{[]string{}, 2, "usage:"},
+		{[]string{"frobnicate"}, 2, "unknown command"},
+		{[]string{"check-config", "../../configs/cephdpdkd.yaml"}, 0, "mbuf pool: 16383 mbufs"},
+		{[]string{"check-config", "../../configs/examples/pci-nic.yaml"}, 0, "poll loop on lcore 2: rx queues [1]"},
+		{[]string{"check-config", bad}, 1, `line 3: default_service: "b" is not a defined service`},
+		{[]string{"check-config"}, 2, "usage"},
+		{[]string{"check-config", "/nonexistent.yaml"}, 1, "no such file"},
+		{[]string{"run", "--bogus"}, 2, "flag provided but not defined"},
+		{[]string{"pcap-check", "../../roce/testdata/rxe-rping-g1g2.pcapng"}, 0, "QP"},
+		{[]string{"status", "--url", "http://127.0.0.1:1/metrics"}, 1, "scrape"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			code, o, e := runCLI(tt.args...)
+			if code != tt.code || !strings.Contains(o+e, tt.out) {
+				t.Errorf("exit %d (want %d), output does not contain %q:\n%s%s", code, tt.code, tt.out, o, e)
+			}
+		})
+	}
+}
+
+// pcap-check exits 1 and names the frame when a capture has a corrupted
+// RoCE frame.
+func TestPcapCheckBadFrame(t *testing.T) {
+	b, err := os.ReadFile("../../roce/testdata/rxe-rping-g1g2.pcapng")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Flip a byte near the end of the file: inside the last frame's
+	// ICRC-covered payload or trailer.
+	i := bytes.LastIndex(b, []byte{0x12, 0xb7}) // UDP dst 4791 of the last RoCE frame
+	if i < 0 {
+		t.Fatal("no RoCE frame found")
+	}
+	b[i+20] ^= 0x01
+	path := filepath.Join(t.TempDir(), "bad.pcapng")
+	os.WriteFile(path, b, 0o600)
+	code, o, e := runCLI("pcap-check", path)
+	if code != 1 || !strings.Contains(o, "frame") {
+		t.Errorf("exit %d, output:\n%s%s", code, o, e)
+	}
+}
+
+// The daemon as operators run it: start on a config, answer `status` from
+// its metrics, stop on SIGTERM with exit 0 after the leak check.
+func TestRunStatusAndSIGTERM(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for DPDK")
+	}
+	bin := binary(t)
+	cfg, err := os.ReadFile("../../configs/cephdpdkd.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	y := strings.Replace(string(cfg), "listen: 127.0.0.1:9477", "listen: 127.0.0.1:19477", 1)
+	y = strings.Replace(y, "file_prefix: cephdpdkd-sample", fmt.Sprintf("file_prefix: cdd-clitest-%d", os.Getpid()), 1)
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	os.WriteFile(path, []byte(y), 0o600)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "run", "--config", path, "--status=off")
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+
+	var status string
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		out, err := exec.Command(bin, "status", "--url", "http://127.0.0.1:19477/metrics", "--interval", "300ms").CombinedOutput()
+		if err == nil {
+			status = string(out)
+			if strings.Contains(status, "osd") && !strings.Contains(status, "rx 0 pps") {
+				break
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	for _, w := range []string{"rx ", "mon ", "osd ", "roce ", "unclaimed ", "mbufs "} {
+		if !strings.Contains(status, w) {
+			t.Errorf("status line %q lacks %q", status, w)
+		}
+	}
+	t.Logf("status: %s", strings.TrimSpace(status))
+
+	cmd.Process.Signal(syscall.SIGTERM)
+	err = cmd.Wait()
+	if err != nil {
+		t.Errorf("exit after SIGTERM: %v\n%s", err, logs.String())
+	}
+	if !strings.Contains(logs.String(), "all mbufs returned") {
+		t.Errorf("no leak check in the log:\n%s", logs.String())
+	}
+}
