@@ -11,6 +11,7 @@
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
 #include <rte_malloc.h>
+#include <rte_ring.h>
 
 #define CDD_MAX_BURST 512
 
@@ -31,6 +32,26 @@ struct cdd_burst {
 static inline uint16_t cdd_rx_burst(struct cdd_burst *b, uint16_t port, uint16_t queue)
 {
 	uint16_t n = rte_eth_rx_burst(port, queue, b->pkts, b->cap);
+	uint64_t bytes = 0;
+	for (uint16_t i = 0; i < n; i++) {
+		struct rte_mbuf *m = b->pkts[i];
+		b->data[i] = rte_pktmbuf_mtod(m, void *);
+		b->len[i] = m->data_len;
+		b->pkt_len[i] = m->pkt_len;
+		bytes += m->pkt_len;
+	}
+	b->n = n;
+	b->bytes = bytes;
+	return n;
+}
+
+/* Like cdd_rx_burst, but takes the packets from a ring (a service ring fed
+ * by the dispatcher) instead of a port queue. */
+static inline uint16_t cdd_ring_burst(struct cdd_burst *b, struct rte_ring *r, uint16_t max)
+{
+	if (max > b->cap)
+		max = b->cap;
+	uint16_t n = (uint16_t)rte_ring_sc_dequeue_burst(r, (void **)b->pkts, max, NULL);
 	uint64_t bytes = 0;
 	for (uint16_t i = 0; i < n; i++) {
 		struct rte_mbuf *m = b->pkts[i];

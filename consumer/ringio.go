@@ -1,0 +1,74 @@
+package consumer
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/cephdpdkd/cephdpdkd/dispatch"
+	"github.com/cephdpdkd/cephdpdkd/pmd"
+)
+
+// RingIO gives a packet-level endpoint (the RoCE endpoint) a service ring
+// to read and a port TX queue to write, as bursts of frames: the
+// roce.PacketIO interface. Received frames are views of mbuf memory and
+// stay valid until the next RecvBurst, which frees them; sent frames are
+// copied into fresh mbufs.
+type RingIO struct {
+	ring    unsafe.Pointer
+	port    uint16
+	queue   uint16
+	pool    unsafe.Pointer
+	burst   *pmd.Burst
+	scratch pmd.TxScratch
+	Counts
+}
+
+// NewRingIO reads r in bursts of up to burst frames and transmits on
+// port's TX queue with mbufs from pool. Only one lcore may use the queue.
+func NewRingIO(r *dispatch.Ring, port, queue uint16, pool unsafe.Pointer, burst int) (*RingIO, error) {
+	b, err := pmd.NewBurst(burst)
+	if err != nil {
+		return nil, fmt.Errorf("consumer: ring io for %q: %w", r.Name(), err)
+	}
+	return &RingIO{ring: r.Pointer(), port: port, queue: queue, pool: pool, burst: b}, nil
+}
+
+// RecvBurst frees the previous burst and fills frames with the next one.
+func (io *RingIO) RecvBurst(frames [][]byte) int {
+	b := io.burst
+	b.FreeAll()
+	n := b.DequeueRing(io.ring, len(frames))
+	for i := 0; i < n; i++ {
+		frames[i] = b.Frame(i)
+	}
+	if n > 0 {
+		io.Packets.Add(uint64(n))
+		io.Bytes.Add(b.Bytes())
+	}
+	return n
+}
+
+// SendBurst copies frames into mbufs and transmits them; frames the queue
+// did not take are counted as drops (the RoCE transport retransmits).
+func (io *RingIO) SendBurst(frames [][]byte) int {
+	sent := 0
+	for sent < len(frames) {
+		n := pmd.TxCopy(io.port, io.queue, io.pool, frames[sent:], &io.scratch)
+		if n == 0 {
+			break
+		}
+		sent += n
+	}
+	if d := len(frames) - sent; d > 0 {
+		io.Drops.Add(uint64(d))
+	}
+	return sent
+}
+
+// Close frees the last received burst and the burst memory.
+func (io *RingIO) Close() {
+	if io.burst != nil {
+		io.burst.Free()
+		io.burst = nil
+	}
+}
