@@ -25,6 +25,7 @@ type Config struct {
 	DefaultService string    `yaml:"default_service"`
 	Rules          []Rule    `yaml:"rules"`
 	Pollers        []Poller  `yaml:"pollers"`
+	RoCE           *RoCE     `yaml:"roce"`
 	Metrics        Metrics   `yaml:"metrics"`
 	Shutdown       Shutdown  `yaml:"shutdown"`
 	Log            LogConfig `yaml:"log"`
@@ -85,12 +86,65 @@ type Service struct {
 const (
 	ConsumerCount   = "count"   // count and free
 	ConsumerForward = "forward" // transmit out the port
+	ConsumerRoCE    = "roce"    // the userspace RoCEv2 endpoint (see RoCE)
 )
 
 // Consumer says what drains a service ring.
 type Consumer struct {
 	Type    string `yaml:"type"`
 	TxQueue int    `yaml:"tx_queue"`
+}
+
+// RoCE configures the userspace RoCEv2 endpoint. Frames for it (UDP 4791
+// to Address, and ARP for Address) are claimed for Service by rules the
+// daemon puts ahead of the configured ones.
+type RoCE struct {
+	// Service is the service whose ring the endpoint drains; its
+	// consumer type must be "roce".
+	Service string `yaml:"service"`
+	// Address is the endpoint's IPv4 address. It answers ARP for it.
+	Address Prefix `yaml:"address"`
+	// MAC is the endpoint's MAC address; the port's MAC when empty.
+	MAC     string `yaml:"mac"`
+	TxQueue int    `yaml:"tx_queue"`
+	// Listen are rdma_cm ports (service ID RDMA_PS_TCP|port) and the
+	// built-in service that answers each.
+	Listen []RoCEListener `yaml:"listen"`
+	// CephTCP are Ceph async+rdma listeners: the 65-byte QP record
+	// exchange over a kernel TCP socket, then RC to Address.
+	CephTCP []CephTCPListener `yaml:"ceph_tcp"`
+
+	BufferSize  int   `yaml:"buffer_size"`  // registered buffer and largest SEND
+	SendBuffers int   `yaml:"send_buffers"` // per session
+	RecvBuffers int   `yaml:"recv_buffers"` // per session, all posted
+	MTU         int   `yaml:"mtu"`          // path MTU 256..4096
+	RNRTimer    uint8 `yaml:"rnr_timer"`    // RNR NAK timer code we send (IB encoding)
+	Timeout     uint8 `yaml:"timeout"`      // local ACK timeout code
+	RetryCount  uint8 `yaml:"retry_count"`  // 7: unlimited
+	RNRRetry    uint8 `yaml:"rnr_retry"`    // 7: unlimited
+	MaxSessions int   `yaml:"max_sessions"`
+	// MemoryMB bounds the DPDK memory for registered buffers.
+	MemoryMB int `yaml:"memory_mb"`
+}
+
+// RoCE built-in services.
+const (
+	AppEcho    = "echo"    // send back what arrives
+	AppDiscard = "discard" // count and drop what arrives
+	AppRPing   = "rping"   // rping's server role (SEND + RDMA READ/WRITE)
+)
+
+// RoCEListener binds a port to a built-in service.
+type RoCEListener struct {
+	Port uint16 `yaml:"port"`
+	App  string `yaml:"app"`
+}
+
+// CephTCPListener is a kernel TCP address (host:port) where Ceph
+// async+rdma clients exchange QP records, and the service that answers.
+type CephTCPListener struct {
+	Listen string `yaml:"listen"`
+	App    string `yaml:"app"`
 }
 
 // Rule claims matching packets for a service. Empty fields match anything;

@@ -146,3 +146,50 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+const withRoCE = `
+port: {name: p0, device: net_null0}
+services:
+  - {name: roce, consumer: {type: roce}}
+  - {name: other}
+default_service: other
+roce:
+  service: roce
+  address: 10.99.0.1
+  listen:
+    - {port: 7174, app: echo}
+    - {port: 7471, app: rping}
+  ceph_tcp:
+    - {listen: "127.0.0.1:6800", app: echo}
+`
+
+func TestRoCESection(t *testing.T) {
+	c, err := Parse([]byte(withRoCE))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := c.RoCE
+	if r.MTU != 1024 || r.RNRTimer != 0x0e || r.BufferSize != 128<<10 || r.RetryCount != 7 {
+		t.Errorf("defaults: %+v", r)
+	}
+	rules := c.RoCERules()
+	if len(rules) != 2 || rules[0].DstPorts[0] != (PortRange{4791, 4791}) || rules[1].EtherType != 0x0806 ||
+		rules[1].DstCIDRs[0].String() != "10.99.0.1/32" {
+		t.Errorf("RoCE rules: %+v", rules)
+	}
+	for _, tt := range []struct{ from, to, want string }{
+		{"address: 10.99.0.1", "address: fd00::1", "roce.address"},
+		{"{type: roce}", "{type: count}", "must have consumer type"},
+		{"service: roce\n  address", "service: other\n  address", "must have consumer type"},
+		{"app: rping", "app: ftp", `"ftp"`},
+		{"port: 7471", "port: 7174", "listed twice"},
+		{`listen: "127.0.0.1:6800"`, `listen: "6800"`, "host:port"},
+		{"  listen:\n", "  mtu: 1000\n  listen:\n", "roce.mtu"},
+		{"  listen:\n", "  memory_mb: 1\n  listen:\n", "cannot hold"},
+	} {
+		_, err := Parse([]byte(strings.Replace(withRoCE, tt.from, tt.to, 1)))
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%q→%q: error %v, want it to mention %q", tt.from, tt.to, err, tt.want)
+		}
+	}
+}

@@ -79,6 +79,31 @@ func (c *Config) applyDefaults() {
 			s.Consumer.Type = ConsumerCount
 		}
 	}
+	if r := c.RoCE; r != nil {
+		d := func(v *int, def int) {
+			if *v == 0 {
+				*v = def
+			}
+		}
+		d(&r.BufferSize, 128<<10)
+		d(&r.SendBuffers, 32)
+		d(&r.RecvBuffers, 32)
+		d(&r.MTU, 1024)
+		d(&r.MaxSessions, 16)
+		d(&r.MemoryMB, 256)
+		if r.RNRTimer == 0 {
+			r.RNRTimer = 0x0e // 1.28 ms; 0 would mean 655 ms
+		}
+		if r.Timeout == 0 {
+			r.Timeout = 0x0e
+		}
+		if r.RetryCount == 0 {
+			r.RetryCount = 7
+		}
+		if r.RNRRetry == 0 {
+			r.RNRRetry = 7
+		}
+	}
 	if c.Metrics.Listen == "" {
 		c.Metrics.Listen = DefaultMetricsListen
 	}
@@ -211,16 +236,23 @@ func (c *Config) Validate() error {
 			if s.Consumer.TxQueue < 0 || s.Consumer.TxQueue >= p.TxQueues {
 				bad(path+".consumer.tx_queue", "tx queue %d does not exist: the port has %d", s.Consumer.TxQueue, p.TxQueues)
 			}
+		case ConsumerRoCE:
+			if c.RoCE == nil || c.RoCE.Service != s.Name {
+				bad(path+".consumer.type", "a %q consumer needs a roce section with service: %s", ConsumerRoCE, s.Name)
+			}
 		default:
-			bad(path+".consumer.type", "%q: want %q or %q", s.Consumer.Type, ConsumerCount, ConsumerForward)
+			bad(path+".consumer.type", "%q: want %q, %q or %q", s.Consumer.Type, ConsumerCount, ConsumerForward, ConsumerRoCE)
 		}
 	}
 	if _, ok := services[c.DefaultService]; !ok {
 		bad("default_service", "%q is not a defined service", c.DefaultService)
 	}
 
-	if len(c.Rules) > MaxRules {
-		bad("rules", "%d rules; at most %d", len(c.Rules), MaxRules)
+	if r := c.RoCE; r != nil {
+		c.validateRoCE(r, services, bad)
+	}
+	if n := len(c.Rules) + len(c.RoCERules()); n > MaxRules {
+		bad("rules", "%d rules (with the RoCE endpoint's); at most %d", n, MaxRules)
 	}
 	for i, r := range c.Rules {
 		path := fmt.Sprintf("rules[%d]", i)
@@ -311,6 +343,88 @@ func (c *Config) Validate() error {
 		bad("log.format", "%q: want text or json", c.Log.Format)
 	}
 	return errors.Join(errs...)
+}
+
+func (c *Config) validateRoCE(r *RoCE, services map[string]int, bad func(string, string, ...any)) {
+	if i, ok := services[r.Service]; !ok {
+		bad("roce.service", "%q is not a defined service", r.Service)
+	} else if c.Services[i].Consumer.Type != ConsumerRoCE {
+		bad("roce.service", "service %q must have consumer type %q", r.Service, ConsumerRoCE)
+	}
+	a := r.Address.Addr()
+	if !a.IsValid() || !a.Is4() || r.Address.Bits() != 32 {
+		bad("roce.address", "want the endpoint's IPv4 address, e.g. 10.0.0.5")
+	}
+	if r.MAC != "" {
+		if hw, err := net.ParseMAC(r.MAC); err != nil || len(hw) != 6 {
+			bad("roce.mac", "%q is not an Ethernet MAC address", r.MAC)
+		}
+	}
+	if r.TxQueue < 0 || r.TxQueue >= c.Port.TxQueues {
+		bad("roce.tx_queue", "tx queue %d does not exist: the port has %d", r.TxQueue, c.Port.TxQueues)
+	}
+	switch r.MTU {
+	case 256, 512, 1024, 2048, 4096:
+	default:
+		bad("roce.mtu", "%d: want 256, 512, 1024, 2048 or 4096", r.MTU)
+	}
+	if r.MTU+80 > c.Port.MTU+14 && r.MTU > 1024 {
+		bad("roce.mtu", "path MTU %d does not fit the port MTU %d with RoCEv2 headers", r.MTU, c.Port.MTU)
+	}
+	if r.BufferSize < 64 || r.BufferSize > 1<<20 {
+		bad("roce.buffer_size", "%d outside 64..1048576", r.BufferSize)
+	}
+	if r.SendBuffers < 1 || r.SendBuffers > 4096 || r.RecvBuffers < 1 || r.RecvBuffers > 4096 {
+		bad("roce", "send_buffers and recv_buffers must be 1..4096")
+	}
+	if r.RNRTimer > 31 || r.Timeout > 31 || r.RetryCount > 7 || r.RNRRetry > 7 {
+		bad("roce", "rnr_timer and timeout are 5-bit codes (0..31), retry_count and rnr_retry 0..7")
+	}
+	need := r.MaxSessions * (r.SendBuffers + r.RecvBuffers) * r.BufferSize
+	if need > r.MemoryMB<<20 {
+		bad("roce.memory_mb", "%d MB cannot hold %d sessions × %d buffers × %d bytes (%d MB)", r.MemoryMB,
+			r.MaxSessions, r.SendBuffers+r.RecvBuffers, r.BufferSize, (need+(1<<20)-1)>>20)
+	}
+	ports := map[uint16]bool{}
+	for i, l := range r.Listen {
+		path := fmt.Sprintf("roce.listen[%d]", i)
+		if l.Port == 0 {
+			bad(path+".port", "required")
+		} else if ports[l.Port] {
+			bad(path+".port", "port %d is listed twice", l.Port)
+		}
+		ports[l.Port] = true
+		switch l.App {
+		case AppEcho, AppDiscard, AppRPing:
+		default:
+			bad(path+".app", "%q: want %q, %q or %q", l.App, AppEcho, AppDiscard, AppRPing)
+		}
+	}
+	for i, l := range r.CephTCP {
+		path := fmt.Sprintf("roce.ceph_tcp[%d]", i)
+		if _, _, err := net.SplitHostPort(l.Listen); err != nil {
+			bad(path+".listen", "%q: want host:port", l.Listen)
+		}
+		switch l.App {
+		case AppEcho, AppDiscard:
+		default:
+			bad(path+".app", "%q: want %q or %q", l.App, AppEcho, AppDiscard)
+		}
+	}
+}
+
+// RoCERules are the rules the daemon puts ahead of the configured ones
+// when a RoCE endpoint is configured: RoCEv2 to its address, and ARP
+// for it, go to its service.
+func (c *Config) RoCERules() []Rule {
+	r := c.RoCE
+	if r == nil {
+		return nil
+	}
+	return []Rule{
+		{Service: r.Service, EtherType: 0x0800, Protocol: 17, DstPorts: []PortRange{{4791, 4791}}, DstCIDRs: []Prefix{r.Address}},
+		{Service: r.Service, EtherType: 0x0806, DstCIDRs: []Prefix{r.Address}},
+	}
 }
 
 // ServiceIndex returns the index of the named service, or -1.
