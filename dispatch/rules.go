@@ -234,13 +234,11 @@ func (c *Classifier) DefaultService() int { return c.defaultService }
 // The result is that of Parse and Match, which Classify bypasses for the
 // common frames (see fast.go).
 func (c *Classifier) Classify(frame []byte) (service int, reason Reason) {
-	if m, ok := c.classifyFast(frame); ok {
-		return c.service[bits.TrailingZeros64(m)], ReasonNone
-	}
-	return c.classifySlow(frame)
+	service, reason, _, _ = c.classify(frame)
+	return service, reason
 }
 
-// classifySlow is Classify for any frame.
+// classifySlow is Classify for any frame, through Parse and Match.
 func (c *Classifier) classifySlow(frame []byte) (service int, reason Reason) {
 	var h Headers
 	if reason = Parse(frame, &h); reason != ReasonNone {

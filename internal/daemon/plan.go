@@ -18,8 +18,11 @@ type Plan struct {
 
 // NewPlan compiles the rules and sizes the mbuf pool.
 func NewPlan(cfg *config.Config) (*Plan, error) {
-	rules := make([]dispatch.Rule, len(cfg.Rules))
-	for i, r := range cfg.Rules {
+	// The RoCE endpoint's rules come first: its frames must not fall to a
+	// broader configured rule.
+	all := append(cfg.RoCERules(), cfg.Rules...)
+	rules := make([]dispatch.Rule, len(all))
+	for i, r := range all {
 		dr := dispatch.Rule{
 			Service:   cfg.ServiceIndex(r.Service),
 			EtherType: uint16(r.EtherType),

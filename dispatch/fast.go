@@ -1,0 +1,200 @@
+package dispatch
+
+import (
+	"encoding/binary"
+	"math/bits"
+)
+
+// Classify runs for every received packet, so it does not go through Parse
+// and Match for the frames it sees most: well-formed IPv4, IPv6 without
+// extension headers, and ARP, untagged or in one 802.1Q tag. For those it
+// reads the few header fields rules look at straight from the frame,
+// checks exactly what Parse checks, and combines tables that Compile has
+// folded, so that a TCP or UDP packet costs a protocol entry and an entry
+// per port, and an address lookup only when the first rule left standing
+// has a prefix. Every other frame, malformed ones included, takes Parse
+// and Match, and Parse names the reason.
+//
+// The fast path is one function: on a frame every few nanoseconds, each
+// call it saves is worth keeping the IP cases inline.
+
+// fastTables are the lookup tables of Classify's fast path, folded from
+// those Match uses.
+type fastTables struct {
+	// ip4 and ip6, indexed by protocol, are the rules accepting the
+	// ethertype, the protocol, some address of the family and, for a
+	// protocol other than TCP and UDP, a packet without ports.
+	ip4, ip6 [256]uint64
+	// walk4 and walk6 are the rules some but not all addresses of the
+	// family match: only they need the address looked up.
+	walk4, walk6 uint64
+	// arp4 is the mask of ARP frames with an IPv4 target address before
+	// its lookup, arpNoAddr that of the others.
+	arp4, arpNoAddr uint64
+	// nonIP is the mask of frames of other ethertypes, less the lookup of
+	// their ethertype.
+	nonIP uint64
+}
+
+// buildFast folds the tables of c into c.fast.
+func (c *Classifier) buildFast() {
+	f := &c.fast
+	any4, all4 := c.dst4.span()
+	any6, all6 := c.dst6.span()
+	f.walk4, f.walk6 = any4&^all4, any6&^all6
+	ether4 := c.etherType.lookup(EtherTypeIPv4) & any4
+	ether6 := c.etherType.lookup(EtherTypeIPv6) & any6
+	for p := range f.ip4 {
+		m := c.proto[p]
+		if uint8(p) != ProtoTCP && uint8(p) != ProtoUDP {
+			m &= c.noPorts
+		}
+		f.ip4[p] = ether4 & m
+		f.ip6[p] = ether6 & m
+	}
+	arp := c.etherType.lookup(EtherTypeARP) & c.protoNonIP & c.noPorts
+	f.arp4 = arp & any4
+	f.arpNoAddr = arp & c.noAddr
+	f.nonIP = c.protoNonIP & c.noPorts & c.noAddr
+}
+
+// span returns the rules that some address matches and those every
+// address matches.
+func (t *trie) span() (some, every uint64) {
+	every = ^uint64(0)
+	for _, m := range t.masks {
+		some |= m
+		every &= m
+	}
+	return some, every
+}
+
+func be32(b []byte) uint32 { return binary.BigEndian.Uint32(b) }
+
+// classify is Classify. It also reports whether the fast path took the
+// frame and, if it did, the rules it found matching, so that tests can
+// check them.
+func (c *Classifier) classify(frame []byte) (service int, reason Reason, fast bool, m uint64) {
+	if len(frame) < ethHeaderLen {
+		return c.defaultService, ReasonTruncatedEthernet, false, 0
+	}
+	et := be16(frame[12:14])
+	b := frame[ethHeaderLen:]
+	if et == EtherTypeVLAN && len(b) >= vlanTagLen {
+		et, b = be16(b[2:4]), b[vlanTagLen:]
+	}
+	// Each case sets fast once it has checked what Parse checks; a break
+	// before that leaves the frame to Parse.
+	switch et {
+	case EtherTypeIPv4:
+		if len(b) < ipv4MinHeader {
+			break
+		}
+		ihl := int(b[0]&0x0f) * 4
+		total := int(be16(b[2:4]))
+		if b[0]>>4 != 4 || ihl < ipv4MinHeader || total < ihl || total > len(b) {
+			break
+		}
+		proto := b[9]
+		l4 := b[ihl:total]
+		m = c.fast.ip4[proto]
+		if ff := be16(b[6:8]); ff&0x3fff != 0 {
+			m &= c.fragmentPorts(proto, ff, l4)
+		} else if proto == ProtoTCP || proto == ProtoUDP {
+			if !transportValid(proto, l4) {
+				break
+			}
+			m &= c.dstPorts.lookup(be16(l4[2:4])) & c.srcPorts.lookup(be16(l4[0:2]))
+		}
+		if m&-m&c.fast.walk4 != 0 {
+			m &= c.dst4.lookup4(be32(b[16:20]))
+		}
+		fast = true
+	case EtherTypeIPv6:
+		if len(b) < ipv6HeaderLen {
+			break
+		}
+		total := ipv6HeaderLen + int(be16(b[4:6]))
+		next := b[6]
+		if b[0]>>4 != 6 || total > len(b) || isIPv6ExtHeader(next) {
+			break
+		}
+		l4 := b[ipv6HeaderLen:total]
+		m = c.fast.ip6[next]
+		if next == ProtoTCP || next == ProtoUDP {
+			if !transportValid(next, l4) {
+				break
+			}
+			m &= c.dstPorts.lookup(be16(l4[2:4])) & c.srcPorts.lookup(be16(l4[0:2]))
+		}
+		if m&-m&c.fast.walk6 != 0 {
+			m &= c.dst6.lookup(b[24:40])
+		}
+		fast = true
+	case EtherTypeARP:
+		m, fast = c.classifyARP(b)
+	case EtherTypeVLAN, EtherTypeQinQ:
+		// More tags than the fast path reads.
+	default:
+		m, fast = c.etherType.lookup(et)&c.fast.nonIP, true
+	}
+	if !fast {
+		service, reason = c.classifySlow(frame)
+		return service, reason, false, 0
+	}
+	// For an empty mask, TrailingZeros64 is 64: the default service.
+	return c.service[bits.TrailingZeros64(m)], ReasonNone, true, m
+}
+
+// transportValid reports whether l4, the rest of an unfragmented IP packet
+// with protocol TCP or UDP, holds the header Parse accepts.
+func transportValid(proto uint8, l4 []byte) bool {
+	if len(l4) < udpHeaderLen {
+		return false
+	}
+	if proto == ProtoTCP {
+		return len(l4) >= tcpMinHeader && int(l4[12]>>4)*4 >= tcpMinHeader && int(l4[12]>>4)*4 <= len(l4)
+	}
+	// A UDP length below the IP payload is allowed, as in parseL4.
+	ulen := int(be16(l4[4:6]))
+	return ulen >= udpHeaderLen && ulen <= len(l4)
+}
+
+// fragmentPorts returns the rules an IPv4 fragment with protocol proto and
+// flags and offset ff matches by its ports: only a first fragment has
+// them, and then only if it is long enough; they are not checked, as the
+// transport header may be split.
+func (c *Classifier) fragmentPorts(proto uint8, ff uint16, l4 []byte) uint64 {
+	if ff&0x1fff == 0 && (proto == ProtoTCP || proto == ProtoUDP) && len(l4) >= 4 {
+		return c.dstPorts.lookup(be16(l4[2:4])) & c.srcPorts.lookup(be16(l4[0:2]))
+	}
+	return c.noPorts
+}
+
+// isIPv6ExtHeader reports whether next is an extension header Parse walks
+// past.
+func isIPv6ExtHeader(next uint8) bool {
+	const ext = 1<<ipv6HopByHop | 1<<ipv6Routing | 1<<ipv6Fragment | 1<<ipv6AuthHeader | 1<<ipv6DestOptions
+	return next < 64 && ext&(uint64(1)<<next) != 0
+}
+
+// classifyARP is the fast path for the ARP packet b: it returns the rules
+// matching it, and false if b is malformed.
+func (c *Classifier) classifyARP(b []byte) (uint64, bool) {
+	if len(b) < arpFixedLen {
+		return 0, false
+	}
+	hlen, plen := int(b[4]), int(b[5])
+	if len(b) < arpFixedLen+2*hlen+2*plen {
+		return 0, false
+	}
+	if be16(b[2:4]) != EtherTypeIPv4 || plen != 4 {
+		return c.fast.arpNoAddr, true
+	}
+	m := c.fast.arp4
+	if m&-m&c.fast.walk4 != 0 {
+		tpa := arpFixedLen + 2*hlen + 4
+		m &= c.dst4.lookup4(be32(b[tpa : tpa+4]))
+	}
+	return m, true
+}
