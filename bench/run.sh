@@ -25,7 +25,9 @@ testpmd_mpps() {
 		--vdev "net_pcap0,rx_pcap=$pcap,infinite_rx=1" -- \
 		--total-num-mbufs=16384 --forward-mode="$mode" --port-topology=loop --burst=32 \
 		--stats-period 1 --auto-start </dev/null >"$work/$mode.log" 2>&1 || true
-	grep -o 'Rx-pps: *[0-9]*' "$work/$mode.log" | awk -v w=$warm '{n++; if (n>w) {s+=$2; c++}} END {if (c==0) {print "nan"} else printf "%.3f\n", s/c/1e6}'
+	# Median of the per-second samples after warm-up.
+	grep -o 'Rx-pps: *[0-9]*' "$work/$mode.log" | awk '{print $2}' | tail -n +$((warm + 1)) | sort -n |
+		awk '{v[NR]=$1} END {if (NR==0) {print "nan"; exit} printf "%.3f\n", v[int((NR+1)/2)]/1e6}'
 }
 
 # cephdpdkd: scrape its queue counter twice after warm-up.

@@ -2,72 +2,9 @@ package consumer
 
 /*
 #cgo pkg-config: libdpdk
-#include <rte_config.h>
-#include <rte_ring.h>
-#include <rte_mbuf.h>
-#include <rte_ethdev.h>
+#cgo CFLAGS: -I${SRCDIR}/../dispatch
 #include <rte_malloc.h>
-
-#define CDD_MAX_BURST 512
-
-struct cdd_count {
-	uint64_t pkts;
-	uint64_t bytes;
-};
-
-// cdd_sink dequeues up to max packets, adds them up and frees them.
-static unsigned int cdd_sink(struct rte_ring *r, unsigned int max, struct cdd_count *c)
-{
-	struct rte_mbuf *m[CDD_MAX_BURST];
-	unsigned int n = rte_ring_sc_dequeue_burst(r, (void **)m, max, NULL);
-	uint64_t bytes = 0;
-	for (unsigned int i = 0; i < n; i++)
-		bytes += m[i]->pkt_len;
-	rte_pktmbuf_free_bulk(m, n);
-	c->pkts += n;
-	c->bytes += bytes;
-	return n;
-}
-
-// A forwarder keeps packets the TX queue did not take and offers them
-// again on the next poll before dequeuing more, so a busy port applies
-// back-pressure to the ring instead of losing packets here.
-struct cdd_fwd {
-	uint16_t port, queue;
-	uint16_t npend;
-	struct rte_mbuf *pend[CDD_MAX_BURST];
-	uint64_t pkts, bytes;
-};
-
-static unsigned int cdd_forward(struct rte_ring *r, unsigned int max, struct cdd_fwd *f)
-{
-	if (f->npend < max)
-		f->npend += rte_ring_sc_dequeue_burst(r, (void **)&f->pend[f->npend], max - f->npend, NULL);
-	if (f->npend == 0)
-		return 0;
-	// Add up lengths before TX: once sent, an mbuf belongs to the PMD,
-	// which may free it at once. Subtract what stays with us.
-	uint64_t bytes = 0;
-	for (uint16_t i = 0; i < f->npend; i++)
-		bytes += f->pend[i]->pkt_len;
-	uint16_t sent = rte_eth_tx_burst(f->port, f->queue, f->pend, f->npend);
-	for (uint16_t i = sent; i < f->npend; i++)
-		bytes -= f->pend[i]->pkt_len;
-	f->bytes += bytes;
-	f->pkts += sent;
-	if (sent > 0 && sent < f->npend)
-		memmove(&f->pend[0], &f->pend[sent], (f->npend - sent) * sizeof(f->pend[0]));
-	f->npend -= sent;
-	return sent;
-}
-
-static unsigned int cdd_forward_free(struct cdd_fwd *f)
-{
-	unsigned int n = f->npend;
-	rte_pktmbuf_free_bulk(f->pend, f->npend);
-	f->npend = 0;
-	return n;
-}
+#include "native.h"
 */
 import "C"
 
@@ -87,90 +24,127 @@ type Counts struct {
 	Drops   atomic.Uint64
 }
 
+// native is a consumer implemented in C (native.h). A poll loop runs it
+// inside its single cgo call per iteration (dispatch.NativeConsumer);
+// Poll runs it on its own, for callers outside a poll loop.
+type native struct {
+	c *C.struct_cdd_native
+}
+
+func newNative(kind int, r *dispatch.Ring, burst int) (native, error) {
+	if burst < 1 || burst > pmd.MaxBurst {
+		return native{}, fmt.Errorf("consumer: burst %d outside 1..%d", burst, pmd.MaxBurst)
+	}
+	c := (*C.struct_cdd_native)(C.rte_zmalloc(nil, C.sizeof_struct_cdd_native, C.RTE_CACHE_LINE_SIZE))
+	if c == nil {
+		return native{}, fmt.Errorf("consumer: for ring %q: out of DPDK memory", r.Name())
+	}
+	c.ring = (*C.struct_rte_ring)(r.Pointer())
+	c.kind = C.uint16_t(kind)
+	c.burst = C.uint16_t(burst)
+	return native{c: c}, nil
+}
+
+// Native returns the C consumer for the poll loop.
+func (n native) Native() unsafe.Pointer { return unsafe.Pointer(n.c) }
+
+func (n native) poll() int { return int(C.cdd_native_run(n.c)) }
+
+// load copies the C counters into counts. The C side is written only by
+// the owning poll loop, which calls this after running it.
+func (n native) load(into *Counts) {
+	into.Packets.Store(uint64(n.c.pkts))
+	into.Bytes.Store(uint64(n.c.bytes))
+	into.Drops.Store(uint64(n.c.drops))
+}
+
+func (n native) close() {
+	if n.c != nil {
+		C.cdd_native_release(n.c)
+		C.rte_free(unsafe.Pointer(n.c))
+	}
+}
+
 // Sink counts and frees every packet of its ring.
 type Sink struct {
-	ring  unsafe.Pointer
-	burst C.uint
-	c     *C.struct_cdd_count
+	n native
 	Counts
 }
 
-var _ dispatch.Consumer = (*Sink)(nil)
+var _ dispatch.NativeConsumer = (*Sink)(nil)
 
 // NewSink creates a counting sink draining r in bursts of burst packets.
 func NewSink(r *dispatch.Ring, burst int) (*Sink, error) {
-	if burst < 1 || burst > pmd.MaxBurst {
-		return nil, fmt.Errorf("consumer: sink burst %d outside 1..%d", burst, pmd.MaxBurst)
+	n, err := newNative(C.CDD_NATIVE_SINK, r, burst)
+	if err != nil {
+		return nil, err
 	}
-	c := (*C.struct_cdd_count)(C.rte_zmalloc(nil, C.sizeof_struct_cdd_count, 64))
-	if c == nil {
-		return nil, fmt.Errorf("consumer: sink for ring %q: out of DPDK memory", r.Name())
-	}
-	return &Sink{ring: r.Pointer(), burst: C.uint(burst), c: c}, nil
+	return &Sink{n: n}, nil
 }
 
 // Poll dequeues, counts and frees one burst.
 func (s *Sink) Poll() int {
-	n := int(C.cdd_sink((*C.struct_rte_ring)(s.ring), s.burst, s.c))
-	if n > 0 {
-		s.Packets.Store(uint64(s.c.pkts))
-		s.Bytes.Store(uint64(s.c.bytes))
-	}
-	return n
+	k := s.n.poll()
+	s.Publish()
+	return k
 }
+
+// Native returns the C sink, run by the poll loop.
+func (s *Sink) Native() unsafe.Pointer { return s.n.Native() }
+
+// Publish makes the C counters visible through Counts.
+func (s *Sink) Publish() { s.n.load(&s.Counts) }
 
 // Close releases the sink's C memory. It holds no packets between polls.
 func (s *Sink) Close() {
-	if s.c != nil {
-		C.rte_free(unsafe.Pointer(s.c))
-		s.c = nil
-	}
+	s.Publish()
+	s.n.close()
+	s.n.c = nil
 }
 
 // Forwarder transmits its ring's packets out a port TX queue.
 type Forwarder struct {
-	ring  unsafe.Pointer
-	burst C.uint
-	f     *C.struct_cdd_fwd
+	n native
 	Counts
 }
 
-var _ dispatch.Consumer = (*Forwarder)(nil)
+var _ dispatch.NativeConsumer = (*Forwarder)(nil)
 
 // NewForwarder creates a forwarder from r to port's TX queue. Only one
 // lcore may use a TX queue.
 func NewForwarder(r *dispatch.Ring, port, queue uint16, burst int) (*Forwarder, error) {
-	if burst < 1 || burst > pmd.MaxBurst {
-		return nil, fmt.Errorf("consumer: forwarder burst %d outside 1..%d", burst, pmd.MaxBurst)
+	n, err := newNative(C.CDD_NATIVE_FORWARD, r, burst)
+	if err != nil {
+		return nil, err
 	}
-	f := (*C.struct_cdd_fwd)(C.rte_zmalloc(nil, C.sizeof_struct_cdd_fwd, 64))
-	if f == nil {
-		return nil, fmt.Errorf("consumer: forwarder for ring %q: out of DPDK memory", r.Name())
-	}
-	f.port, f.queue = C.uint16_t(port), C.uint16_t(queue)
-	return &Forwarder{ring: r.Pointer(), burst: C.uint(burst), f: f}, nil
+	n.c.port, n.c.queue = C.uint16_t(port), C.uint16_t(queue)
+	return &Forwarder{n: n}, nil
 }
 
 // Poll offers held packets and one more burst from the ring to the TX queue.
 func (f *Forwarder) Poll() int {
-	n := int(C.cdd_forward((*C.struct_rte_ring)(f.ring), f.burst, f.f))
-	if n > 0 {
-		f.Packets.Store(uint64(f.f.pkts))
-		f.Bytes.Store(uint64(f.f.bytes))
-	}
-	return n
+	k := f.n.poll()
+	f.Publish()
+	return k
 }
 
+// Native returns the C forwarder, run by the poll loop.
+func (f *Forwarder) Native() unsafe.Pointer { return f.n.Native() }
+
+// Publish makes the C counters visible through Counts.
+func (f *Forwarder) Publish() { f.n.load(&f.Counts) }
+
 // Pending returns how many packets wait for TX space.
-func (f *Forwarder) Pending() int { return int(f.f.npend) }
+func (f *Forwarder) Pending() int { return int(f.n.c.npend) }
 
 // Close frees packets still waiting for TX space, counting them as drops,
 // and releases the forwarder's C memory.
 func (f *Forwarder) Close() {
-	if f.f == nil {
+	if f.n.c == nil {
 		return
 	}
-	f.Drops.Add(uint64(C.cdd_forward_free(f.f)))
-	C.rte_free(unsafe.Pointer(f.f))
-	f.f = nil
+	C.cdd_native_release(f.n.c)
+	f.Publish()
+	f.n.close()
+	f.n.c = nil
 }

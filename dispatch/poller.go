@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/cephdpdkd/cephdpdkd/pmd"
 )
@@ -20,6 +21,17 @@ type Consumer interface {
 	// Close frees whatever packets the consumer still holds. It is called
 	// once, after the poll loop has stopped.
 	Close()
+}
+
+// NativeConsumer is a Consumer implemented in C that the poll loop runs
+// inside its one cgo call per iteration instead of calling Poll.
+type NativeConsumer interface {
+	Consumer
+	// Native returns the consumer's struct cdd_native (native.h).
+	Native() unsafe.Pointer
+	// Publish makes counters the C side keeps visible to readers; the
+	// loop calls it when it publishes its own.
+	Publish()
 }
 
 // Service is a named ring, its consumer and its counters.
@@ -63,11 +75,13 @@ type Poller struct {
 	lcore      uint
 	port       uint16
 	queues     []QueueStats
-	burst      *pmd.Burst
+	bursts     []*pmd.Burst // one per RX queue: received, not yet classified
 	classifier *Classifier
 	services   []*Service // indexed by service number (all of them)
-	rings      *ringSet
+	loop       *loop
 	owned      []*Service // services whose consumers run here
+	goPolled   []Consumer // owned consumers that are not native
+	natives    []NativeConsumer
 
 	// The loop counts in plain fields and publishes them to the atomic
 	// counters when idle or every publishEvery busy iterations: locked
@@ -80,9 +94,10 @@ type Poller struct {
 	loopNanos atomic.Uint64
 	idlePolls atomic.Uint64
 
-	stopRx  atomic.Bool
-	stop    atomic.Bool
-	running atomic.Bool
+	stopRx    atomic.Bool
+	rxDrained atomic.Bool // RX stopped and every burst dispatched
+	stop      atomic.Bool
+	running   atomic.Bool
 }
 
 // PollerConfig wires a poll loop.
@@ -107,37 +122,45 @@ func NewPoller(cfg PollerConfig) (*Poller, error) {
 	if len(cfg.Services) > 64 {
 		return nil, fmt.Errorf("dispatch: %d services; at most 64", len(cfg.Services))
 	}
-	b, err := pmd.NewBurst(cfg.BurstSize)
-	if err != nil {
-		return nil, err
-	}
-	rings := make([]*Ring, len(cfg.Services))
-	for i, s := range cfg.Services {
-		rings[i] = s.Ring
-	}
-	rs, err := newRingSet(rings)
-	if err != nil {
-		b.Free()
-		return nil, err
-	}
-	p := &Poller{
-		lcore: cfg.Lcore, port: cfg.Port, burst: b, classifier: cfg.Classifier,
-		services: cfg.Services, rings: rs,
-	}
+	p := &Poller{lcore: cfg.Lcore, port: cfg.Port, classifier: cfg.Classifier, services: cfg.Services}
 	for _, q := range cfg.Queues {
 		p.queues = append(p.queues, QueueStats{Queue: q})
+		b, err := pmd.NewBurst(cfg.BurstSize)
+		if err != nil {
+			p.Free()
+			return nil, err
+		}
+		p.bursts = append(p.bursts, b)
 	}
-	p.local = localCounts{
-		queuePackets: make([]uint64, len(cfg.Queues)), queueBytes: make([]uint64, len(cfg.Queues)),
-		svcPackets: make([]uint64, len(cfg.Services)), svcBytes: make([]uint64, len(cfg.Services)),
-		svcDrops: make([]uint64, len(cfg.Services)),
-	}
+	var natives []unsafe.Pointer
 	for _, i := range cfg.Owned {
 		if i < 0 || i >= len(cfg.Services) {
 			p.Free()
 			return nil, fmt.Errorf("dispatch: poller owns service %d of %d", i, len(cfg.Services))
 		}
-		p.owned = append(p.owned, cfg.Services[i])
+		s := cfg.Services[i]
+		p.owned = append(p.owned, s)
+		if n, ok := s.Consumer.(NativeConsumer); ok {
+			p.natives = append(p.natives, n)
+			natives = append(natives, n.Native())
+		} else {
+			p.goPolled = append(p.goPolled, s.Consumer)
+		}
+	}
+	rings := make([]*Ring, len(cfg.Services))
+	for i, s := range cfg.Services {
+		rings[i] = s.Ring
+	}
+	l, err := newLoop(rings, natives, cfg.BurstSize)
+	if err != nil {
+		p.Free()
+		return nil, err
+	}
+	p.loop = l
+	p.local = localCounts{
+		queuePackets: make([]uint64, len(cfg.Queues)), queueBytes: make([]uint64, len(cfg.Queues)),
+		svcPackets: make([]uint64, len(cfg.Services)), svcBytes: make([]uint64, len(cfg.Services)),
+		svcDrops: make([]uint64, len(cfg.Services)),
 	}
 	return p, nil
 }
@@ -175,17 +198,34 @@ func (p *Poller) Run() {
 	p.publish()
 }
 
-// PollOnce runs one iteration: each RX queue once (unless RX is stopped),
-// then each owned consumer once. It returns the packets handled.
+// PollOnce runs one iteration. For each RX queue: classify the burst
+// received last time, then one cgo call dispatches it into the rings,
+// runs the native consumers (with the last queue) and receives the next
+// burst. Then the Go consumers poll. It returns the packets handled.
 func (p *Poller) PollOnce() int {
 	work := 0
-	if !p.stopRx.Load() {
-		for qi := range p.queues {
-			work += p.rxQueue(qi)
+	rx := !p.stopRx.Load()
+	last := len(p.bursts) - 1
+	for qi, b := range p.bursts {
+		if n := b.Len(); n > 0 {
+			p.classify(b)
+			work += n
+		}
+		work += p.loop.step(b, p.port, p.queues[qi].Queue, qi == last, rx)
+		p.account()
+		if n := b.Len(); n > 0 {
+			p.local.queuePackets[qi] += uint64(n)
+			p.local.queueBytes[qi] += b.Bytes()
 		}
 	}
-	for _, s := range p.owned {
-		work += s.Consumer.Poll()
+	if len(p.bursts) == 0 && len(p.natives) > 0 {
+		work += p.loop.step(nil, 0, 0, true, false)
+	}
+	if !rx && !p.rxDrained.Load() && p.held() == 0 {
+		p.rxDrained.Store(true)
+	}
+	for _, c := range p.goPolled {
+		work += c.Poll()
 	}
 	p.sincePublish++
 	if work == 0 || p.sincePublish >= publishEvery {
@@ -194,26 +234,33 @@ func (p *Poller) PollOnce() int {
 	return work
 }
 
-func (p *Poller) rxQueue(qi int) int {
-	b := p.burst
-	n := b.RxBurst(p.port, p.queues[qi].Queue)
-	if n == 0 {
-		return 0
-	}
+// classify fills in the verdict of every packet in the burst.
+func (p *Poller) classify(b *pmd.Burst) {
 	l := &p.local
-	l.queuePackets[qi] += uint64(n)
-	l.queueBytes[qi] += b.Bytes()
 	verdicts := b.Verdicts()
 	for i := range verdicts {
 		svc, reason := p.classifier.Classify(b.Frame(i))
 		verdicts[i] = uint8(svc)
 		l.malformed[reason]++
 	}
-	p.rings.dispatch(b)
-	for i, d := range p.rings.view {
+}
+
+// account adds the last dispatch's per-service deltas.
+func (p *Poller) account() {
+	l := &p.local
+	for i, d := range p.loop.deltas {
 		l.svcPackets[i] += d.pkts
 		l.svcBytes[i] += d.bytes
 		l.svcDrops[i] += d.drops
+		p.loop.deltas[i] = serviceDelta{}
+	}
+}
+
+// held counts packets received but not yet dispatched.
+func (p *Poller) held() int {
+	n := 0
+	for _, b := range p.bursts {
+		n += b.Len()
 	}
 	return n
 }
@@ -236,6 +283,9 @@ func (p *Poller) publish() {
 	for r := ReasonNone + 1; r < NumReasons; r++ {
 		p.malformed[r].Store(l.malformed[r])
 	}
+	for _, n := range p.natives {
+		n.Publish()
+	}
 	// Queue counters last: a reader that sees them sees everything
 	// counted up to the same point.
 	for i := range p.queues {
@@ -244,8 +294,13 @@ func (p *Poller) publish() {
 	}
 }
 
-// StopRx makes the loop stop receiving; consumers keep draining.
+// StopRx makes the loop stop receiving; it still dispatches what it
+// holds, and consumers keep draining.
 func (p *Poller) StopRx() { p.stopRx.Store(true) }
+
+// RxDrained reports whether, after StopRx, the loop has dispatched every
+// packet it had received.
+func (p *Poller) RxDrained() bool { return p.rxDrained.Load() }
 
 // Stop makes Run return after its current iteration.
 func (p *Poller) Stop() { p.stop.Store(true) }
@@ -266,14 +321,15 @@ func (p *Poller) Malformed(r Reason) uint64 { return p.malformed[r].Load() }
 // where busy time is iterations that handled at least one packet.
 func (p *Poller) BusyRatio() (busy, total uint64) { return p.busyNanos.Load(), p.loopNanos.Load() }
 
-// Free releases the loop's C memory. Run must have returned.
+// Free releases the loop's C memory and frees packets still held in its
+// bursts. Run must have returned.
 func (p *Poller) Free() {
-	if p.burst != nil {
-		p.burst.Free()
-		p.burst = nil
+	for _, b := range p.bursts {
+		b.Free()
 	}
-	if p.rings != nil {
-		p.rings.free()
-		p.rings = nil
+	p.bursts = nil
+	if p.loop != nil {
+		p.loop.free()
+		p.loop = nil
 	}
 }

@@ -80,11 +80,9 @@ func (b *Burst) Frame(i int) []byte {
 // Verdicts returns the per-packet service slots, for the classifier to fill.
 func (b *Burst) Verdicts() []uint8 { return b.svc[:b.c.n] }
 
-// Arrays exposes the burst's C arrays to sibling cgo packages (dispatch):
-// the mbuf pointers, the packet lengths and the verdicts.
-func (b *Burst) Arrays() (mbufs, pktLens, verdicts unsafe.Pointer) {
-	return unsafe.Pointer(&b.c.pkts[0]), unsafe.Pointer(&b.c.pkt_len[0]), unsafe.Pointer(&b.c.svc[0])
-}
+// C exposes the struct cdd_burst (cdd.h) to sibling cgo packages
+// (dispatch), which include the same header.
+func (b *Burst) C() unsafe.Pointer { return unsafe.Pointer(b.c) }
 
 // FreeAll frees every packet in the burst.
 func (b *Burst) FreeAll() { C.cdd_burst_free(b.c) }

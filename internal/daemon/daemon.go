@@ -211,7 +211,7 @@ func (d *Daemon) Stop(ctx context.Context) error {
 		p.StopRx()
 	}
 	deadline := time.Now().Add(d.plan.Config.Shutdown.DrainTimeout)
-	for d.queued() > 0 && time.Now().Before(deadline) && ctx.Err() == nil {
+	for (!d.rxDrained() || d.queued() > 0) && time.Now().Before(deadline) && ctx.Err() == nil {
 		time.Sleep(time.Millisecond)
 	}
 	if n := d.queued(); n > 0 {
@@ -228,6 +228,20 @@ func (d *Daemon) Stop(ctx context.Context) error {
 	}
 	errs = append(errs, d.teardown())
 	return errors.Join(errs...)
+}
+
+// rxDrained reports whether every running loop has dispatched what it
+// received before RX stopped.
+func (d *Daemon) rxDrained() bool {
+	if d.running == 0 {
+		return true
+	}
+	for _, p := range d.pollers {
+		if !p.RxDrained() {
+			return false
+		}
+	}
+	return true
 }
 
 func (d *Daemon) queued() int {

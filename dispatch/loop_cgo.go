@@ -1,0 +1,230 @@
+package dispatch
+
+/*
+#cgo pkg-config: libdpdk
+#cgo CFLAGS: -I${SRCDIR}/../pmd
+#include <rte_malloc.h>
+#include "cdd.h"
+#include "native.h"
+
+struct cdd_svc_delta {
+	uint64_t pkts;
+	uint64_t bytes;
+	uint64_t drops;
+};
+
+// A poll loop's C state: the service rings, a bucket per service for
+// sorting a burst, per-service deltas of the last dispatch, and the native
+// consumers the loop runs.
+struct cdd_loop {
+	struct rte_ring **rings;
+	uint16_t nrings;
+	uint16_t cap;
+	struct cdd_svc_delta *d;
+	void **bucket;             // nrings × cap
+	uint16_t *fill;            // per service
+	struct cdd_native **natives;
+	uint16_t nnatives;
+};
+
+// cdd_dispatch hands each packet of the burst to the ring of its verdict:
+// one pass to sort into per-service buckets, then one enqueue burst per
+// service present. What a full ring refuses is freed and counted as a
+// drop. The burst is empty afterwards.
+static void cdd_dispatch(struct cdd_burst *b, struct cdd_loop *l)
+{
+	uint64_t present = 0;
+	for (uint16_t s = 0; s < l->nrings; s++) {
+		l->d[s].pkts = l->d[s].bytes = l->d[s].drops = 0;
+		l->fill[s] = 0;
+	}
+	for (uint16_t i = 0; i < b->n; i++) {
+		uint8_t s = b->svc[i];
+		if (s >= l->nrings) {
+			// Cannot happen with a validated classifier; never leak.
+			rte_pktmbuf_free(b->pkts[i]);
+			continue;
+		}
+		l->bucket[(uint32_t)s * l->cap + l->fill[s]++] = b->pkts[i];
+		l->d[s].bytes += b->pkt_len[i];
+		present |= 1ull << s;
+	}
+	while (present) {
+		uint16_t s = __builtin_ctzll(present);
+		present &= present - 1;
+		void **out = &l->bucket[(uint32_t)s * l->cap];
+		uint16_t k = l->fill[s];
+		unsigned int sent = rte_ring_enqueue_burst(l->rings[s], out, k, NULL);
+		if (sent < k) {
+			for (unsigned int i = sent; i < k; i++)
+				l->d[s].bytes -= ((struct rte_mbuf *)out[i])->pkt_len;
+			rte_pktmbuf_free_bulk((struct rte_mbuf **)&out[sent], k - sent);
+		}
+		l->d[s].pkts = sent;
+		l->d[s].drops = k - sent;
+	}
+	b->n = 0;
+}
+
+// cdd_step is a poll loop's one cgo call per RX queue and iteration: it
+// dispatches the burst Go has just classified, runs the native consumers
+// (when run_natives), and receives the next burst into b (when rx). It
+// returns the packets the natives handled.
+static uint32_t cdd_step(struct cdd_burst *b, struct cdd_loop *l, uint16_t port, uint16_t queue,
+			 int run_natives, int rx)
+{
+	uint32_t work = 0;
+	if (b && b->n)
+		cdd_dispatch(b, l);
+	if (run_natives)
+		for (uint16_t i = 0; i < l->nnatives; i++)
+			work += cdd_native_run(l->natives[i]);
+	if (b && rx)
+		cdd_rx_burst(b, port, queue);
+	return work;
+}
+
+// cdd_ring_free_all empties a ring, freeing every mbuf in it.
+static unsigned int cdd_ring_free_all(struct rte_ring *r)
+{
+	void *objs[64];
+	unsigned int total = 0, n;
+	while ((n = rte_ring_dequeue_burst(r, objs, 64, NULL)) > 0) {
+		rte_pktmbuf_free_bulk((struct rte_mbuf **)objs, n);
+		total += n;
+	}
+	return total;
+}
+*/
+import "C"
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/yerden/go-dpdk/ring"
+
+	"github.com/cephdpdkd/cephdpdkd/pmd"
+)
+
+// Ring is a service's rte_ring of mbuf pointers. The dispatcher produces;
+// exactly one consumer drains it.
+type Ring struct {
+	name string
+	r    *ring.Ring
+}
+
+// NewRing creates a named ring holding size-1 packets (size is a power of
+// two). singleProducer is true when one poll loop feeds it.
+func NewRing(name string, size int, singleProducer bool, socket int) (*Ring, error) {
+	flags := uint(C.RING_F_SC_DEQ)
+	if singleProducer {
+		flags |= C.RING_F_SP_ENQ
+	}
+	opts := []ring.Option{ring.OptFlag(flags)}
+	if socket >= 0 {
+		opts = append(opts, ring.OptSocket(uint(socket)))
+	}
+	r, err := ring.Create(name, uint(size), opts...)
+	if err != nil {
+		return nil, fmt.Errorf("dispatch: create ring %q of %d: %w", name, size, err)
+	}
+	return &Ring{name: name, r: r}, nil
+}
+
+// Name returns the ring's name, which secondary processes look it up by.
+func (r *Ring) Name() string { return r.name }
+
+// Count returns the number of packets waiting in the ring.
+func (r *Ring) Count() int { return int(r.r.Count()) }
+
+// Capacity returns how many packets the ring holds at most.
+func (r *Ring) Capacity() int { return int(r.r.Cap()) }
+
+// Pointer returns the struct rte_ring for cgo consumers.
+func (r *Ring) Pointer() unsafe.Pointer { return unsafe.Pointer(r.r) }
+
+// FreeAll frees every packet left in the ring and returns how many.
+func (r *Ring) FreeAll() int {
+	return int(C.cdd_ring_free_all((*C.struct_rte_ring)(r.Pointer())))
+}
+
+// Close frees the packets left in the ring, then the ring.
+func (r *Ring) Close() int {
+	if r.r == nil {
+		return 0
+	}
+	n := r.FreeAll()
+	r.r.Free()
+	r.r = nil
+	return n
+}
+
+// loop is a poll loop's C state (struct cdd_loop) and Go views of it.
+type loop struct {
+	c      *C.struct_cdd_loop
+	deltas []serviceDelta
+}
+
+// serviceDelta mirrors struct cdd_svc_delta.
+type serviceDelta struct{ pkts, bytes, drops uint64 }
+
+func newLoop(rings []*Ring, natives []unsafe.Pointer, burst int) (*loop, error) {
+	n := len(rings)
+	ptr := C.size_t(unsafe.Sizeof(uintptr(0)))
+	c := (*C.struct_cdd_loop)(C.rte_zmalloc(nil, C.sizeof_struct_cdd_loop, C.RTE_CACHE_LINE_SIZE))
+	if c == nil {
+		return nil, fmt.Errorf("dispatch: allocate poll loop state: %w", pmd.Errno(C.ENOMEM))
+	}
+	l := &loop{c: c}
+	c.nrings, c.cap, c.nnatives = C.uint16_t(n), C.uint16_t(burst), C.uint16_t(len(natives))
+	c.rings = (**C.struct_rte_ring)(C.rte_zmalloc(nil, C.size_t(n)*ptr, C.RTE_CACHE_LINE_SIZE))
+	c.d = (*C.struct_cdd_svc_delta)(C.rte_zmalloc(nil, C.size_t(n)*C.sizeof_struct_cdd_svc_delta, C.RTE_CACHE_LINE_SIZE))
+	c.bucket = (*unsafe.Pointer)(C.rte_zmalloc(nil, C.size_t(n*burst)*ptr, C.RTE_CACHE_LINE_SIZE))
+	c.fill = (*C.uint16_t)(C.rte_zmalloc(nil, C.size_t(n)*2, C.RTE_CACHE_LINE_SIZE))
+	c.natives = (**C.struct_cdd_native)(C.rte_zmalloc(nil, C.size_t(max(1, len(natives)))*ptr, C.RTE_CACHE_LINE_SIZE))
+	if c.rings == nil || c.d == nil || c.bucket == nil || c.fill == nil || c.natives == nil {
+		l.free()
+		return nil, fmt.Errorf("dispatch: allocate poll loop state for %d services: %w", n, pmd.Errno(C.ENOMEM))
+	}
+	for i, r := range rings {
+		unsafe.Slice(c.rings, n)[i] = (*C.struct_rte_ring)(r.Pointer())
+	}
+	for i, p := range natives {
+		unsafe.Slice(c.natives, len(natives))[i] = (*C.struct_cdd_native)(p)
+	}
+	l.deltas = unsafe.Slice((*serviceDelta)(unsafe.Pointer(c.d)), n)
+	return l, nil
+}
+
+func (l *loop) free() {
+	c := l.c
+	if c == nil {
+		return
+	}
+	for _, p := range []unsafe.Pointer{unsafe.Pointer(c.rings), unsafe.Pointer(c.d), unsafe.Pointer(c.bucket),
+		unsafe.Pointer(c.fill), unsafe.Pointer(c.natives)} {
+		C.rte_free(p)
+	}
+	C.rte_free(unsafe.Pointer(c))
+	l.c = nil
+}
+
+// step dispatches b (classified), runs the natives if asked, and receives
+// the next burst into b if asked: one cgo call. l.deltas then holds what
+// the dispatch did per service.
+func (l *loop) step(b *pmd.Burst, port, queue uint16, runNatives, rx bool) int {
+	var cb *C.struct_cdd_burst
+	if b != nil {
+		cb = (*C.struct_cdd_burst)(b.C())
+	}
+	return int(C.cdd_step(cb, l.c, C.uint16_t(port), C.uint16_t(queue),
+		cbool(runNatives), cbool(rx)))
+}
+
+func cbool(b bool) C.int {
+	if b {
+		return 1
+	}
+	return 0
+}

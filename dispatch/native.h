@@ -1,0 +1,92 @@
+/* Consumers implemented in C that a poll loop runs inside its one cgo call
+ * per iteration (see cdd_step in loop_cgo.go). Package consumer creates
+ * them; package dispatch runs them. Shared by both through this header. */
+#ifndef CDD_NATIVE_H
+#define CDD_NATIVE_H
+
+#include <stdint.h>
+#include <string.h>
+#include <rte_config.h>
+#include <rte_ring.h>
+#include <rte_mbuf.h>
+#include <rte_ethdev.h>
+
+#define CDD_NATIVE_MAX_BURST 512
+
+enum {
+	CDD_NATIVE_SINK = 1,    /* count and free */
+	CDD_NATIVE_FORWARD = 2, /* transmit out a port queue */
+};
+
+struct cdd_native {
+	struct rte_ring *ring;
+	uint16_t kind;
+	uint16_t burst;
+	uint16_t port, queue; /* forward */
+	uint16_t npend;       /* forward: packets the TX queue has not taken yet */
+	uint64_t pkts, bytes, drops;
+	struct rte_mbuf *pend[CDD_NATIVE_MAX_BURST];
+};
+
+static inline unsigned int cdd_native_sink(struct cdd_native *c)
+{
+	struct rte_mbuf *m[CDD_NATIVE_MAX_BURST];
+	unsigned int n = rte_ring_sc_dequeue_burst(c->ring, (void **)m, c->burst, NULL);
+	uint64_t bytes = 0;
+	for (unsigned int i = 0; i < n; i++)
+		bytes += m[i]->pkt_len;
+	rte_pktmbuf_free_bulk(m, n);
+	c->pkts += n;
+	c->bytes += bytes;
+	return n;
+}
+
+/* A forwarder keeps what the TX queue did not take and offers it again
+ * before dequeuing more, so a busy port back-pressures the ring instead
+ * of losing packets here. */
+static inline unsigned int cdd_native_forward(struct cdd_native *c)
+{
+	if (c->npend < c->burst)
+		c->npend += rte_ring_sc_dequeue_burst(c->ring, (void **)&c->pend[c->npend],
+						      c->burst - c->npend, NULL);
+	if (c->npend == 0)
+		return 0;
+	/* Add up lengths before TX: once sent, an mbuf belongs to the PMD,
+	 * which may free it at once. Subtract what stays with us. */
+	uint64_t bytes = 0;
+	for (uint16_t i = 0; i < c->npend; i++)
+		bytes += c->pend[i]->pkt_len;
+	uint16_t sent = rte_eth_tx_burst(c->port, c->queue, c->pend, c->npend);
+	for (uint16_t i = sent; i < c->npend; i++)
+		bytes -= c->pend[i]->pkt_len;
+	c->pkts += sent;
+	c->bytes += bytes;
+	if (sent > 0 && sent < c->npend)
+		memmove(&c->pend[0], &c->pend[sent], (c->npend - sent) * sizeof(c->pend[0]));
+	c->npend -= sent;
+	return sent;
+}
+
+static inline unsigned int cdd_native_run(struct cdd_native *c)
+{
+	switch (c->kind) {
+	case CDD_NATIVE_SINK:
+		return cdd_native_sink(c);
+	case CDD_NATIVE_FORWARD:
+		return cdd_native_forward(c);
+	}
+	return 0;
+}
+
+/* Frees what the consumer holds (forward: pending packets), counting
+ * them as drops. */
+static inline unsigned int cdd_native_release(struct cdd_native *c)
+{
+	unsigned int n = c->npend;
+	rte_pktmbuf_free_bulk(c->pend, c->npend);
+	c->npend = 0;
+	c->drops += n;
+	return n;
+}
+
+#endif
