@@ -331,8 +331,16 @@ func TestAfPacketVethPeer(t *testing.T) {
 		data = append(data, f.Data)
 	}
 	d := start(t, cephConfig(t, "veth", "net_af_packet30,iface="+v.HostIf, 1024))
-	if err := v.SendFrames(data); err != nil {
-		t.Fatal(err)
+	// Send in chunks smaller than the af_packet RX ring (512 frames by
+	// default), each once the previous one arrived: on a loaded machine
+	// the kernel would otherwise drop what the ring cannot hold.
+	for i := 0; i < len(data); i += 100 {
+		chunk := data[i:min(i+100, len(data))]
+		before := received(d)
+		if err := v.SendFrames(chunk); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 10*time.Second, "a chunk of frames", func() bool { return received(d) >= before+uint64(len(chunk)) })
 	}
 	defer func() {
 		for _, m := range d.Snapshot().Malformed {
