@@ -1,5 +1,5 @@
 // Package dispatch classifies received frames and hands each to the ring of
-// the service that claims it.
+// the service that claims it, in poll loops that run on dedicated lcores.
 //
 // The classifier reads Ethernet, VLAN, ARP, IPv4, IPv6 (with its common
 // extension headers), TCP and UDP headers straight from frame memory, without
@@ -9,12 +9,21 @@
 //
 // Rules are compiled once, at start, into lookup tables: one table per header
 // field maps the field's value to the set of rules that accept it, held as the
-// bits of a uint64, and the winner is the lowest bit of the intersection. The
-// cost of classifying a frame is therefore header parsing plus a fixed number
-// of table lookups, whether there are 4 rules or 64.
+// bits of a uint64, and the winner is the lowest bit of the intersection. A
+// fast path handles well-formed untagged or singly tagged IPv4, IPv6 without
+// extension headers and ARP with a protocol lookup and one lookup per port
+// (fast.go); anything else goes through the full parser. Either way the cost
+// is bounded whether there are 4 rules or 64.
 //
-// This package owns parsing and classification only. Receiving frames from a
-// port and enqueueing them on per-service rings live in the files built with
-// cgo; everything else here is plain Go and safe for concurrent use: a
-// compiled Classifier is immutable.
+// A Poller is one poll loop. Per RX queue and iteration it classifies the
+// burst it received last time, in Go, then makes one cgo call that enqueues
+// the burst into the service rings (one enqueue per service present), runs
+// the consumers implemented in C (NativeConsumer: counting sink, forwarder)
+// and receives the next burst. Consumers written in Go (the RoCE endpoint)
+// implement Consumer and are polled after. Counters are kept in plain fields
+// and published to atomics when the loop is idle or every 64 iterations.
+//
+// cgo and unsafe live in loop_cgo.go (with native.h, shared with package
+// consumer); the classifier and the loop logic are plain Go. A compiled
+// Classifier is immutable and safe for concurrent use.
 package dispatch
