@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what is missing and runs the whole test suite: vet and gofmt,
-# the pure-Go packages under the race detector, then every package
+# the pure-Go packages under the race detector (-short: the qemu guests
+# boot once, in the next step), then every package
 # (including the DPDK, testpmd and network-namespace tests, which need
 # root), then a short fuzzing pass over every parser.
 set -euo pipefail
@@ -18,7 +19,7 @@ pure=$(go list -f '{{if not .CgoFiles}}{{.ImportPath}}{{end}}' ./... | while rea
 	# a package is pure when none of its dependencies inside the module use cgo
 	if ! go list -deps -f '{{if .CgoFiles}}{{.ImportPath}}{{end}}' "$p" | grep -q .; then echo "$p"; fi
 done)
-go test -race -count=1 $pure
+go test -race -short -count=1 $pure
 
 echo "== all packages"
 go test -count=1 -timeout 15m ./...

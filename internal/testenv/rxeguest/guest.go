@@ -1,0 +1,557 @@
+//go:build linux
+
+package rxeguest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// ErrBootFailed reports that a guest's /init could not set up eth0 or rxe0.
+var ErrBootFailed = errors.New("guest init failed")
+
+const (
+	readyMarker  = "RXE-READY"
+	failedMarker = "RXE-FAILED"
+
+	// killTimeout bounds the wait for qemu to exit after SIGKILL.
+	killTimeout = 10 * time.Second
+)
+
+// Guest is a running qemu guest with rxe0 on eth0, attached to a Bridge.
+type Guest struct {
+	// Name is the guest's hostname.
+	Name string
+	// IP is eth0's address.
+	IP netip.Prefix
+	// MAC is eth0's hardware address.
+	MAC net.HardwareAddr
+	// Tap is the tap device in the bridge's namespace the guest uses.
+	Tap string
+	// BootTime is the time from starting qemu to rxe0 being up.
+	BootTime time.Duration
+
+	bridge *Bridge
+	con    *console
+	stdin  *os.File
+
+	stderr lockedBuffer // qemu's own messages
+	exited chan struct{}
+	pid    int
+
+	runMu sync.Mutex // one console command at a time
+	seq   int        // numbers the console commands; guarded by runMu
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Option changes how Boot starts a guest.
+type Option func(*config)
+
+type config struct {
+	mac    net.HardwareAddr
+	mtu    int
+	memMiB int
+	ipv6   bool
+	accel  []string
+}
+
+// WithMAC sets eth0's MAC address. The default is 52:54:00 followed by the
+// last three bytes of the guest's address.
+func WithMAC(mac net.HardwareAddr) Option { return func(c *config) { c.mac = mac } }
+
+// WithMTU sets the MTU of eth0 and of its tap. Every other port of the
+// bridge must allow it too.
+func WithMTU(mtu int) Option { return func(c *config) { c.mtu = mtu } }
+
+// WithMemory sets the guest's memory in MiB (default 1024).
+func WithMemory(mib int) Option { return func(c *config) { c.memMiB = mib } }
+
+// WithIPv6 keeps IPv6 on eth0. By default it is off, so that the guest
+// puts nothing on the bridge but ARP and what its commands send; rxe0 still
+// has its default fe80:: GID at index 0, and the IPv4 one at index 1.
+func WithIPv6() Option { return func(c *config) { c.ipv6 = true } }
+
+// WithAccel replaces the default "-accel tcg,thread=multi -cpu max" qemu
+// arguments, for instance with "-enable-kvm -cpu host" on a host with real
+// hardware virtualisation.
+func WithAccel(args ...string) Option { return func(c *config) { c.accel = args } }
+
+var guestName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]{0,31}$`)
+
+// Boot starts a guest named name (its hostname) on a new tap of b, with
+// address addr on eth0, and waits until its init reports rxe0 up. The guest image comes
+// from scripts/rxe-guest-image.sh, run once per test binary (the first run
+// on a machine installs qemu and downloads packages, which can take
+// minutes; ctx bounds the wait for it too). t's cleanup kills qemu; qemu
+// also gets SIGKILL if the test process dies first. Register the bridge
+// before booting, so that the guests are gone before its namespace is
+// deleted.
+func Boot(ctx context.Context, t testing.TB, b *Bridge, name string, addr netip.Prefix, opts ...Option) (*Guest, error) {
+	t.Helper()
+	if !guestName.MatchString(name) {
+		return nil, fmt.Errorf("rxeguest: guest name %q: want letters, digits and dashes", name)
+	}
+	if !addr.IsValid() {
+		return nil, fmt.Errorf("rxeguest: guest %s: no address", name)
+	}
+	cfg := config{memMiB: 1024, accel: []string{"-accel", "tcg,thread=multi", "-cpu", "max"}}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.mac == nil {
+		a := addr.Addr().As16()
+		cfg.mac = net.HardwareAddr{0x52, 0x54, 0x00, a[13], a[14], a[15]}
+	}
+	im, err := getImage(ctx)
+	if err != nil {
+		return nil, err
+	}
+	qemu, err := exec.LookPath(qemuBinary) // the image script installs it
+	if err != nil {
+		return nil, fmt.Errorf("rxeguest: %w", err)
+	}
+
+	g := &Guest{
+		Name:   name,
+		IP:     addr,
+		MAC:    cfg.mac,
+		Tap:    b.newTapName(),
+		bridge: b,
+		con:    newConsole(),
+		exited: make(chan struct{}),
+	}
+	t.Cleanup(func() {
+		if err := g.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	if err := b.AddTap(g.Tap); err != nil {
+		return nil, err
+	}
+	if cfg.mtu > 0 {
+		if err := ip("-n", b.NS, "link", "set", "dev", g.Tap, "mtu", strconv.Itoa(cfg.mtu)); err != nil {
+			return nil, fmt.Errorf("rxeguest: guest %s: %w", name, err)
+		}
+	}
+
+	appendArgs := []string{"console=ttyS0", "quiet", "panic=-1",
+		"rxe_ip=" + addr.String(), "rxe_name=" + name}
+	if cfg.mtu > 0 {
+		appendArgs = append(appendArgs, "rxe_mtu="+strconv.Itoa(cfg.mtu))
+	}
+	if cfg.ipv6 {
+		appendArgs = append(appendArgs, "rxe_ipv6=1")
+	}
+	args := []string{"netns", "exec", b.NS, qemu,
+		"-name", b.NS + "/" + name, "-nodefaults", "-no-user-config", "-display", "none",
+		"-monitor", "none", "-serial", "stdio", "-no-reboot",
+		"-m", strconv.Itoa(cfg.memMiB), "-smp", "1"}
+	args = append(args, cfg.accel...)
+	args = append(args,
+		"-kernel", im.kernel(), "-initrd", im.initrd(),
+		"-append", strings.Join(appendArgs, " "),
+		"-netdev", "tap,id=n0,ifname="+g.Tap+",script=no,downscript=no",
+		"-device", "virtio-net-pci,netdev=n0,mac="+cfg.mac.String()+",romfile=")
+
+	start := time.Now()
+	if err := g.start(args); err != nil {
+		return nil, fmt.Errorf("rxeguest: guest %s: %w", name, err)
+	}
+	if err := g.waitReady(ctx); err != nil {
+		return nil, fmt.Errorf("rxeguest: guest %s: %w\n%s", name, err, tail(g.Log(), 40))
+	}
+	g.BootTime = time.Since(start)
+	t.Logf("rxeguest: guest %s (%s, %s) up in %v; image %s (script ran %v once per test binary)",
+		name, addr, cfg.mac, g.BootTime.Round(time.Millisecond), im.dir, im.took.Round(time.Millisecond))
+	return g, nil
+}
+
+// start runs qemu (through `ip netns exec`, so that it opens the tap in
+// the bridge's namespace) with its serial port on a pair of pipes.
+func (g *Guest) start(args []string) error {
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		return err
+	}
+	cmd := exec.Command("ip", args...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, &g.stderr
+	// Its own process group, so that cleanup kills whatever it started;
+	// Pdeathsig kills it if the test binary dies without cleaning up.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+
+	started := make(chan error, 1)
+	go func() {
+		// Pdeathsig fires when the thread that forked qemu exits, not the
+		// process: keep this thread, locked, for qemu's whole life.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		cmd.Wait()
+		close(g.exited)
+	}()
+	err = <-started
+	// The child has its own copies; the console must see EOF when qemu
+	// exits, which needs the parent's write end closed.
+	inR.Close()
+	outW.Close()
+	if err != nil {
+		inW.Close()
+		outR.Close()
+		return err
+	}
+	g.pid = cmd.Process.Pid
+	g.stdin = inW
+	go func() {
+		g.con.readFrom(outR)
+		outR.Close()
+	}()
+	return nil
+}
+
+func (g *Guest) waitReady(ctx context.Context) error {
+	var failed string
+	err := g.con.waitFor(ctx, 0, func(out []byte) bool {
+		if bytes.Contains(out, []byte(readyMarker)) {
+			return true
+		}
+		if i := bytes.Index(out, []byte(failedMarker+" ")); i >= 0 {
+			if j := bytes.IndexByte(out[i:], '\n'); j >= 0 {
+				failed = string(out[i+len(failedMarker)+1 : i+j])
+				return true
+			}
+		}
+		return false
+	})
+	switch {
+	case err != nil:
+		return fmt.Errorf("waiting for %s: %w", readyMarker, err)
+	case failed != "":
+		return fmt.Errorf("%w: %s", ErrBootFailed, failed)
+	}
+	return nil
+}
+
+// Close kills the guest (qemu and its process group, at once: there is
+// nothing in the guest to save), waits for qemu to exit and removes its
+// tap. The test's cleanup calls it; calling it earlier makes the peer
+// vanish from the bridge mid-test. Later calls return the first's result.
+func (g *Guest) Close() error {
+	g.closeOnce.Do(func() {
+		if err := g.shutdown(); err != nil {
+			g.closeErr = fmt.Errorf("rxeguest: guest %s: %w", g.Name, err)
+		}
+	})
+	return g.closeErr
+}
+
+func (g *Guest) shutdown() error {
+	var errs []error
+	if g.pid > 0 {
+		// Negative pid: the whole process group.
+		if err := syscall.Kill(-g.pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+			errs = append(errs, fmt.Errorf("kill qemu: %w", err))
+		}
+		select {
+		case <-g.exited:
+		case <-time.After(killTimeout):
+			errs = append(errs, fmt.Errorf("qemu (pid %d) still running %v after SIGKILL", g.pid, killTimeout))
+		}
+	}
+	if g.stdin != nil {
+		g.stdin.Close()
+	}
+	if err := g.bridge.delTap(g.Tap); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// Exited is closed when qemu has exited.
+func (g *Guest) Exited() <-chan struct{} { return g.exited }
+
+// Log returns everything the guest wrote to its console so far (carriage
+// returns removed), followed by qemu's own messages if it printed any.
+func (g *Guest) Log() string {
+	s := g.con.String()
+	if e := g.stderr.String(); e != "" {
+		s += "\n--- qemu stderr ---\n" + e
+	}
+	return s
+}
+
+// Run runs a shell command in the guest and returns its standard output and
+// error (interleaved, as the console shows them) and its exit status. The
+// command runs in a subshell with standard input from /dev/null, so that
+// neither exit nor a tool reading stdin can take the console. err is
+// non-nil when the command's completion was not seen: ctx ended (the
+// command then gets ^C) or qemu exited; exitCode is then -1.
+//
+// Commands must be a single line of at most MaxCommandLen bytes (the
+// guest's line editor limits what can be typed).
+func (g *Guest) Run(ctx context.Context, cmd string) (out string, exitCode int, err error) {
+	if strings.ContainsAny(cmd, "\n\r") {
+		return "", -1, fmt.Errorf("rxeguest: %s: command has a line break: %q", g.Name, cmd)
+	}
+	g.runMu.Lock()
+	defer g.runMu.Unlock()
+	g.seq++
+	begin := fmt.Sprintf("__CDDB%d__", g.seq)
+	end := fmt.Sprintf("__CDDE%d__ ", g.seq)
+	// Each marker is typed with an empty string inside it, so the echoed
+	// command line never matches; only the output of echo does.
+	line := fmt.Sprintf("echo %s; ( eval %s ) </dev/null; echo %s$?\n",
+		splitMarker(begin), shellQuote(cmd), splitMarker(end))
+	if len(line) > MaxCommandLen {
+		return "", -1, fmt.Errorf("rxeguest: %s: command of %d bytes is too long", g.Name, len(line))
+	}
+
+	from := g.con.len()
+	if err := g.send(ctx, line); err != nil {
+		return "", -1, err
+	}
+	var (
+		body []byte
+		code = -1
+	)
+	werr := g.con.waitFor(ctx, from, func(log []byte) bool {
+		b := bytes.Index(log, []byte(begin+"\n"))
+		if b < 0 {
+			return false
+		}
+		rest := log[b+len(begin)+1:]
+		e := bytes.Index(rest, []byte(end))
+		if e < 0 {
+			body = append(body[:0], rest...)
+			return false
+		}
+		nl := bytes.IndexByte(rest[e:], '\n')
+		if nl < 0 {
+			return false
+		}
+		body = append(body[:0], rest[:e]...)
+		c, err := strconv.Atoi(string(rest[e+len(end) : e+nl]))
+		if err != nil {
+			c = -1
+		}
+		code = c
+		return true
+	})
+	if werr != nil {
+		if ctx.Err() != nil {
+			// Interrupt the command so the console is usable again.
+			g.send(context.Background(), "\x03")
+		}
+		return string(body), -1, fmt.Errorf("rxeguest: %s: %q: %w", g.Name, cmd, werr)
+	}
+	return string(body), code, nil
+}
+
+// MaxCommandLen bounds the line Run types on the console, wrapping
+// included: busybox ash's line editor keeps at most 1024 bytes.
+const MaxCommandLen = 1000
+
+// send types s on the guest's console.
+func (g *Guest) send(ctx context.Context, s string) error {
+	deadline := time.Now().Add(killTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	if err := g.stdin.SetWriteDeadline(deadline); err != nil {
+		return fmt.Errorf("rxeguest: %s: console: %w", g.Name, err)
+	}
+	if _, err := g.stdin.WriteString(s); err != nil {
+		return fmt.Errorf("rxeguest: %s: console: %w", g.Name, err)
+	}
+	return nil
+}
+
+// splitMarker returns a shell word that echo prints as m but that does
+// not contain m itself.
+func splitMarker(m string) string { return m[:3] + `""` + m[3:] }
+
+// shellQuote quotes s as a single POSIX shell word.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// BackgroundCmd is a command Guest.Start runs in the background, in a
+// session of its own, with its output going to a file in the guest.
+type BackgroundCmd struct {
+	// PID is the process ID in the guest; it also names the command's
+	// process group.
+	PID int
+	// OutFile is the guest path collecting its standard output and error.
+	OutFile string
+
+	g      *Guest
+	rcFile string
+}
+
+// startTimeout bounds the console commands of Start and Kill.
+const startTimeout = 30 * time.Second
+
+// Start runs cmd in the background in the guest, typically the server side
+// of a tool pair (rdma_server, ucmatose, rping -s, ib_send_bw), and returns
+// once it has been started; it may not be listening yet (see
+// Guest.WaitListen). The guest's processes end with the guest.
+func (g *Guest) Start(cmd string) (*BackgroundCmd, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	g.runMu.Lock()
+	g.seq++
+	n := g.seq
+	g.runMu.Unlock()
+	bc := &BackgroundCmd{
+		OutFile: fmt.Sprintf("/tmp/cdd-bg%d.out", n),
+		rcFile:  fmt.Sprintf("/tmp/cdd-bg%d.rc", n),
+		g:       g,
+	}
+	// setsid gives the command its own process group for Kill; the exit
+	// status goes to a file, renamed into place so it is never seen half
+	// written.
+	// The profile gives sh -c the same ip(8) as the console's shell.
+	// A subshell, so that exit in cmd still leaves a status behind.
+	inner := fmt.Sprintf(". /etc/profile.rxe; ( eval %s ); echo $? >%s.tmp; mv %s.tmp %s",
+		shellQuote(cmd), bc.rcFile, bc.rcFile, bc.rcFile)
+	line := fmt.Sprintf("setsid sh -c %s </dev/null >%s 2>&1 & echo $!", shellQuote(inner), bc.OutFile)
+	out, code, err := g.Run(ctx, line)
+	if err != nil {
+		return nil, err
+	}
+	pid, perr := strconv.Atoi(strings.TrimSpace(out))
+	if code != 0 || perr != nil {
+		return nil, fmt.Errorf("rxeguest: %s: start %q: exit %d: %s", g.Name, cmd, code, out)
+	}
+	bc.PID = pid
+	return bc, nil
+}
+
+// ErrNoExitStatus reports that a background command is gone without having
+// recorded an exit status.
+var ErrNoExitStatus = errors.New("background command gone without an exit status")
+
+// Wait waits for the command to exit and returns its exit status (128+N
+// when a signal N ended it; Kill makes it 137).
+func (bc *BackgroundCmd) Wait(ctx context.Context) (int, error) {
+	// Each round blocks the console for at most a second, so that other
+	// commands can use it in between.
+	poll := fmt.Sprintf(
+		"p=%d; i=0; while [ ! -e %s ] && [ -e /proc/$p ] && ! grep -q ') Z' /proc/$p/stat 2>/dev/null && [ $i -lt 20 ]; do sleep 0.05; i=$((i+1)); done; "+
+			"if [ -e %s ]; then cat %s; elif [ ! -e /proc/$p ] || grep -q ') Z' /proc/$p/stat 2>/dev/null; then echo gone; fi",
+		bc.PID, bc.rcFile, bc.rcFile, bc.rcFile)
+	for {
+		out, _, err := bc.g.Run(ctx, poll)
+		if err != nil {
+			return -1, err
+		}
+		switch s := strings.TrimSpace(out); s {
+		case "":
+			continue
+		case "gone":
+			// The status may have been written just after the check.
+			out, _, err := bc.g.Run(ctx, "cat "+bc.rcFile+" 2>/dev/null")
+			if err != nil {
+				return -1, err
+			}
+			if c, err := strconv.Atoi(strings.TrimSpace(out)); err == nil {
+				return c, nil
+			}
+			return -1, fmt.Errorf("rxeguest: %s: pid %d: %w", bc.g.Name, bc.PID, ErrNoExitStatus)
+		default:
+			c, err := strconv.Atoi(s)
+			if err != nil {
+				return -1, fmt.Errorf("rxeguest: %s: pid %d: exit status %q", bc.g.Name, bc.PID, s)
+			}
+			return c, nil
+		}
+	}
+}
+
+// Output returns what the command has written so far.
+func (bc *BackgroundCmd) Output(ctx context.Context) (string, error) {
+	out, code, err := bc.g.Run(ctx, "cat "+bc.OutFile)
+	if err != nil {
+		return "", err
+	}
+	if code != 0 {
+		return "", fmt.Errorf("rxeguest: %s: cat %s: exit %d: %s", bc.g.Name, bc.OutFile, code, out)
+	}
+	return out, nil
+}
+
+// Kill sends SIGKILL to the command's process group. A Wait after it
+// returns 137 unless the command had exited already.
+func (bc *BackgroundCmd) Kill() error {
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	_, _, err := bc.g.Run(ctx, fmt.Sprintf("kill -KILL -- -%d 2>/dev/null; sleep 0.1; [ -e %s ] || echo 137 >%s",
+		bc.PID, bc.rcFile, bc.rcFile))
+	return err
+}
+
+// WaitListen waits until an rdma_cm ID in the guest listens on port (an
+// rdma_cm port, as rdma_server's 7471 or rping's 7174), so that a client
+// started next finds its server.
+func (g *Guest) WaitListen(ctx context.Context, port int) error {
+	// rdma prints listeners as "... state LISTEN ... src-addr 0.0.0.0:7471 ".
+	cmd := fmt.Sprintf("rdma resource show cm_id | grep -Eq 'state LISTEN .*src-addr [^ ]+:%d( |$)'", port)
+	for {
+		_, code, err := g.Run(ctx, cmd)
+		if err != nil {
+			return err
+		}
+		if code == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("rxeguest: %s: waiting for a listener on port %d: %w", g.Name, port, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// lockedBuffer is a bytes.Buffer that exec's copying goroutine writes while
+// Log reads.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

@@ -1,0 +1,286 @@
+#!/usr/bin/env bash
+# Builds, or reuses from the cache, the kernel and initramfs of the qemu guests
+# that run Linux Soft-RoCE (rdma_rxe) as interop peers for cephdpdkd's tests
+# (internal/testenv/rxeguest boots them).
+#
+# The guest is Debian 12's current 6.1 kernel plus a busybox initramfs holding
+# rdma-core 44 userspace (librdmacm examples, rping, perftest, ibverbs-utils).
+# The kernel and rdma-core packages are fetched with `apt-get download` and
+# unpacked with `dpkg -x`: nothing RDMA-related is installed on the host.
+#
+# The guest's /init reads its settings from the kernel command line:
+#   rxe_ip=10.77.0.11/24   address of eth0 (optional)
+#   rxe_name=g1            hostname (optional)
+#   rxe_mtu=1500           MTU of eth0 (optional)
+#   rxe_ipv6=1             keep IPv6 on eth0 (default: off, so the link carries
+#                          no router solicitations, DAD or MLD frames)
+# then loads the rxe modules, runs `rdma link add rxe0 type rxe netdev eth0`,
+# prints "RXE-READY" (or "RXE-FAILED <why>") and runs a shell on ttyS0.
+#
+# Cache: ${CEPHDPDKD_CACHE:-/var/cache/cephdpdkd}/rxe-guest/<kernel>-<hash>/,
+# where <hash> is that of this script, so editing it forces a rebuild. Runs
+# hold a lock, so concurrent callers build once and then share the result.
+# Progress goes to stderr; the last line on stdout is the directory holding
+# vmlinuz and initrd.img. Needs root (apt-get) unless the image is cached and
+# qemu is installed.
+set -euo pipefail
+
+log() { echo "rxe-guest-image: $*" >&2; }
+die() { log "$*"; exit 1; }
+
+self=$(readlink -f "${BASH_SOURCE[0]}")
+hash=$(sha256sum "$self" | cut -c1-12)
+cache=${CEPHDPDKD_CACHE:-/var/cache/cephdpdkd}/rxe-guest
+mkdir -p "$cache"
+exec 9>"$cache/.lock"
+flock -w 1800 9 || die "timed out waiting for the lock on $cache/.lock"
+
+apt_updated=0
+apt_update() {
+	((apt_updated)) && return 0
+	log "apt-get update"
+	apt-get -q -o DPkg::Lock::Timeout=600 update >&2
+	apt_updated=1
+}
+
+# ---------------------------------------------------------------- host packages
+have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+missing=()
+for p in qemu-system-x86 busybox-static cpio iproute2 binutils; do
+	have_pkg "$p" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+	[ "$(id -u)" -eq 0 ] || die "missing host packages ${missing[*]}; run as root to install them"
+	apt_update
+	log "installing ${missing[*]}"
+	DEBIAN_FRONTEND=noninteractive apt-get -q -o DPkg::Lock::Timeout=600 install -y \
+		--no-install-recommends "${missing[@]}" >&2
+fi
+
+# ---------------------------------------------------------------- which kernel
+# The package linux-image-amd64 points to in bookworm: linux-image-6.1.0-NN-amd64.
+kernel_pkg() {
+	apt-cache depends linux-image-amd64 2>/dev/null |
+		awk '$1 == "Depends:" && $2 ~ /^linux-image-6\.1\.[0-9.-]+-amd64$/ { print $2; exit }'
+}
+kpkg=$(kernel_pkg || true)
+if [ -z "$kpkg" ]; then
+	# No package lists (fresh machine or cleaned apt): an image built by
+	# this very script is good enough before asking the network.
+	newest=$(ls -1dt "$cache"/6.1*-"$hash" 2>/dev/null | head -1 || true)
+	if [ -n "$newest" ] && [ -s "$newest/vmlinuz" ] && [ -s "$newest/initrd.img" ]; then
+		log "no apt lists; reusing $newest"
+		echo "$newest"
+		exit 0
+	fi
+	apt_update
+	kpkg=$(kernel_pkg || true)
+	[ -n "$kpkg" ] || die "cannot resolve a linux-image-6.1 package from linux-image-amd64"
+fi
+kver=${kpkg#linux-image-}
+out=$cache/$kver-$hash
+if [ -s "$out/vmlinuz" ] && [ -s "$out/initrd.img" ]; then
+	log "cached image for $kver"
+	echo "$out"
+	exit 0
+fi
+
+# ---------------------------------------------------------------- download
+debs=(libibverbs1 ibverbs-providers librdmacm1 rdmacm-utils perftest ibverbs-utils
+	libibumad3 libnl-3-200 libnl-route-3-200)
+debdir=$cache/debs/$kver
+mkdir -p "$debdir"
+have_debs() {
+	local p
+	for p in "$kpkg" "${debs[@]}"; do
+		compgen -G "$debdir/${p}_*.deb" >/dev/null || return 1
+	done
+}
+download() {
+	# As root, apt-get download would fetch as _apt and warn that _apt
+	# cannot write here; fetching as root is what is meant.
+	(cd "$debdir" && apt-get -q -o APT::Sandbox::User=root download "$kpkg" "${debs[@]}") >&2 || true
+}
+if ! have_debs; then
+	log "downloading $kpkg and rdma-core userspace"
+	download
+	if ! have_debs; then
+		# Stale lists name versions the archive no longer has.
+		apt_update
+		download
+		have_debs || die "apt-get download failed for $kpkg ${debs[*]}"
+	fi
+fi
+
+# ---------------------------------------------------------------- unpack
+work=$(mktemp -d "$cache/.build.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+log "building in $work"
+mkdir -p "$work/kern" "$work/stage"
+dpkg -x "$debdir/${kpkg}"_*.deb "$work/kern"
+for d in "$debdir"/*.deb; do
+	case ${d##*/} in "$kpkg"_*) ;; *) dpkg -x "$d" "$work/stage" ;; esac
+done
+km=$work/kern/lib/modules/$kver
+[ -s "$work/kern/boot/vmlinuz-$kver" ] || die "no vmlinuz in $kpkg"
+
+# ---------------------------------------------------------------- initramfs tree
+R=$work/root
+mkdir -p "$R"/{bin,sbin,etc,proc,sys,dev,tmp,root,usr/bin,usr/sbin,lib64,lib/x86_64-linux-gnu}
+mkdir -p "$R/lib/modules/$kver" "$R/usr/lib/x86_64-linux-gnu/libibverbs" "$R/etc/libibverbs.d"
+cp /bin/busybox "$R/bin/busybox"
+for a in $(/bin/busybox --list); do
+	[ -e "$R/bin/$a" ] || ln -s busybox "$R/bin/$a"
+done
+
+stage_lib=$work/stage/usr/lib/x86_64-linux-gnu
+bins=()
+# iproute2's rdma and ip (richer than busybox's ip), from the host: same release.
+for b in rdma ip; do
+	f=$(command -v "$b" 2>/dev/null || true)
+	[ -n "$f" ] && [ -x "$(readlink -f "$f")" ] || die "host has no $b (iproute2)"
+	cp -L "$f" "$R/usr/sbin/$b"
+	bins+=("$(readlink -f "$f")")
+done
+for b in ibv_devinfo ibv_devices ibv_rc_pingpong ibv_ud_pingpong \
+	rping ucmatose udaddy rdma_client rdma_server rdma_xclient rdma_xserver cmtime \
+	ib_send_bw ib_send_lat ib_write_bw ib_write_lat ib_read_bw ib_read_lat ib_atomic_bw; do
+	[ -x "$work/stage/usr/bin/$b" ] || die "$b missing from the rdma-core packages"
+	cp "$work/stage/usr/bin/$b" "$R/usr/bin/"
+	bins+=("$work/stage/usr/bin/$b")
+done
+# libibverbs dlopen()s the rxe provider named by /etc/libibverbs.d/rxe.driver;
+# only rxe is copied, so no other driver file may be listed.
+rxe_so=$(ls "$stage_lib"/libibverbs/librxe-rdmav*.so | head -1)
+cp "$rxe_so" "$R/usr/lib/x86_64-linux-gnu/libibverbs/"
+cp "$work/stage/etc/libibverbs.d/rxe.driver" "$R/etc/libibverbs.d/"
+bins+=("$rxe_so")
+
+# Shared-library closure: staged packages first, the host's libraries otherwise.
+libpath=$stage_lib:$work/stage/lib/x86_64-linux-gnu
+for f in "${bins[@]}"; do
+	if LD_LIBRARY_PATH=$libpath ldd "$f" | grep -q 'not found'; then
+		LD_LIBRARY_PATH=$libpath ldd "$f" >&2
+		die "unresolved libraries in $f"
+	fi
+done
+for f in "${bins[@]}"; do
+	LD_LIBRARY_PATH=$libpath ldd "$f" | awk '/=>/ { print $3 } /ld-linux/ { print $1 }'
+done | sort -u | while read -r lib; do
+	case $lib in
+	*/ld-linux-x86-64.so.2) cp -L "$lib" "$R/lib64/" ;;
+	/*) cp -L "$lib" "$R/lib/x86_64-linux-gnu/" ;;
+	esac
+done
+# glibc dlopen()s libgcc_s for pthread_cancel/pthread_exit (rping uses them).
+cp -L /lib/x86_64-linux-gnu/libgcc_s.so.1 "$R/lib/x86_64-linux-gnu/"
+
+# Kernel modules: closure over each module's depends= field, then depmod.
+declare -A seen
+add_mod() {
+	local m=$1 f d
+	[ -n "${seen[$m]:-}" ] && return 0
+	seen[$m]=1
+	f=$(find "$km/kernel" \( -name "$m.ko" -o -name "${m//_/-}.ko" \) -print -quit)
+	[ -n "$f" ] || return 0 # built into the kernel
+	mkdir -p "$R/lib/modules/$kver/$(dirname "${f#"$km"/}")"
+	cp "$f" "$R/lib/modules/$kver/${f#"$km"/}"
+	for d in $(strings "$f" | sed -n 's/^depends=//p' | tr ',' ' '); do
+		add_mod "$d"
+	done
+}
+for m in rdma_rxe ib_core ib_uverbs ib_umad rdma_ucm rdma_cm iw_cm ib_cm udp_tunnel ip6_udp_tunnel virtio_net; do
+	[ -n "$(find "$km" -name "$m.ko" -print -quit)" ] || die "module $m missing from $kpkg"
+done
+for m in virtio_pci virtio_net rdma_rxe ib_uverbs ib_umad rdma_ucm rdma_cm ib_cm iw_cm crc32_generic crc32_pclmul; do
+	add_mod "$m"
+done
+cp "$km/modules.builtin" "$km/modules.order" "$R/lib/modules/$kver/"
+/bin/busybox depmod -b "$R" "$kver"
+
+# ---------------------------------------------------------------- /init
+cat >"$R/init" <<'EOF'
+#!/bin/sh
+# Soft-RoCE guest: network from the kernel command line, rxe0 on eth0, then a
+# shell on the serial console for the test harness.
+export PATH=/usr/bin:/usr/sbin:/bin:/sbin
+export LD_LIBRARY_PATH=/lib/x86_64-linux-gnu:/usr/lib/x86_64-linux-gnu
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+mkdir -p /dev/pts /dev/shm
+mount -t devpts devpts /dev/pts
+mount -t tmpfs tmp /tmp
+mount -t tmpfs shm /dev/shm
+# busybox ash runs its own applets before anything on PATH; iproute2's ip
+# is /usr/sbin/ip, which interactive shells get through this function.
+cat >/etc/profile.rxe <<'PROFILE'
+ip() { /usr/sbin/ip "$@"; }
+PS1='rxe# '
+PROFILE
+IP= NAME= MTU= V6=0
+for x in $(cat /proc/cmdline); do
+	case $x in
+	rxe_ip=*) IP=${x#rxe_ip=} ;;
+	rxe_name=*) NAME=${x#rxe_name=} ;;
+	rxe_mtu=*) MTU=${x#rxe_mtu=} ;;
+	rxe_ipv6=*) V6=${x#rxe_ipv6=} ;;
+	esac
+done
+hostname "${NAME:-rxeguest}"
+fail() { echo "RXE-FAILED $*"; exec setsid cttyhack /bin/sh; }
+
+for m in virtio_pci virtio_net crc32_pclmul crc32_generic rdma_rxe ib_uverbs rdma_ucm ib_umad; do
+	modprobe $m 2>/dev/null
+done
+i=0
+while [ ! -e /sys/class/net/eth0 ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+[ -e /sys/class/net/eth0 ] || fail "no eth0"
+[ "$V6" = 1 ] || echo 1 >/proc/sys/net/ipv6/conf/eth0/disable_ipv6
+. /etc/profile.rxe
+ip link set lo up
+[ -n "$MTU" ] && { ip link set eth0 mtu "$MTU" || fail "mtu $MTU"; }
+ip link set eth0 up || fail "eth0 up"
+[ -n "$IP" ] && { ip addr add "$IP" dev eth0 || fail "address $IP"; }
+rdma link add rxe0 type rxe netdev eth0 || fail "rdma link add"
+# Both the port and eth0's operational state (which linkwatch updates up to
+# a second after the carrier) are up before READY.
+i=0
+until ibv_devinfo -d rxe0 2>/dev/null | grep -q PORT_ACTIVE && [ "$(cat /sys/class/net/eth0/operstate)" = up ]; do
+	[ $i -ge 100 ] && fail "rxe0 port or eth0 not up"
+	sleep 0.1
+	i=$((i + 1))
+done
+echo "=== eth0"
+ip -br addr show dev eth0
+ip -br link show dev eth0
+echo "=== rxe0"
+rdma link show
+ibv_devinfo -v -d rxe0 | grep -E 'transport|node_guid|state|active_mtu|link_layer|GID'
+# Keep kernel messages off the console from here on: they would interleave
+# with command output. `dmesg` still has them.
+dmesg -n 1
+# A wide terminal keeps ash's line editor from wrapping long command lines.
+stty cols 4000 rows 50 2>/dev/null
+export ENV=/etc/profile.rxe
+echo "RXE-READY $(cut -d' ' -f1 /proc/uptime)"
+exec setsid cttyhack /bin/sh
+EOF
+chmod +x "$R/init"
+
+(cd "$R" && find . | cpio -o -H newc --quiet) | gzip -6 >"$work/initrd.img"
+cp "$work/kern/boot/vmlinuz-$kver" "$work/vmlinuz"
+log "initrd.img $(du -h "$work/initrd.img" | cut -f1), vmlinuz $(du -h "$work/vmlinuz" | cut -f1)"
+
+rm -rf "$out.tmp"
+mkdir -p "$out.tmp"
+mv "$work/vmlinuz" "$work/initrd.img" "$out.tmp/"
+rm -rf "$out"
+mv "$out.tmp" "$out"
+
+# Images of other kernels or script versions: kept for an hour (a concurrent
+# test may have been handed one just before this rebuild), then removed.
+find "$cache" -mindepth 1 -maxdepth 1 -type d -name '6.1*' ! -path "$out" -mmin +60 -exec rm -rf {} + 2>/dev/null || true
+find "$cache/debs" -mindepth 1 -maxdepth 1 -type d ! -name "$kver" -mmin +60 -exec rm -rf {} + 2>/dev/null || true
+log "built $out"
+echo "$out"
