@@ -49,6 +49,12 @@ type EndpointConfig struct {
 	// long message, besides each message's last (DefaultAckReqEvery if 0).
 	AckReqEvery int
 	FirstQPN    uint32 // first QP number handed out (DefaultFirstQPN if 0)
+	// MaxRNRWait caps how long a requester waits after an RNR NAK (0: as
+	// the NAK's timer code says). rdma_cm leaves Linux peers' QPs with
+	// min_rnr_timer 0, which means 655 ms; a cap of a few milliseconds
+	// costs at most another RNR NAK and keeps one missing receive from
+	// stalling a session for two thirds of a second.
+	MaxRNRWait time.Duration
 }
 
 // Endpoint terminates RoCEv2 for one local MAC and IP address: it owns
@@ -81,6 +87,12 @@ type Endpoint struct {
 	gsiBuf    []byte
 	gsiFrames [][]byte
 	gsiPSN    uint32
+
+	// Hooks for the connection manager and the neighbour table.
+	frameHandler func(frame []byte, now time.Time)
+	neighHandler func(ip netip.Addr, mac [6]byte, now time.Time)
+	eventHandler func(Event)
+	rawFrames    [][]byte
 
 	notify []*CQ
 	events [64]pendingEvent
@@ -135,6 +147,7 @@ func NewEndpoint(cfg EndpointConfig) (*Endpoint, error) {
 		gatherBuf: make([]byte, 4096),
 		gsiBuf:    make([]byte, maxFrameLen),
 		gsiFrames: make([][]byte, 1),
+		rawFrames: make([][]byte, 1),
 	}
 	for i := range e.txFrames {
 		e.txFrames[i] = make([]byte, 0, maxFrameLen)
@@ -256,6 +269,8 @@ func (e *Endpoint) input(frame []byte, now time.Time) {
 			if qp := e.qps[p.BTH.DestQP]; qp != nil {
 				qp.cnt.icrcErrors.Add(1)
 			}
+		} else if e.frameHandler != nil && errors.Is(err, wire.ErrNotRoCE) {
+			e.frameHandler(frame, now)
 		} else {
 			e.cnt.malformed.Add(1)
 		}
@@ -264,6 +279,9 @@ func (e *Endpoint) input(frame []byte, now time.Time) {
 	if p.DstMAC != e.mac || p.DstIP != e.ip {
 		e.cnt.notLocal.Add(1)
 		return
+	}
+	if e.neighHandler != nil {
+		e.neighHandler(p.SrcIP, p.SrcMAC, now)
 	}
 	switch p.BTH.Opcode.Transport() {
 	case wire.TransportRC:
@@ -346,11 +364,49 @@ func (e *Endpoint) SendGSI(av *AddressVector, payload []byte) error {
 	return nil
 }
 
+// SetFrameHandler installs h to receive, from Poll, every received frame
+// that is well formed but not RoCEv2 (ARP, other IP traffic), instead of
+// counting it as malformed. frame is valid only until h returns.
+func (e *Endpoint) SetFrameHandler(h func(frame []byte, now time.Time)) { e.frameHandler = h }
+
+// SetNeighbourHandler installs h to learn, from Poll, the source IP and
+// MAC address of every valid RoCEv2 frame addressed to the endpoint. It
+// runs once per received packet, so it must be cheap.
+func (e *Endpoint) SetNeighbourHandler(h func(ip netip.Addr, mac [6]byte, now time.Time)) {
+	e.neighHandler = h
+}
+
+// SetEventHandler installs h to receive every asynchronous event of the
+// endpoint's QPs and CQs, after the QP's or CQ's own handler, at the end
+// of Poll. The connection manager uses it to learn that a connection was
+// established or that its QP failed.
+func (e *Endpoint) SetEventHandler(h func(Event)) { e.eventHandler = h }
+
+// SendFrame transmits frame, a complete Ethernet frame, as it is. It
+// returns an error wrapping ErrWouldBlock if the link did not take it.
+func (e *Endpoint) SendFrame(frame []byte) error {
+	e.rawFrames[0] = frame
+	n := e.io.SendBurst(e.rawFrames)
+	e.rawFrames[0] = nil
+	if n != 1 {
+		return fmt.Errorf("roce: send frame of %d bytes: %w", len(frame), ErrWouldBlock)
+	}
+	e.cnt.txFrames.Add(1)
+	return nil
+}
+
+// NumQPs returns the number of QPs created on the endpoint and not yet
+// destroyed.
+func (e *Endpoint) NumQPs() int { return len(e.qps) }
+
+// Endpoint returns the endpoint the QP was created on.
+func (qp *QP) Endpoint() *Endpoint { return qp.ep }
+
 // queueEvent holds an event for delivery at the end of Poll, so handlers
 // never run in the middle of packet processing. Events beyond the
 // bounded queue are dropped.
 func (e *Endpoint) queueEvent(h func(Event), ev Event) {
-	if h == nil || e.evN == len(e.events) {
+	if h == nil && e.eventHandler == nil || e.evN == len(e.events) {
 		return
 	}
 	e.events[(e.evHead+e.evN)%len(e.events)] = pendingEvent{h, ev}
@@ -365,7 +421,12 @@ func (e *Endpoint) deliver() {
 		e.events[e.evHead] = pendingEvent{}
 		e.evHead = (e.evHead + 1) % len(e.events)
 		e.evN--
-		pe.handler(pe.ev)
+		if pe.handler != nil {
+			pe.handler(pe.ev)
+		}
+		if e.eventHandler != nil {
+			e.eventHandler(pe.ev)
+		}
 	}
 	for i := 0; i < len(e.notify); i++ {
 		cq := e.notify[i]

@@ -170,6 +170,33 @@ func TestRNRBackoff(t *testing.T) {
 	}
 }
 
+// TestMaxRNRWait: a responder advertising RNR timer 0 (655 ms, what
+// rdma_cm leaves Linux peers with) is retried after MaxRNRWait instead.
+func TestMaxRNRWait(t *testing.T) {
+	const limit = 2 * time.Millisecond
+	n := newTestNet(t, testLink(0), EndpointConfig{MaxRNRWait: limit})
+	o := defaultQPOpts()
+	o.minRNR = 0
+	p := n.newPair(o)
+	fromA := n.capture(n.la, nil)
+	sendSetup(t, n, p, 3000, false)
+	n.run(100000, func() bool { return p.a.Stats().RNRNaksReceived >= 3 })
+	var firsts []time.Time
+	for _, c := range *fromA {
+		if c.bth.Opcode == wire.OpRCSendFirst {
+			firsts = append(firsts, c.at)
+		}
+	}
+	if len(firsts) < 3 {
+		t.Fatalf("%d attempts", len(firsts))
+	}
+	for i := 1; i < len(firsts); i++ {
+		if gap := firsts[i].Sub(firsts[i-1]); gap < limit || gap > 100*time.Millisecond {
+			t.Errorf("retry %d after %v, want %v (not 655 ms)", i, gap, limit)
+		}
+	}
+}
+
 func TestRetryExhaustion(t *testing.T) {
 	for _, tc := range []struct {
 		name   string

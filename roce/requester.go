@@ -333,7 +333,11 @@ func (qp *QP) reqInput(p *wire.Packet, now time.Time) {
 		if s.rnrLeft != 7 {
 			s.rnrLeft--
 		}
-		s.rnrWait, s.rnrUntil, s.rnrPSN = true, now.Add(wire.RNRDelay(a.RNRTimer())), psn
+		wait := wire.RNRDelay(a.RNRTimer())
+		if max := qp.ep.cfg.MaxRNRWait; max > 0 && wait > max {
+			wait = max
+		}
+		s.rnrWait, s.rnrUntil, s.rnrPSN = true, now.Add(wait), psn
 		s.timerOn = false
 		qp.rewind(s.unacked, true)
 	case a.IsNak():

@@ -1,0 +1,681 @@
+package cm
+
+import (
+	crand "crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"sync/atomic"
+	"time"
+
+	"github.com/cephdpdkd/cephdpdkd/roce"
+	"github.com/cephdpdkd/cephdpdkd/roce/neigh"
+	"github.com/cephdpdkd/cephdpdkd/roce/wire"
+)
+
+const (
+	// inboxLen bounds the MADs kept from one endpoint poll; a poll reads
+	// at most one receive burst (32 frames by default).
+	inboxLen = 64
+	// eventLen bounds the QP events kept from one endpoint poll, like
+	// the endpoint's own event queue.
+	eventLen = 64
+	// sweepInterval is how often established connections' QPs are
+	// checked for having failed without an event (the endpoint's event
+	// queue is bounded and may drop).
+	sweepInterval = 100 * time.Millisecond
+	// maxMRAWait bounds how far an MRA may push a retransmission back.
+	maxMRAWait = time.Minute
+)
+
+// remoteKey names a connection by the peer's address and comm ID.
+type remoteKey struct {
+	ip netip.Addr
+	id uint32
+}
+
+// madIn is a received CM MAD with what the Manager needs of its frame.
+type madIn struct {
+	srcMAC       [6]byte
+	srcIP, dstIP netip.Addr
+	tos          uint8
+	vlan         bool
+	vlanTCI      uint16
+	mad          [wire.MADLen]byte
+}
+
+// Stats counts a Manager's work. Counters only grow.
+type Stats struct {
+	Conns        int    // connections in any state
+	Listeners    int    // listened ports
+	MADsReceived uint64 // CM MADs received
+	MADsSent     uint64
+	BadMADs      uint64 // MADs that failed validation
+	Unmatched    uint64 // MADs for no known connection
+	Dropped      uint64 // MADs or events dropped because a poll brought too many
+	SendErrors   uint64 // MADs the link did not take
+	Requests     uint64 // REQs received (duplicates excluded)
+	DupRequests  uint64
+	RejectsSent  uint64
+	RejectsRcvd  uint64
+	Retransmits  uint64 // REQ, REP and DREQ sent again
+	Established  uint64 // connections established, both roles
+	Failed       uint64 // connection attempts that failed
+	Disconnected uint64 // established connections that ended
+}
+
+type counters struct {
+	madRx, madTx, bad, unmatched, dropped, sendErr atomic.Uint64
+	req, dupReq, rejTx, rejRx, retrans             atomic.Uint64
+	established, failed, disconnected              atomic.Uint64
+	conns, listeners                               atomic.Int64
+}
+
+// Manager is the connection manager of one Endpoint. See the package
+// comment for the goroutine rules.
+type Manager struct {
+	ep    *roce.Endpoint
+	cfg   Config
+	nt    *neigh.Table
+	ip    netip.Addr
+	mac   [6]byte
+	guid  uint64
+	rng   *rand.Rand
+	tidHi uint64
+	now   time.Time
+
+	listeners map[uint16]AcceptFunc
+	conns     map[uint32]*Conn    // by our comm ID
+	byRemote  map[remoteKey]*Conn // by the peer's address and comm ID
+	byQPN     map[uint32]*Conn    // by our QPN, while the Manager drives the QP
+
+	inbox   [inboxLen]madIn
+	inN     int
+	events  [eventLen]roce.Event
+	evN     int
+	cmds    chan func()
+	scratch []*Conn
+
+	next      time.Time // earliest connection deadline, zero if none
+	nextSweep time.Time
+
+	// Decoding and encoding scratch, so steady-state MAD handling does
+	// not allocate.
+	hdr  wire.MADHeader
+	req  wire.CMReq
+	rep  wire.CMRep
+	rtu  wire.CMRtu
+	rej  wire.CMRej
+	mra  wire.CMMra
+	dreq wire.CMDreq
+	drep wire.CMDrep
+	cma  wire.CMAHeader
+	creq ConnRequest
+	out  [wire.MADLen]byte
+
+	cnt counters
+}
+
+// New returns the connection manager of ep, which must have an IPv4
+// address. It installs the endpoint's GSI, frame, neighbour and event
+// hooks; from then on, call the Manager's Poll instead of the endpoint's.
+func New(ep *roce.Endpoint, cfg Config) (*Manager, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	ip := ep.IP().Unmap()
+	if !ip.Is4() {
+		return nil, fmt.Errorf("cm: new manager: endpoint address %v is not ipv4: %w", ip, ErrInvalidArgument)
+	}
+	nt := cfg.Neigh
+	if nt == nil {
+		nt, err = neigh.New(neigh.Config{MAC: ep.MAC(), IP: ip, Send: ep.SendFrame})
+		if err != nil {
+			return nil, fmt.Errorf("cm: new manager: %w", err)
+		}
+	} else if nt.IP() != ip || nt.MAC() != ep.MAC() {
+		return nil, fmt.Errorf("cm: new manager: neighbour table for %v, endpoint %v: %w", nt.IP(), ip, ErrInvalidArgument)
+	}
+	seed := cfg.Seed
+	if seed == 0 {
+		var b [8]byte
+		crand.Read(b[:])
+		seed = binary.LittleEndian.Uint64(b[:]) | 1
+	}
+	m := &Manager{
+		ep:        ep,
+		cfg:       cfg,
+		nt:        nt,
+		ip:        ip,
+		mac:       ep.MAC(),
+		guid:      CAGUID(ep.MAC()),
+		rng:       rand.New(rand.NewPCG(seed, seed^0x5DEECE66D)),
+		listeners: make(map[uint16]AcceptFunc),
+		conns:     make(map[uint32]*Conn),
+		byRemote:  make(map[remoteKey]*Conn),
+		byQPN:     make(map[uint32]*Conn),
+		cmds:      make(chan func(), cfg.CommandQueue),
+	}
+	m.tidHi = uint64(m.rng.Uint32()) << 32
+	ep.SetGSIHandler(m.onGSI)
+	ep.SetFrameHandler(func(frame []byte, now time.Time) { nt.HandleFrame(frame, now) })
+	ep.SetNeighbourHandler(nt.Learn)
+	ep.SetEventHandler(m.onEvent)
+	return m, nil
+}
+
+// CAGUID returns the CA GUID rxe derives from a MAC address (modified
+// EUI-64), which REQs and REPs carry.
+func CAGUID(mac [6]byte) uint64 {
+	return uint64(mac[0]^0x02)<<56 | uint64(mac[1])<<48 | uint64(mac[2])<<40 | 0xFF<<32 | 0xFE<<24 |
+		uint64(mac[3])<<16 | uint64(mac[4])<<8 | uint64(mac[5])
+}
+
+// Endpoint returns the Manager's endpoint.
+func (m *Manager) Endpoint() *roce.Endpoint { return m.ep }
+
+// Neigh returns the Manager's neighbour table.
+func (m *Manager) Neigh() *neigh.Table { return m.nt }
+
+// NumConns returns the number of connections in any state.
+func (m *Manager) NumConns() int { return len(m.conns) }
+
+// Stats returns the Manager's counters; it may be called from any
+// goroutine.
+func (m *Manager) Stats() Stats {
+	c := &m.cnt
+	return Stats{
+		Conns: int(c.conns.Load()), Listeners: int(c.listeners.Load()),
+		MADsReceived: c.madRx.Load(), MADsSent: c.madTx.Load(), BadMADs: c.bad.Load(),
+		Unmatched: c.unmatched.Load(), Dropped: c.dropped.Load(), SendErrors: c.sendErr.Load(),
+		Requests: c.req.Load(), DupRequests: c.dupReq.Load(), RejectsSent: c.rejTx.Load(),
+		RejectsRcvd: c.rejRx.Load(), Retransmits: c.retrans.Load(), Established: c.established.Load(),
+		Failed: c.failed.Load(), Disconnected: c.disconnected.Load(),
+	}
+}
+
+// Do queues f to run on the polling goroutine at the start of the next
+// Poll. It is the one Manager method other goroutines may call; it fails
+// with ErrQueueFull when Config.CommandQueue functions are waiting.
+func (m *Manager) Do(f func()) error {
+	select {
+	case m.cmds <- f:
+		return nil
+	default:
+		return ErrQueueFull
+	}
+}
+
+// Poll does one round of work at now: the queued Do functions, one
+// Endpoint.Poll (packets, QP timers, completions), the received MADs and
+// QP events, the neighbour table's timers and answers, and the
+// connections' timers. It returns a count of the work done, 0 when
+// idle.
+func (m *Manager) Poll(now time.Time) int {
+	m.now = now
+	work := 0
+	for n := len(m.cmds); n > 0; n-- {
+		(<-m.cmds)()
+		work++
+	}
+	work += m.ep.Poll(now)
+	work += m.processInbox()
+	work += m.processEvents()
+	work += m.nt.Poll(now)
+	work += m.runTimers(now)
+	if !now.Before(m.nextSweep) {
+		m.sweep()
+		m.nextSweep = now.Add(sweepInterval)
+	}
+	m.cnt.conns.Store(int64(len(m.conns)))
+	return work
+}
+
+// NextDeadline returns when Poll next has timed work: a QP timer, an ARP
+// probe or a CM retransmission, time-wait expiry included. The periodic
+// check of established connections' QPs does not count.
+func (m *Manager) NextDeadline() (time.Time, bool) {
+	if len(m.cmds) > 0 || m.nt.Ready() {
+		return m.now, true
+	}
+	t, ok := m.ep.NextDeadline()
+	if d, on := m.nt.NextDeadline(); on && (!ok || d.Before(t)) {
+		t, ok = d, true
+	}
+	if !m.next.IsZero() && (!ok || m.next.Before(t)) {
+		t, ok = m.next, true
+	}
+	return t, ok
+}
+
+// Listen accepts connections to port (service ID RDMA_PS_TCP<<16|port)
+// with accept.
+func (m *Manager) Listen(port uint16, accept AcceptFunc) error {
+	switch {
+	case port == 0 || accept == nil:
+		return fmt.Errorf("cm: listen on port %d: %w", port, ErrInvalidArgument)
+	case m.listeners[port] != nil:
+		return fmt.Errorf("cm: listen on port %d: %w", port, ErrPortInUse)
+	}
+	m.listeners[port] = accept
+	m.cnt.listeners.Store(int64(len(m.listeners)))
+	return nil
+}
+
+// Unlisten stops accepting connections to port; existing connections are
+// not affected.
+func (m *Manager) Unlisten(port uint16) error {
+	if m.listeners[port] == nil {
+		return fmt.Errorf("cm: unlisten port %d: %w", port, ErrNotListening)
+	}
+	delete(m.listeners, port)
+	m.cnt.listeners.Store(int64(len(m.listeners)))
+	return nil
+}
+
+// onGSI keeps a received MAD for processing after the endpoint's poll,
+// so that applications' callbacks never run in the middle of packet
+// processing.
+func (m *Manager) onGSI(p *wire.Packet) {
+	if len(p.Payload) < wire.MADLen || p.SrcIP == m.ip {
+		m.cnt.bad.Add(1)
+		return
+	}
+	if m.inN == len(m.inbox) {
+		m.cnt.dropped.Add(1)
+		return
+	}
+	in := &m.inbox[m.inN]
+	m.inN++
+	in.srcMAC, in.srcIP, in.dstIP = p.SrcMAC, p.SrcIP, p.DstIP
+	in.tos, in.vlan, in.vlanTCI = p.TOS, p.VLAN, p.VLANTCI
+	copy(in.mad[:], p.Payload[:wire.MADLen])
+}
+
+// onEvent learns of QP events at the end of the endpoint's poll. A
+// first packet on a QP in RTR (the RTU was lost or is late: the CM's
+// COMM_EST) establishes the connection at once, before the completion
+// handlers run, so the application hears of the connection before its
+// data. Failures are kept for after the poll.
+func (m *Manager) onEvent(ev roce.Event) {
+	switch ev.Type {
+	case roce.EventCommEstablished:
+		if c := m.byQPN[ev.QPN]; c != nil && c.owned && c.state == StateRepSent {
+			m.establishPassive(c)
+		}
+	case roce.EventQPFatal:
+		if m.evN == len(m.events) {
+			m.cnt.dropped.Add(1) // the sweep notices the QP's state
+			return
+		}
+		m.events[m.evN] = ev
+		m.evN++
+	}
+}
+
+func (m *Manager) processInbox() int {
+	n := m.inN
+	for i := 0; i < n; i++ {
+		m.handleMAD(&m.inbox[i])
+	}
+	m.inN = 0
+	return n
+}
+
+func (m *Manager) processEvents() int {
+	n := m.evN
+	for i := 0; i < n; i++ {
+		ev := m.events[i]
+		m.events[i] = roce.Event{}
+		c := m.byQPN[ev.QPN]
+		if c == nil || !c.owned {
+			continue
+		}
+		if ev.Type == roce.EventQPFatal {
+			m.qpFailed(c, ev.Err)
+		}
+	}
+	m.evN = 0
+	return n
+}
+
+// handleMAD validates a MAD's header and dispatches on its attribute.
+func (m *Manager) handleMAD(in *madIn) {
+	m.cnt.madRx.Add(1)
+	h := &m.hdr
+	if err := h.Decode(in.mad[:]); err != nil || !h.IsCM() || h.Method != wire.MADMethodSend {
+		m.cnt.bad.Add(1)
+		return
+	}
+	switch h.AttrID {
+	case wire.AttrReq:
+		m.onReq(in, h.TID)
+	case wire.AttrRep:
+		m.onRep(in)
+	case wire.AttrRTU:
+		m.onRtu(in)
+	case wire.AttrRej:
+		m.onRej(in)
+	case wire.AttrMRA:
+		m.onMra(in)
+	case wire.AttrDREQ:
+		m.onDreq(in, h.TID)
+	case wire.AttrDREP:
+		m.onDrep(in)
+	default:
+		m.cnt.bad.Add(1)
+	}
+}
+
+// newConn creates a connection with a fresh, non-zero comm ID.
+func (m *Manager) newConn(passive bool) *Conn {
+	c := &Conn{m: m, passive: passive}
+	for {
+		id := m.rng.Uint32()
+		if id != 0 && m.conns[id] == nil {
+			c.localID = id
+			break
+		}
+	}
+	c.tid = m.tidHi | uint64(c.localID)
+	m.conns[c.localID] = c
+	return c
+}
+
+// roomForConn reports whether another connection may be created, ending
+// the time-wait of the oldest closed connection if that makes room.
+func (m *Manager) roomForConn() bool {
+	if len(m.conns) < m.cfg.MaxConns {
+		return true
+	}
+	var victim *Conn
+	for _, c := range m.conns {
+		if c.state == StateTimeWait && (victim == nil || c.deadline.Before(victim.deadline)) {
+			victim = c
+		}
+	}
+	if victim == nil {
+		return false
+	}
+	m.free(victim)
+	return true
+}
+
+// free forgets a connection.
+func (m *Manager) free(c *Conn) {
+	delete(m.conns, c.localID)
+	if k := (remoteKey{c.remoteAddr.Addr(), c.remoteID}); m.byRemote[k] == c {
+		delete(m.byRemote, k)
+	}
+	if m.byQPN[c.qpn] == c {
+		delete(m.byQPN, c.qpn)
+	}
+	c.owned = false
+	c.state = StateClosed
+	c.deadline = time.Time{}
+}
+
+func (m *Manager) setDeadline(c *Conn, t time.Time) {
+	c.deadline = t
+	if m.next.IsZero() || t.Before(m.next) {
+		m.next = t
+	}
+}
+
+func (m *Manager) randPSN() uint32 { return m.rng.Uint32() & wire.PSNMask }
+
+// runTimers handles the connections whose deadline passed.
+func (m *Manager) runTimers(now time.Time) int {
+	if m.next.IsZero() || now.Before(m.next) {
+		return 0
+	}
+	m.scratch = m.scratch[:0]
+	var next time.Time
+	for _, c := range m.conns {
+		switch {
+		case c.deadline.IsZero():
+		case !now.Before(c.deadline):
+			m.scratch = append(m.scratch, c)
+		case next.IsZero() || c.deadline.Before(next):
+			next = c.deadline
+		}
+	}
+	m.next = next
+	n := 0
+	for i, c := range m.scratch {
+		m.scratch[i] = nil
+		if c.state != StateClosed && !c.deadline.IsZero() && !now.Before(c.deadline) {
+			m.expire(c, now)
+			n++
+		}
+	}
+	return n
+}
+
+// expire handles a connection's timer: retransmit, give up or forget.
+func (m *Manager) expire(c *Conn, now time.Time) {
+	c.deadline = time.Time{}
+	switch c.state {
+	case StateReqSent, StateRepSent, StateDisconnecting:
+		if c.retries < c.maxRetries {
+			c.retries++
+			m.cnt.retrans.Add(1)
+			m.sendMAD(c, c.mad[:])
+			m.setDeadline(c, now.Add(m.cfg.RetransmitTimeout))
+			return
+		}
+		err := fmt.Errorf("cm: %v: no answer after %d retransmissions: %w", c, c.retries, ErrTimeout)
+		switch c.state {
+		case StateDisconnecting:
+			m.enterTimeWait(c)
+			m.notifyDisconnected(c, err)
+		default:
+			// Tell the peer, as Linux does when it gives up: a REJ with
+			// reason timeout and our CA GUID as the ARI.
+			m.sendRejTimeout(c)
+			m.fail(c, err)
+		}
+	case StateTimeWait:
+		m.free(c)
+	}
+}
+
+// sweep checks that the QPs of connections the Manager drives are in the
+// state it left them in; an application that moved a QP to ERROR or
+// destroyed it, or a QPFatal event the endpoint had to drop, ends the
+// connection here.
+func (m *Manager) sweep() {
+	m.scratch = m.scratch[:0]
+	for _, c := range m.byQPN {
+		if !c.owned {
+			continue
+		}
+		want := roce.QPStateInit
+		switch c.state {
+		case StateRepSent:
+			want = roce.QPStateRTR
+		case StateEstablished:
+			want = roce.QPStateRTS
+		case StateDisconnecting:
+			continue
+		}
+		if c.qp.State() != want {
+			m.scratch = append(m.scratch, c)
+		}
+	}
+	for i, c := range m.scratch {
+		m.scratch[i] = nil
+		if c.owned {
+			m.qpFailed(c, c.qp.Err())
+		}
+	}
+}
+
+// qpFailed ends a connection whose QP failed.
+func (m *Manager) qpFailed(c *Conn, cause error) {
+	err := fmt.Errorf("cm: %v: qp in %v: %w", c, c.qp.State(), ErrQPFailed)
+	if cause != nil {
+		err = fmt.Errorf("cm: %v: %w: %w", c, ErrQPFailed, cause)
+	}
+	switch c.state {
+	case StateEstablished:
+		m.startDisconnect(c)
+		m.notifyDisconnected(c, err)
+	case StateRepSent:
+		m.sendRej(c, RejConsumerDefined, wire.CMMsgOther, nil, nil)
+		m.fail(c, err)
+	case StateReqSent:
+		m.sendRejTimeout(c)
+		m.fail(c, err)
+	case StateResolving:
+		m.fail(c, err)
+	}
+}
+
+// qpToError moves the connection's QP to ERROR, if the Manager still
+// drives it and it is not there yet. A destroyed QP refuses, which is
+// fine: it moves no data either.
+func (m *Manager) qpToError(c *Conn) {
+	if c.owned && c.qp.State() != roce.QPStateError {
+		c.qp.Modify(&roce.QPAttr{State: roce.QPStateError}, roce.QPAttrState)
+	}
+}
+
+// release hands the QP back to the application, in ERROR.
+func (m *Manager) release(c *Conn) {
+	m.qpToError(c)
+	c.owned = false
+	if m.byQPN[c.qpn] == c {
+		delete(m.byQPN, c.qpn)
+	}
+}
+
+// fail ends a connection attempt with err.
+func (m *Manager) fail(c *Conn, err error) {
+	if !c.owned && c.state == StateTimeWait {
+		return
+	}
+	m.release(c)
+	m.enterTimeWait(c)
+	m.cnt.failed.Add(1)
+	if c.ev.Connected != nil {
+		c.ev.Connected(c, err)
+	}
+}
+
+// notifyDisconnected reports the end of an established connection, once.
+func (m *Manager) notifyDisconnected(c *Conn, err error) {
+	if !c.owned {
+		return
+	}
+	m.release(c)
+	m.cnt.disconnected.Add(1)
+	if c.ev.Disconnected != nil {
+		c.ev.Disconnected(c, err)
+	}
+}
+
+func (m *Manager) enterTimeWait(c *Conn) {
+	c.state = StateTimeWait
+	c.retries = 0
+	m.setDeadline(c, m.now.Add(m.cfg.TimeWait))
+}
+
+// sendMAD sends a connection's MAD to the peer's QP1.
+func (m *Manager) sendMAD(c *Conn, mad []byte) {
+	av := c.gsiAV()
+	m.sendTo(&av, mad)
+}
+
+func (m *Manager) sendTo(av *roce.AddressVector, mad []byte) {
+	if err := m.ep.SendGSI(av, mad); err != nil {
+		m.cnt.sendErr.Add(1)
+		return
+	}
+	m.cnt.madTx.Add(1)
+}
+
+// replyAV returns the address vector that answers the sender of in.
+func (m *Manager) replyAV(in *madIn) roce.AddressVector {
+	return roce.AddressVector{
+		DstMAC: in.srcMAC, DstIP: in.srcIP, SrcIP: m.ip, TOS: in.tos,
+		VLAN: in.vlan, VLANTCI: in.vlanTCI,
+	}
+}
+
+// encode writes m's MAD for msg into the scratch buffer.
+func (m *Manager) encode(tid uint64, msg wire.CMMessage) []byte {
+	// EncodeCM only fails for a short buffer, and m.out is a whole MAD.
+	wire.EncodeCM(m.out[:], tid, msg)
+	return m.out[:]
+}
+
+// sendRej sends a REJ for c.
+func (m *Manager) sendRej(c *Conn, reason uint16, msgRejected uint8, ari, priv []byte) {
+	rej := &m.rej
+	*rej = wire.CMRej{
+		LocalCommID: c.localID, RemoteCommID: c.remoteID, MsgRejected: msgRejected,
+		ARILen: uint8(min(len(ari), len(rej.ARI))), Reason: reason,
+	}
+	if msgRejected == wire.CMMsgReq {
+		// What Linux sends for a REQ it rejects: no local comm ID yet.
+		rej.LocalCommID = 0
+	}
+	copy(rej.ARI[:], ari)
+	copy(rej.PrivateData[:], priv)
+	m.cnt.rejTx.Add(1)
+	m.sendMAD(c, m.encode(c.tid, rej))
+}
+
+// sendRejTimeout sends the REJ with which Linux gives up on a connection:
+// reason timeout, our CA GUID as ARI, so the peer finds its side by our
+// GUID and comm ID even if it never learned our comm ID.
+func (m *Manager) sendRejTimeout(c *Conn) {
+	var ari [8]byte
+	binary.BigEndian.PutUint64(ari[:], m.guid)
+	m.sendRej(c, RejTimeout, wire.CMMsgOther, ari[:], nil)
+}
+
+// Disconnect ends c. An established connection's QP moves to ERROR and a
+// DREQ goes out; Events.Disconnected(c, nil) runs when the DREP arrives
+// (or, after the retries, with an error wrapping ErrTimeout). An attempt
+// not yet established is abandoned with a REJ, and Events.Connected runs
+// with ErrCanceled. Disconnecting a connection already disconnecting or
+// closed does nothing.
+func (m *Manager) Disconnect(c *Conn) error {
+	if c == nil || c.m != m {
+		return fmt.Errorf("cm: disconnect: connection of another manager: %w", ErrInvalidArgument)
+	}
+	switch c.state {
+	case StateEstablished:
+		m.startDisconnect(c)
+	case StateResolving:
+		m.fail(c, fmt.Errorf("cm: %v: %w", c, ErrCanceled))
+	case StateReqSent:
+		m.sendRejTimeout(c)
+		m.fail(c, fmt.Errorf("cm: %v: %w", c, ErrCanceled))
+	case StateRepSent:
+		m.sendRej(c, RejConsumerDefined, wire.CMMsgOther, nil, nil)
+		m.fail(c, fmt.Errorf("cm: %v: %w", c, ErrCanceled))
+	case StateReqRcvd:
+		return fmt.Errorf("cm: disconnect %v: still being accepted: %w", c, ErrInvalidState)
+	}
+	return nil
+}
+
+// startDisconnect moves an established connection's QP to ERROR and
+// sends the DREQ (remote QPN = the peer's, or Linux ignores it).
+func (m *Manager) startDisconnect(c *Conn) {
+	m.qpToError(c)
+	dreq := &m.dreq
+	*dreq = wire.CMDreq{LocalCommID: c.localID, RemoteCommID: c.remoteID, RemoteQPN: c.remoteQPN}
+	c.dreqTID = m.tidHi | uint64(c.localID)
+	wire.EncodeCM(c.mad[:], c.dreqTID, dreq)
+	c.state = StateDisconnecting
+	c.retries = 0
+	c.maxRetries = m.cfg.MaxRetries
+	m.sendMAD(c, c.mad[:])
+	m.setDeadline(c, m.now.Add(m.cfg.RetransmitTimeout))
+}

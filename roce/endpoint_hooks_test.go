@@ -1,0 +1,117 @@
+package roce
+
+import (
+	"errors"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/cephdpdkd/cephdpdkd/roce/memlink"
+)
+
+// arpRequest is a broadcast who-has for ipB from A.
+func arpRequest() []byte {
+	f := make([]byte, 60)
+	copy(f[0:6], []byte{0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF})
+	copy(f[6:12], macA[:])
+	f[12], f[13] = 0x08, 0x06
+	copy(f[14:22], []byte{0, 1, 8, 0, 6, 4, 0, 1})
+	copy(f[22:28], macA[:])
+	a4, b4 := ipA.As4(), ipB.As4()
+	copy(f[28:32], a4[:])
+	copy(f[38:42], b4[:])
+	return f
+}
+
+func TestFrameHandler(t *testing.T) {
+	for _, withHandler := range []bool{false, true} {
+		n := newTestNet(t, memlink.Config{}, EndpointConfig{})
+		var got [][]byte
+		var at time.Time
+		if withHandler {
+			n.b.SetFrameHandler(func(f []byte, now time.Time) { got = append(got, append([]byte(nil), f...)); at = now })
+		}
+		if n.la.SendBurst([][]byte{arpRequest(), {1, 2, 3}}) != 2 {
+			t.Fatal("link full")
+		}
+		n.poll()
+		st := n.b.Stats()
+		switch {
+		case withHandler && (len(got) != 1 || len(got[0]) != 60 || !at.Equal(n.now) || st.Malformed != 1):
+			t.Errorf("handler saw %d frames at %v; malformed %d (the 3-byte frame only)", len(got), at, st.Malformed)
+		case !withHandler && st.Malformed != 2:
+			t.Errorf("without a handler: malformed %d, want 2", st.Malformed)
+		}
+	}
+}
+
+func TestSendFrame(t *testing.T) {
+	n := newTestNet(t, memlink.Config{QueueLen: 1}, EndpointConfig{})
+	if err := n.a.SendFrame(arpRequest()); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.a.SendFrame(arpRequest()); !errors.Is(err, ErrWouldBlock) {
+		t.Errorf("SendFrame into a full link = %v", err)
+	}
+	frames := make([][]byte, 4)
+	if k := n.lb.RecvBurst(frames); k != 1 || len(frames[0]) != 60 || frames[0][13] != 0x06 {
+		t.Errorf("received %d frames", k)
+	}
+	if st := n.a.Stats(); st.TxFrames != 1 {
+		t.Errorf("tx frames %d", st.TxFrames)
+	}
+}
+
+func TestNeighbourAndEventHandlers(t *testing.T) {
+	n := newTestNet(t, memlink.Config{}, EndpointConfig{})
+	type seen struct {
+		ip  netip.Addr
+		mac [6]byte
+	}
+	var learned []seen
+	n.b.SetNeighbourHandler(func(ip netip.Addr, mac [6]byte, now time.Time) { learned = append(learned, seen{ip, mac}) })
+	var tapped []Event
+	n.b.SetEventHandler(func(ev Event) { tapped = append(tapped, ev) })
+
+	o := defaultQPOpts()
+	var aEvents []Event
+	qa, _ := n.newQP(n.pa, o, &aEvents)
+	// B's QP has no event handler of its own: the tap still sees its events.
+	scq, _ := n.b.NewCQ(CQConfig{Depth: 16})
+	rcq, _ := n.b.NewCQ(CQConfig{Depth: 16})
+	qb, err := n.pb.CreateQP(&QPInitAttr{SendCQ: scq, RecvCQ: rcq, Cap: QPCap{MaxSendWR: 4, MaxRecvWR: 4}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if qb.Endpoint() != n.b || qa.Endpoint() != n.a || n.b.NumQPs() != 1 {
+		t.Fatalf("Endpoint/NumQPs wrong: %d qps", n.b.NumQPs())
+	}
+	qb.Modify(&QPAttr{State: QPStateInit}, QPAttrState)
+	mr := region(t, n.pb, 64, AccessLocalWrite)
+	qb.PostRecv(&RecvWR{ID: 1, SGList: []SGE{mr.SGE(0, 64)}})
+	connectQP(t, qa, o, macB, ipB, qb.QPN(), o.psnB, o.psnA)
+	// B stays in RTR: its first packet raises EventCommEstablished.
+	if err := qb.Modify(&QPAttr{
+		State: QPStateRTR, AV: AddressVector{DstMAC: macA, DstIP: ipA}, PathMTU: o.mtu, DestQPN: qa.QPN(), RQPSN: o.psnA,
+	}, QPAttrState|QPAttrAV|QPAttrPathMTU|QPAttrDestQPN|QPAttrRQPSN); err != nil {
+		t.Fatal(err)
+	}
+	src := region(t, n.pa, 64, 0)
+	if err := qa.PostSend(&SendWR{ID: 9, Opcode: WRSend, SGList: []SGE{src.SGE(0, 16)}}); err != nil {
+		t.Fatal(err)
+	}
+	n.run(1000, func() bool { return len(tapped) > 0 })
+	if tapped[0].Type != EventCommEstablished || tapped[0].QPN != qb.QPN() {
+		t.Errorf("tap saw %+v", tapped)
+	}
+	if len(learned) == 0 || learned[0] != (seen{ipA, macA}) {
+		t.Errorf("neighbour handler saw %+v", learned)
+	}
+	n.b.SetNeighbourHandler(nil)
+	n.b.SetEventHandler(nil)
+	qb.Destroy()
+	if n.b.NumQPs() != 0 {
+		t.Errorf("%d qps after destroy", n.b.NumQPs())
+	}
+}
+

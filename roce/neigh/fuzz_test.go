@@ -1,0 +1,46 @@
+package neigh
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+)
+
+func FuzzARP(f *testing.F) {
+	f.Add(arpFrame(f, whoHas(ourIP, peerIP, peerMAC)))
+	f.Add(arpFrame(f, ARP{DstMAC: ourMAC, SrcMAC: peerMAC, VLAN: true, VLANTCI: 3, Op: OpReply, SenderMAC: peerMAC, SenderIP: peerIP, TargetMAC: ourMAC, TargetIP: ourIP}))
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0x08, 0x06})
+	f.Fuzz(func(t *testing.T, frame []byte) {
+		var a ARP
+		if err := ParseARP(frame, &a); err == nil {
+			buf := make([]byte, MinFrameLen)
+			n, err := BuildARP(buf, &a)
+			if err != nil {
+				t.Fatalf("BuildARP of a parsed frame: %v", err)
+			}
+			var b ARP
+			if err := ParseARP(buf[:n], &b); err != nil || a != b {
+				t.Fatalf("round trip: %v\n%+v\n%+v", err, a, b)
+			}
+		}
+		tb, err := New(Config{MAC: ourMAC, IP: ourIP, MaxEntries: 4, Send: func(f []byte) error {
+			var r ARP
+			if err := ParseARP(f, &r); err != nil {
+				t.Fatalf("table sent an unparsable frame: %v", err)
+			}
+			return nil
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tb.HandleFrame(frame, time.Unix(1, 0))
+		if tb.Len() > 4 {
+			t.Fatalf("%d entries, max 4", tb.Len())
+		}
+		if tb.Len() == 1 {
+			if _, ok := tb.Lookup(netip.AddrFrom4([4]byte{}), time.Unix(1, 0)); ok {
+				t.Fatal("learned 0.0.0.0")
+			}
+		}
+	})
+}
