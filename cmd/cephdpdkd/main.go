@@ -8,6 +8,7 @@
 //	cephdpdkd check-config FILE      validate a configuration and print the plan
 //	cephdpdkd status [--url URL]     print a running daemon's status line
 //	cephdpdkd pcap-check FILE        verify every RoCEv2 frame of a capture
+//	cephdpdkd roce-ping --config FILE --target IP [--port P] [-n N] [-s S]
 //	cephdpdkd --version
 package main
 
@@ -48,6 +49,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = cmdCheckConfig(args[1:], stdout, stderr)
 	case "status":
 		err = cmdStatus(ctx, args[1:], stdout, stderr)
+	case "roce-ping":
+		err = cmdRoCEPing(ctx, args[1:], stdout, stderr)
 	case "pcap-check":
 		var bad bool
 		bad, err = cmdPcapCheck(args[1:], stdout, stderr)
@@ -84,6 +87,9 @@ func usage(w io.Writer) {
   cephdpdkd check-config FILE    validate a configuration and print what it will build
   cephdpdkd status [--url URL]   print a running daemon's status from its metrics
   cephdpdkd pcap-check FILE      decode and verify every RoCEv2 frame of a pcap/pcapng
+  cephdpdkd roce-ping --config FILE --target IP [--port P] [-n N] [-s S] [--mode echo|reply|tose]
+                                 connect to an rdma_cm listener over the config's RoCE endpoint,
+                                 send N messages of S bytes, check them, print latency and throughput
   cephdpdkd --version
 `)
 }

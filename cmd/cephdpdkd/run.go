@@ -81,6 +81,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(metrics.NewCollector(d.Snapshot), collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if n := d.RoCE(); n != nil {
+		reg.MustRegister(n.Collector())
+	}
 	var srv *http.Server
 	if cfg.Metrics.Listen != config.MetricsOff {
 		srv, err = serveMetrics(cfg.Metrics.Listen, reg, log)

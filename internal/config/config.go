@@ -129,15 +129,20 @@ type RoCE struct {
 
 // RoCE built-in services.
 const (
-	AppEcho    = "echo"    // send back what arrives
-	AppDiscard = "discard" // count and drop what arrives
-	AppRPing   = "rping"   // rping's server role (SEND + RDMA READ/WRITE)
+	AppEcho    = "echo"     // send back what arrives
+	AppDiscard = "discard"  // count and drop what arrives
+	AppRPing   = "rping"    // rping's server role (SEND + RDMA READ/WRITE)
+	AppTose    = "ucmatose" // the server half of librdmacm's ucmatose test
 )
 
 // RoCEListener binds a port to a built-in service.
 type RoCEListener struct {
 	Port uint16 `yaml:"port"`
 	App  string `yaml:"app"`
+	// Count and Size are ucmatose's -C and -S, which the protocol does not
+	// carry: they must match the client's (default 10 and 100).
+	Count int `yaml:"count"`
+	Size  int `yaml:"size"`
 }
 
 // CephTCPListener is a kernel TCP address (host:port) where Ceph

@@ -396,8 +396,15 @@ func (c *Config) validateRoCE(r *RoCE, services map[string]int, bad func(string,
 		ports[l.Port] = true
 		switch l.App {
 		case AppEcho, AppDiscard, AppRPing:
+			if l.Count != 0 || l.Size != 0 {
+				bad(path, "count and size are for %q listeners", AppTose)
+			}
+		case AppTose:
+			if l.Count < 0 || l.Count > 1<<20 || l.Size < 0 || l.Size > r.BufferSize {
+				bad(path, "count %d, size %d: want count ≤ 1048576 and size ≤ roce.buffer_size %d", l.Count, l.Size, r.BufferSize)
+			}
 		default:
-			bad(path+".app", "%q: want %q, %q or %q", l.App, AppEcho, AppDiscard, AppRPing)
+			bad(path+".app", "%q: want %q, %q, %q or %q", l.App, AppEcho, AppDiscard, AppRPing, AppTose)
 		}
 	}
 	for i, l := range r.CephTCP {

@@ -13,7 +13,9 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/configs"
 	"github.com/cephdpdkd/cephdpdkd/consumer"
 	"github.com/cephdpdkd/cephdpdkd/dispatch"
+	"github.com/cephdpdkd/cephdpdkd/internal/config"
 	"github.com/cephdpdkd/cephdpdkd/internal/metrics"
+	"github.com/cephdpdkd/cephdpdkd/internal/roced"
 	"github.com/cephdpdkd/cephdpdkd/mempool"
 	"github.com/cephdpdkd/cephdpdkd/pmd"
 )
@@ -38,6 +40,7 @@ type Daemon struct {
 	tmpDir   string
 	ownEAL   bool
 	probed   string // device hot-plugged into a shared EAL
+	roce     *roced.Node
 }
 
 // Options are run-time settings that are not part of the configuration.
@@ -123,7 +126,21 @@ func Start(plan *Plan, opts Options) (_ *Daemon, err error) {
 		svc := &dispatch.Service{Name: s.Name, Ring: r}
 		d.services = append(d.services, svc)
 		switch s.Consumer.Type {
-		case "forward":
+		case config.ConsumerRoCE:
+			info, err := d.port.Info()
+			if err != nil {
+				return nil, err
+			}
+			node, err := roced.New(roced.Config{
+				RoCE: cfg.RoCE, Ring: r, Port: d.port.ID(), TxQueue: uint16(cfg.RoCE.TxQueue),
+				Pool: d.pool.Pointer(), PortMAC: info.MAC, Burst: cfg.Burst, Log: d.log,
+			})
+			if err != nil {
+				return nil, err
+			}
+			d.roce = node
+			svc.Consumer, d.counts = node, append(d.counts, node.Counts())
+		case config.ConsumerForward:
 			f, err := consumer.NewForwarder(r, d.port.ID(), uint16(s.Consumer.TxQueue), cfg.Burst)
 			if err != nil {
 				return nil, err
@@ -270,6 +287,7 @@ func (d *Daemon) teardown() error {
 		d.log.Info("freed packets left in rings at shutdown", "packets", freed)
 	}
 	d.services = nil
+	d.roce = nil
 	if d.port != nil {
 		if err := d.port.Stop(); err != nil {
 			errs = append(errs, err)
@@ -318,6 +336,9 @@ func (d *Daemon) Wait(ctx context.Context) error {
 		return fmt.Errorf("daemon: poll loop on lcore %d exited: %v", x.lcore, x.err)
 	}
 }
+
+// RoCE returns the RoCE termination, or nil when none is configured.
+func (d *Daemon) RoCE() *roced.Node { return d.roce }
 
 // Pollers returns the poll loops.
 func (d *Daemon) Pollers() []*dispatch.Poller { return d.pollers }

@@ -4,7 +4,9 @@
 // daemon's own echo service and against Linux tools in a guest:
 //
 //   - ModeEcho sends one message at a time and waits for the same bytes
-//     back (the built-in echo service; rdma_server with Count 1 and Size 16).
+//     back (the built-in echo service).
+//   - ModeReply is ModeEcho without comparing content: rdma_server answers
+//     with a buffer of its own.
 //   - ModeTose sends Count messages of Size bytes and receives Count
 //     messages of Size bytes, as ucmatose's server expects of a client.
 //

@@ -15,8 +15,9 @@ import (
 type Mode int
 
 const (
-	ModeEcho Mode = iota // each message comes back unchanged before the next is sent
-	ModeTose             // Count messages each way, concurrently (ucmatose)
+	ModeEcho  Mode = iota // each message comes back unchanged before the next is sent
+	ModeTose              // Count messages each way, concurrently (ucmatose)
+	ModeReply             // each message is answered by one of the same size, content unchecked (rdma_server)
 )
 
 // ErrMismatch is returned when an echoed message differs from what was sent.
@@ -259,15 +260,15 @@ func (c *Client) received(wc *roce.WorkCompletion, now time.Time) error {
 	}
 	slot := int(wc.WRID)
 	got := c.mem[(1+slot)*c.cfg.Size : (2+slot)*c.cfg.Size]
-	if c.cfg.Mode == ModeEcho {
-		if string(got) != string(c.mem[:c.cfg.Size]) {
-			return fmt.Errorf("ping: message %d: %w", c.res.Received, ErrMismatch)
-		}
+	if c.cfg.Mode == ModeEcho && string(got) != string(c.mem[:c.cfg.Size]) {
+		return fmt.Errorf("ping: message %d: %w", c.res.Received, ErrMismatch)
+	}
+	if c.cfg.Mode != ModeTose {
 		c.res.RTTs = append(c.res.RTTs, now.Sub(c.sentAt))
 	}
 	c.res.Received++
 	c.res.Bytes += int64(wc.ByteLen)
-	if c.res.Received+c.recvDepth() <= c.cfg.Count || c.cfg.Mode == ModeEcho {
+	if c.res.Received+c.recvDepth() <= c.cfg.Count || c.cfg.Mode != ModeTose {
 		return c.postRecv(slot)
 	}
 	return nil
@@ -277,7 +278,7 @@ func (c *Client) received(wc *roce.WorkCompletion, now time.Time) error {
 // once the previous came back, in tose mode as many as the queue takes.
 func (c *Client) sendMore(now time.Time) error {
 	for c.res.Sent < c.cfg.Count && c.inflight < c.sendDepth() {
-		if c.cfg.Mode == ModeEcho && c.res.Received < c.res.Sent {
+		if c.cfg.Mode != ModeTose && c.res.Received < c.res.Sent {
 			return nil
 		}
 		if err := c.postSend(now); err != nil {
@@ -326,3 +327,6 @@ func (c *Client) release() {
 		c.mem = nil
 	}
 }
+
+// Done reports whether the run has ended and its resources are freed.
+func (c *Client) Done() bool { return c.finished && c.qp == nil }

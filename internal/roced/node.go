@@ -1,0 +1,228 @@
+package roced
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"time"
+	"unsafe"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cephdpdkd/cephdpdkd/consumer"
+	"github.com/cephdpdkd/cephdpdkd/dispatch"
+	"github.com/cephdpdkd/cephdpdkd/internal/config"
+	"github.com/cephdpdkd/cephdpdkd/mempool"
+	"github.com/cephdpdkd/cephdpdkd/roce"
+	"github.com/cephdpdkd/cephdpdkd/roce/app"
+	"github.com/cephdpdkd/cephdpdkd/roce/cm"
+	"github.com/cephdpdkd/cephdpdkd/roce/ping"
+)
+
+// maxRNRWait caps waits after a peer's RNR NAK: rdma_cm leaves Linux
+// peers advertising 655 ms.
+const maxRNRWait = 2 * time.Millisecond
+
+// Config wires a Node to the data path.
+type Config struct {
+	RoCE    *config.RoCE
+	Ring    *dispatch.Ring // the RoCE service ring
+	Port    uint16
+	TxQueue uint16
+	Pool    unsafe.Pointer // mbufs for transmitted frames
+	PortMAC net.HardwareAddr
+	Burst   int
+	Log     *slog.Logger
+}
+
+// Node is the RoCE termination of one port.
+type Node struct {
+	log      *slog.Logger
+	io       *consumer.RingIO
+	ep       *roce.Endpoint
+	cm       *cm.Manager
+	mem      *mempool.Memory
+	services map[uint16]app.Service
+	order    []app.Service
+	clients  []*ping.Client
+}
+
+var _ dispatch.Consumer = (*Node)(nil)
+
+// New builds the endpoint, the connection manager and the listeners.
+func New(cfg Config) (_ *Node, err error) {
+	r := cfg.RoCE
+	var mac [6]byte
+	if r.MAC != "" {
+		hw, err := net.ParseMAC(r.MAC)
+		if err != nil {
+			return nil, fmt.Errorf("roced: mac %q: %w", r.MAC, err)
+		}
+		copy(mac[:], hw)
+	} else {
+		copy(mac[:], cfg.PortMAC)
+	}
+	n := &Node{log: cfg.Log, services: map[uint16]app.Service{}}
+	if n.log == nil {
+		n.log = slog.Default()
+	}
+	defer func() {
+		if err != nil {
+			n.Close()
+		}
+	}()
+	if n.io, err = consumer.NewRingIO(cfg.Ring, cfg.Port, cfg.TxQueue, cfg.Pool, cfg.Burst); err != nil {
+		return nil, err
+	}
+	n.mem = mempool.NewMemory("cdd_roce", r.MemoryMB<<20)
+	n.ep, err = roce.NewEndpoint(roce.EndpointConfig{
+		MAC: mac, IP: r.Address.Addr(), IO: n.io, RxBurst: cfg.Burst, TxBurst: cfg.Burst, MaxRNRWait: maxRNRWait,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("roced: endpoint: %w", err)
+	}
+	n.cm, err = cm.New(n.ep, cm.Config{
+		PathMTU: r.MTU, MaxPathMTU: 4096, MinRNRTimer: r.RNRTimer, Timeout: r.Timeout,
+		RetryCount: r.RetryCount, RNRRetry: r.RNRRetry, MaxConns: 4 * r.MaxSessions,
+		// Give up on a silent peer within a few seconds: rxe answers in
+		// well under one.
+		RetransmitTimeout: time.Second, MaxRetries: 5,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("roced: connection manager: %w", err)
+	}
+	for _, l := range r.Listen {
+		svc, err := n.newService(r, l)
+		if err != nil {
+			return nil, fmt.Errorf("roced: listener %d (%s): %w", l.Port, l.App, err)
+		}
+		if err := app.Listen(n.cm, l.Port, svc); err != nil {
+			return nil, fmt.Errorf("roced: listen on %d: %w", l.Port, err)
+		}
+		n.services[l.Port] = svc
+		n.order = append(n.order, svc)
+		n.log.Info("RoCE listener", "addr", r.Address.Addr(), "port", l.Port, "app", l.App)
+	}
+	n.log.Info("RoCE endpoint up", "addr", r.Address.Addr(), "mac", net.HardwareAddr(mac[:]).String(), "mtu", r.MTU)
+	return n, nil
+}
+
+func (n *Node) newService(r *config.RoCE, l config.RoCEListener) (app.Service, error) {
+	stall := 30 * time.Second
+	switch l.App {
+	case config.AppEcho, config.AppDiscard:
+		return app.NewRawEcho(n.ep, app.RawConfig{
+			MessageSize: r.BufferSize, Depth: r.RecvBuffers, Discard: l.App == config.AppDiscard,
+			Allocator: n.mem, MaxConns: r.MaxSessions, StallTimeout: stall,
+		})
+	case config.AppRPing:
+		return app.NewRPingServer(n.ep, app.RPingConfig{MaxSize: r.BufferSize, Allocator: n.mem, MaxConns: r.MaxSessions, StallTimeout: stall})
+	case config.AppTose:
+		return app.NewCMATose(n.ep, app.CMAToseConfig{Count: l.Count, Size: l.Size, Allocator: n.mem, MaxConns: r.MaxSessions, StallTimeout: stall})
+	}
+	return nil, fmt.Errorf("unknown app %q", l.App)
+}
+
+// Poll runs the endpoint, the connection manager, the services and the
+// clients once.
+func (n *Node) Poll() int {
+	now := time.Now()
+	w := n.cm.Poll(now)
+	for _, s := range n.order {
+		w += s.Poll(now)
+	}
+	if len(n.clients) > 0 {
+		live := n.clients[:0]
+		for _, c := range n.clients {
+			w += c.Poll(now)
+			if !c.Done() {
+				live = append(live, c)
+			}
+		}
+		clear(n.clients[len(live):])
+		n.clients = live
+	}
+	return w
+}
+
+// ErrBusy is returned by Ping when the poll loop does not take the
+// request.
+var ErrBusy = errors.New("roced: poll loop busy")
+
+// Ping starts a roce-ping client from any goroutine; done receives its
+// result on the poll loop's goroutine.
+func (n *Node) Ping(raddr netip.Addr, port uint16, cfg ping.Config, done func(ping.Result)) error {
+	if cfg.Allocator == nil {
+		cfg.Allocator = n.mem
+	}
+	return n.cm.Do(func() {
+		c, err := ping.Start(n.cm, raddr, port, cfg, time.Now(), done)
+		if err != nil {
+			done(ping.Result{Err: err})
+			return
+		}
+		n.clients = append(n.clients, c)
+	})
+}
+
+// Status is a consistent view of the node, taken on the poll goroutine.
+type Status struct {
+	Conns       int // connections the manager holds, time-wait included
+	QPs         int // QPs on the endpoint
+	MemoryInUse int // bytes of DPDK memory in registered buffers
+	Services    map[uint16]app.Stats
+	Neighbours  int
+}
+
+// Status asks the poll loop for the node's status and waits for it.
+func (n *Node) Status(ctx context.Context) (Status, error) {
+	ch := make(chan Status, 1)
+	if err := n.cm.Do(func() { ch <- n.status() }); err != nil {
+		return Status{}, err
+	}
+	select {
+	case st := <-ch:
+		return st, nil
+	case <-ctx.Done():
+		return Status{}, ctx.Err()
+	}
+}
+
+func (n *Node) status() Status {
+	st := Status{Conns: n.cm.NumConns(), QPs: n.ep.NumQPs(), MemoryInUse: n.mem.InUse(),
+		Services: map[uint16]app.Stats{}, Neighbours: n.cm.Neigh().Len()}
+	for port, s := range n.services {
+		st.Services[port] = s.Stats()
+	}
+	return st
+}
+
+// Collector exports the endpoint's per-QP metrics.
+func (n *Node) Collector() prometheus.Collector { return roce.NewCollector(n.ep) }
+
+// Counts returns the frames the node took from its ring and transmitted.
+func (n *Node) Counts() *consumer.Counts { return &n.io.Counts }
+
+// Close shuts the services down, freeing their QPs and buffers, then the
+// endpoint's frame I/O. The poll loop must have stopped.
+func (n *Node) Close() {
+	for _, s := range n.order {
+		if err := s.Shutdown(); err != nil {
+			n.log.Warn("RoCE service shutdown", "err", err)
+		}
+	}
+	n.order = nil
+	if n.mem != nil {
+		if left := n.mem.Close(); left > 0 {
+			n.log.Warn("RoCE buffers still registered at shutdown", "bytes", left)
+		}
+		n.mem = nil
+	}
+	if n.io != nil {
+		n.io.Close()
+		n.io = nil
+	}
+}

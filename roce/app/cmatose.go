@@ -1,0 +1,181 @@
+package app
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/cephdpdkd/cephdpdkd/roce"
+)
+
+// CMATose defaults, those of librdmacm's cmatose.
+const (
+	DefaultToseCount = 10
+	DefaultToseSize  = 100
+	// maxToseSendDepth bounds the send queue: sends are posted as slots
+	// free up, so the queue need not hold all Count messages.
+	maxToseSendDepth = 128
+)
+
+// CMAToseConfig configures a CMATose server. Count and Size must match
+// the client's -C and -S, as they must between two cmatose processes:
+// the protocol carries neither.
+type CMAToseConfig struct {
+	Count int // messages each way (cmatose -C; DefaultToseCount if 0)
+	Size  int // bytes in each message sent (cmatose -S; DefaultToseSize if 0)
+	// RecvSize is the largest message accepted from the client (Size if 0).
+	RecvSize int
+
+	Allocator    roce.Allocator // buffer memory (a HeapAllocator if nil)
+	MaxConns     int            // connections at once (DefaultMaxConns if 0)
+	StallTimeout time.Duration  // fail a connection that makes no progress this long (0: never)
+}
+
+// CMATose plays the server half of librdmacm's cmatose (ucmatose) test.
+// A cmatose client posts Count receives of Size bytes, connects, and
+// waits for Count messages before it sends Count replies of its own; it
+// then waits for the server to disconnect. So once the connection is
+// established CMATose sends Count messages of Size bytes, counts Count
+// replies into receives posted at accept, and reports the connection
+// done, for the daemon to disconnect. An echo cannot serve this client:
+// it sends nothing until the server has.
+//
+// The payload is a fixed byte pattern; cmatose checks only that every
+// work request completes.
+type CMATose struct {
+	cfg CMAToseConfig
+	srv *server
+}
+
+var _ Service = (*CMATose)(nil)
+
+// NewCMATose returns a CMATose server for connections on ep.
+func NewCMATose(ep *roce.Endpoint, cfg CMAToseConfig) (*CMATose, error) {
+	if cfg.Count <= 0 {
+		cfg.Count = DefaultToseCount
+	}
+	if cfg.Size <= 0 {
+		cfg.Size = DefaultToseSize
+	}
+	if cfg.RecvSize <= 0 {
+		cfg.RecvSize = cfg.Size
+	}
+	switch {
+	case cfg.Count > roce.MaxQueueDepth:
+		return nil, fmt.Errorf("app: new cmatose: count %d exceeds %d: %w", cfg.Count, roce.MaxQueueDepth, roce.ErrInvalidArgument)
+	case int64(cfg.Size)+int64(cfg.RecvSize) > roce.MaxMessage:
+		return nil, fmt.Errorf("app: new cmatose: sizes %d/%d too large: %w", cfg.Size, cfg.RecvSize, roce.ErrInvalidArgument)
+	}
+	srv, err := newServer("cmatose", ep, cfg.Allocator, cfg.MaxConns, cfg.StallTimeout)
+	if err != nil {
+		return nil, err
+	}
+	return &CMATose{cfg: cfg, srv: srv}, nil
+}
+
+// Accept implements Service.
+func (t *CMATose) Accept(done func(error)) (*roce.QP, error) {
+	cfg := &t.cfg
+	qc := roce.QPCap{MaxSendWR: min(cfg.Count, maxToseSendDepth), MaxRecvWR: cfg.Count}
+	return t.srv.accept(done, cfg.Size+cfg.RecvSize, qc, func(res *qpResources) (protocol, error) {
+		c := &toseConn{res: res, cfg: cfg, cnt: &t.srv.cnt}
+		for i := range res.mem[:cfg.Size] {
+			res.mem[i] = byte(i)
+		}
+		// Every receive lands in the same buffer, as in cmatose: the
+		// content is never looked at.
+		c.sge[0] = res.mr.SGE(cfg.Size, cfg.RecvSize)
+		c.rwr = roce.RecvWR{SGList: c.sge[:]}
+		for i := range cfg.Count {
+			c.rwr.ID = uint64(i)
+			if err := res.qp.PostRecv(&c.rwr); err != nil {
+				return nil, err
+			}
+		}
+		return c, nil
+	})
+}
+
+// Established implements Service: the messages go out from the next Poll.
+func (t *CMATose) Established(qp *roce.QP) error { return t.srv.established(qp) }
+
+// Close implements Service.
+func (t *CMATose) Close(qp *roce.QP) error { return t.srv.close(qp) }
+
+// Poll implements Service.
+func (t *CMATose) Poll(now time.Time) int { return t.srv.poll(now) }
+
+// Stats implements Service.
+func (t *CMATose) Stats() Stats { return t.srv.cnt.snapshot() }
+
+// Shutdown implements Service.
+func (t *CMATose) Shutdown() error { return t.srv.shutdown() }
+
+type toseConn struct {
+	res     *qpResources
+	cfg     *CMAToseConfig
+	cnt     *counters
+	started bool
+	posted  int // sends posted
+	sent    int // sends completed
+	recvd   int // replies received
+
+	wcs [16]roce.WorkCompletion
+	sge [1]roce.SGE
+	swr roce.SendWR
+	rwr roce.RecvWR
+}
+
+func (c *toseConn) start() error {
+	c.started = true
+	return nil
+}
+
+func (c *toseConn) busy() bool { return c.started && (c.sent < c.posted || c.recvd < c.cfg.Count) }
+
+func (c *toseConn) poll(time.Time) (int, bool, error) {
+	qp := c.res.qp
+	work := 0
+	for {
+		n := c.res.scq.Poll(c.wcs[:])
+		for i := range n {
+			wc := &c.wcs[i]
+			if wc.Status != roce.WCSuccess || wc.Opcode != roce.WCSend {
+				return work, false, wcError(qp, wc, "send")
+			}
+			c.sent++
+			c.cnt.out(int(wc.ByteLen))
+		}
+		work += n
+		if n < len(c.wcs) {
+			break
+		}
+	}
+	for {
+		n := c.res.rcq.Poll(c.wcs[:])
+		for i := range n {
+			wc := &c.wcs[i]
+			if wc.Status != roce.WCSuccess || wc.Opcode != roce.WCRecv {
+				return work, false, wcError(qp, wc, "receive")
+			}
+			c.recvd++
+			c.cnt.in(int(wc.ByteLen))
+		}
+		work += n
+		if n < len(c.wcs) {
+			break
+		}
+	}
+	if c.started && qp.State() == roce.QPStateRTS {
+		c.sge[0] = c.res.mr.SGE(0, c.cfg.Size)
+		c.swr = roce.SendWR{Opcode: roce.WRSend, Flags: roce.SendSignaled, SGList: c.sge[:]}
+		for c.posted < c.cfg.Count && qp.SendQueueFree() > 0 {
+			c.swr.ID = uint64(c.posted)
+			if err := qp.PostSend(&c.swr); err != nil {
+				return work, false, err
+			}
+			c.posted++
+			work++
+		}
+	}
+	return work, c.sent == c.cfg.Count && c.recvd == c.cfg.Count, nil
+}

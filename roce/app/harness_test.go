@@ -1,0 +1,258 @@
+package app_test
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/cephdpdkd/cephdpdkd/roce"
+	"github.com/cephdpdkd/cephdpdkd/roce/cm"
+	"github.com/cephdpdkd/cephdpdkd/roce/memlink"
+)
+
+var (
+	macSrv = [6]byte{0x02, 0, 0, 0, 0, 0x0A}
+	macCli = [6]byte{0x02, 0, 0, 0, 0, 0x0B}
+	ipSrv  = netip.MustParseAddr("10.0.0.1")
+	ipCli  = netip.MustParseAddr("10.0.0.2")
+)
+
+// testNet is a server endpoint (where the services run) and a client
+// endpoint (where the test's peers run) joined by a memlink, driven by a
+// manual clock.
+type testNet struct {
+	tb       testing.TB
+	ls, lc   *memlink.End
+	srv, cli *roce.Endpoint
+	cliPD    *roce.PD
+	now      time.Time
+	pollers  []func(time.Time) int
+	// With connection managers, they poll the endpoints.
+	srvM, cliM *cm.Manager
+}
+
+func newTestNet(tb testing.TB, lc memlink.Config) *testNet {
+	tb.Helper()
+	ls, lcl := memlink.New(lc)
+	n := &testNet{tb: tb, ls: ls, lc: lcl, now: time.Unix(1_000_000, 0)}
+	var err error
+	if n.srv, err = roce.NewEndpoint(roce.EndpointConfig{MAC: macSrv, IP: ipSrv, IO: ls}); err != nil {
+		tb.Fatal(err)
+	}
+	if n.cli, err = roce.NewEndpoint(roce.EndpointConfig{MAC: macCli, IP: ipCli, IO: lcl}); err != nil {
+		tb.Fatal(err)
+	}
+	n.cliPD = n.cli.NewPD()
+	return n
+}
+
+// lossy returns a link config that loses the fraction p of frames.
+func lossy(p float64) memlink.Config { return memlink.Config{Seed: 7, Loss: p} }
+
+// faulty returns a link config with all four faults at probability p.
+func faulty(p float64) memlink.Config {
+	return memlink.Config{Seed: 3, Loss: p, Reorder: p, Duplicate: p, Corrupt: p}
+}
+
+// newCMNet is a testNet whose endpoints run connection managers.
+func newCMNet(tb testing.TB, lc memlink.Config) *testNet {
+	tb.Helper()
+	n := newTestNet(tb, lc)
+	var err error
+	cfg := cm.Config{Seed: 1, RetransmitTimeout: 100 * time.Millisecond, MaxRetries: 4, TimeWait: 50 * time.Millisecond}
+	if n.srvM, err = cm.New(n.srv, cfg); err != nil {
+		tb.Fatal(err)
+	}
+	cfg.Seed = 2
+	if n.cliM, err = cm.New(n.cli, cfg); err != nil {
+		tb.Fatal(err)
+	}
+	return n
+}
+
+func (n *testNet) poll() int {
+	var w int
+	if n.srvM != nil {
+		w = n.srvM.Poll(n.now) + n.cliM.Poll(n.now)
+	} else {
+		w = n.srv.Poll(n.now) + n.cli.Poll(n.now)
+	}
+	for _, p := range n.pollers {
+		w += p(n.now)
+	}
+	return w
+}
+
+// advance moves the clock to the next timer deadline, if any.
+func (n *testNet) advance() bool {
+	next := [2]func() (time.Time, bool){n.srv.NextDeadline, n.cli.NextDeadline}
+	if n.srvM != nil {
+		next = [2]func() (time.Time, bool){n.srvM.NextDeadline, n.cliM.NextDeadline}
+	}
+	t, ok := next[0]()
+	if tc, okc := next[1](); okc && (!ok || tc.Before(t)) {
+		t, ok = tc, true
+	}
+	if !ok {
+		return false
+	}
+	if t.After(n.now) {
+		n.now = t
+	}
+	return true
+}
+
+// run polls until done reports true, a microsecond per busy round and
+// to the next deadline when idle; it fails the test after maxRounds or
+// when nothing can happen any more.
+func (n *testNet) run(maxRounds int, done func() bool) {
+	n.tb.Helper()
+	for i := 0; i < maxRounds; i++ {
+		if done() {
+			return
+		}
+		if n.poll() == 0 {
+			if done() {
+				return
+			}
+			if !n.advance() {
+				n.tb.Fatalf("stuck after %d rounds: nothing to do and no timer running", i)
+			}
+			continue
+		}
+		n.now = n.now.Add(time.Microsecond)
+	}
+	n.tb.Fatalf("not done after %d rounds", maxRounds)
+}
+
+// cmParams are what the connection manager would negotiate: librdmacm's
+// defaults toward rxe, with a short retransmit timeout for the tests.
+type cmParams struct {
+	mtu                int
+	srvPSN, cliPSN     uint32
+	timeout            uint8
+	retry, rnrRetry    uint8
+	minRNR             uint8
+	srvRdAtom, cliRdAt int
+}
+
+func defaultCM() cmParams {
+	return cmParams{mtu: 1024, srvPSN: 0xFFFFF8, cliPSN: 0x00ABCD, timeout: 12, retry: 7, rnrRetry: 7, minRNR: 1, srvRdAtom: 1, cliRdAt: 1}
+}
+
+// connect does what rdma_cm does to both QPs of a connection: INIT (the
+// service's is there already) → RTR → RTS.
+func (n *testNet) connect(srvQP, cliQP *roce.QP, p cmParams) {
+	n.tb.Helper()
+	for _, s := range []struct {
+		qp           *roce.QP
+		mac          [6]byte
+		ip           netip.Addr
+		dst          *roce.QP
+		rq, sq       uint32
+		rdAtom, dest int
+	}{
+		{srvQP, macCli, ipCli, cliQP, p.cliPSN, p.srvPSN, p.srvRdAtom, p.cliRdAt},
+		{cliQP, macSrv, ipSrv, srvQP, p.srvPSN, p.cliPSN, p.cliRdAt, p.srvRdAtom},
+	} {
+		err := s.qp.Modify(&roce.QPAttr{
+			State: roce.QPStateRTR, AV: roce.AddressVector{DstMAC: s.mac, DstIP: s.ip},
+			PathMTU: p.mtu, DestQPN: s.dst.QPN(), RQPSN: s.rq, MaxDestRdAtomic: s.dest, MinRNRTimer: p.minRNR,
+		}, roce.QPAttrState|roce.QPAttrAV|roce.QPAttrPathMTU|roce.QPAttrDestQPN|roce.QPAttrRQPSN|roce.QPAttrMaxDestRdAtomic|roce.QPAttrMinRNRTimer)
+		if err != nil {
+			n.tb.Fatal(err)
+		}
+		err = s.qp.Modify(&roce.QPAttr{
+			State: roce.QPStateRTS, SQPSN: s.sq, Timeout: p.timeout, RetryCnt: p.retry, RNRRetry: p.rnrRetry, MaxRdAtomic: s.rdAtom,
+		}, roce.QPAttrState|roce.QPAttrSQPSN|roce.QPAttrTimeout|roce.QPAttrRetryCnt|roce.QPAttrRNRRetry|roce.QPAttrMaxRdAtomic)
+		if err != nil {
+			n.tb.Fatal(err)
+		}
+	}
+}
+
+// peerQP is a QP on the client endpoint with its own CQs and one
+// registered region, as a librdmacm example program sets up.
+type peerQP struct {
+	qp       *roce.QP
+	scq, rcq *roce.CQ
+	mr       *roce.MR
+}
+
+func (n *testNet) newPeer(sendWR, recvWR, memSize int) *peerQP {
+	n.tb.Helper()
+	p := &peerQP{}
+	var err error
+	if p.scq, err = n.cli.NewCQ(roce.CQConfig{Depth: 2 * sendWR}); err != nil {
+		n.tb.Fatal(err)
+	}
+	if p.rcq, err = n.cli.NewCQ(roce.CQConfig{Depth: 2 * recvWR}); err != nil {
+		n.tb.Fatal(err)
+	}
+	if p.qp, err = n.cliPD.CreateQP(&roce.QPInitAttr{SendCQ: p.scq, RecvCQ: p.rcq,
+		Cap: roce.QPCap{MaxSendWR: sendWR, MaxRecvWR: recvWR}, SigAll: true}); err != nil {
+		n.tb.Fatal(err)
+	}
+	if p.mr, err = n.cliPD.RegisterMR(make([]byte, memSize),
+		roce.AccessLocalWrite|roce.AccessRemoteRead|roce.AccessRemoteWrite); err != nil {
+		n.tb.Fatal(err)
+	}
+	if err := p.qp.Modify(&roce.QPAttr{State: roce.QPStateInit, Access: roce.AccessRemoteRead | roce.AccessRemoteWrite},
+		roce.QPAttrState|roce.QPAttrAccessFlags); err != nil {
+		n.tb.Fatal(err)
+	}
+	return p
+}
+
+// destroy tears the peer down as rdma_disconnect and rdma_destroy_ep do.
+func (p *peerQP) destroy(tb testing.TB) {
+	tb.Helper()
+	p.qp.Modify(&roce.QPAttr{State: roce.QPStateError}, roce.QPAttrState)
+	for _, err := range []error{p.qp.Destroy(), p.scq.Destroy(), p.rcq.Destroy(), p.mr.Deregister()} {
+		if err != nil {
+			tb.Fatal(err)
+		}
+	}
+}
+
+func (p *peerQP) postRecv(tb testing.TB, id uint64, off, n int) {
+	tb.Helper()
+	if err := p.qp.PostRecv(&roce.RecvWR{ID: id, SGList: []roce.SGE{p.mr.SGE(off, n)}}); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+func (p *peerQP) postSend(tb testing.TB, wr roce.SendWR) {
+	tb.Helper()
+	if err := p.qp.PostSend(&wr); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// pollOne returns one completion from cq, failing if there is none.
+func pollOne(tb testing.TB, cq *roce.CQ) roce.WorkCompletion {
+	tb.Helper()
+	var wc [1]roce.WorkCompletion
+	if cq.Poll(wc[:]) != 1 {
+		tb.Fatal("no completion")
+	}
+	return wc[0]
+}
+
+// doneRecorder records a done callback's calls.
+type doneRecorder struct {
+	calls int
+	err   error
+}
+
+func (d *doneRecorder) done(err error) {
+	d.calls++
+	d.err = err
+}
+
+// fill writes a byte pattern derived from seed.
+func fill(b []byte, seed int) {
+	for i := range b {
+		b[i] = byte(i*7 + seed)
+	}
+}

@@ -1,0 +1,76 @@
+package app
+
+import (
+	"sort"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// StatsSource is anything with service counters: every Service and
+// SessionService.
+type StatsSource interface {
+	Stats() Stats
+}
+
+// Collector exports services' counters as cephdpdkd_roce_app_* metrics,
+// labelled by the name each service is registered under. It reads only
+// atomics, so a Prometheus handler may collect while the services run.
+type Collector struct {
+	names []string
+	srcs  []StatsSource
+
+	conns, active, msgs, bytes, rdmaOps, rdmaBytes *prometheus.Desc
+}
+
+var _ prometheus.Collector = (*Collector)(nil)
+
+// NewCollector returns a collector for services, keyed by name (for
+// example "echo:7471"), for the daemon to register.
+func NewCollector(services map[string]StatsSource) *Collector {
+	c := &Collector{}
+	for name := range services {
+		c.names = append(c.names, name)
+	}
+	sort.Strings(c.names)
+	for _, name := range c.names {
+		c.srcs = append(c.srcs, services[name])
+	}
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc("cephdpdkd_roce_app_"+name, help, append([]string{"service"}, labels...), nil)
+	}
+	c.conns = d("connections_total", "Connections or sessions taken on (accepted) and ended (completed, failed).", "event")
+	c.active = d("connections_active", "Connections or sessions holding resources.")
+	c.msgs = d("messages_total", "Messages received and sent.", "direction")
+	c.bytes = d("bytes_total", "Bytes received and sent.", "direction")
+	c.rdmaOps = d("rdma_ops_total", "RDMA operations issued as requester.", "op")
+	c.rdmaBytes = d("rdma_bytes_total", "Bytes moved by RDMA operations issued as requester.")
+	return c
+}
+
+// Describe implements prometheus.Collector.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.conns, c.active, c.msgs, c.bytes, c.rdmaOps, c.rdmaBytes} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	for i, src := range c.srcs {
+		name, s := c.names[i], src.Stats()
+		counter(c.conns, s.Accepted, name, "accepted")
+		counter(c.conns, s.Completed, name, "completed")
+		counter(c.conns, s.Failed, name, "failed")
+		ch <- prometheus.MustNewConstMetric(c.active, prometheus.GaugeValue, float64(s.Active), name)
+		counter(c.msgs, s.MessagesIn, name, "in")
+		counter(c.msgs, s.MessagesOut, name, "out")
+		counter(c.bytes, s.BytesIn, name, "in")
+		counter(c.bytes, s.BytesOut, name, "out")
+		counter(c.rdmaOps, s.RDMAReads, name, "read")
+		counter(c.rdmaOps, s.RDMAWrites, name, "write")
+		counter(c.rdmaBytes, s.RDMABytes, name)
+	}
+}

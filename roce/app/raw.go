@@ -1,0 +1,204 @@
+package app
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/cephdpdkd/cephdpdkd/roce"
+)
+
+// RawEcho defaults.
+const (
+	DefaultMessageSize = 64 << 10
+	DefaultDepth       = 16
+)
+
+// RawConfig configures a RawEcho.
+type RawConfig struct {
+	// MessageSize is the largest message accepted: the size of each
+	// receive buffer (DefaultMessageSize if 0). A larger SEND fails the
+	// connection with a length error, as it would on any verbs server.
+	MessageSize int
+	// Depth is the number of receive buffers kept posted, and so the
+	// messages a peer may have outstanding before it sees RNR NAKs
+	// (DefaultDepth if 0).
+	Depth int
+	// Discard drops messages instead of echoing them.
+	Discard bool
+
+	Allocator    roce.Allocator // buffer memory (a HeapAllocator if nil)
+	MaxConns     int            // connections at once (DefaultMaxConns if 0)
+	StallTimeout time.Duration  // fail a connection whose echoes make no progress this long (0: never)
+}
+
+// RawEcho is a QP-level echo (or discard) server: each message received
+// is sent back as one SEND of the same length, with the same immediate
+// data if it carried one, from the very buffer it arrived in. A buffer is
+// posted for receive again when its echo completes, so a peer that sends
+// faster than it takes echoes back runs into RNR NAKs: the back-pressure
+// of verbs. It serves librdmacm's rdma_client (16 bytes each way) and
+// roce-ping.
+type RawEcho struct {
+	cfg RawConfig
+	srv *server
+}
+
+var _ Service = (*RawEcho)(nil)
+
+// NewRawEcho returns a RawEcho serving connections on ep.
+func NewRawEcho(ep *roce.Endpoint, cfg RawConfig) (*RawEcho, error) {
+	if cfg.MessageSize <= 0 {
+		cfg.MessageSize = DefaultMessageSize
+	}
+	if cfg.Depth <= 0 {
+		cfg.Depth = DefaultDepth
+	}
+	name := "rawecho"
+	if cfg.Discard {
+		name = "rawdiscard"
+	}
+	switch {
+	case cfg.Depth > roce.MaxQueueDepth:
+		return nil, fmt.Errorf("app: new %s: depth %d exceeds %d: %w", name, cfg.Depth, roce.MaxQueueDepth, roce.ErrInvalidArgument)
+	case int64(cfg.MessageSize)*int64(cfg.Depth) > roce.MaxMessage:
+		return nil, fmt.Errorf("app: new %s: %d buffers of %d bytes too large: %w", name, cfg.Depth, cfg.MessageSize, roce.ErrInvalidArgument)
+	}
+	srv, err := newServer(name, ep, cfg.Allocator, cfg.MaxConns, cfg.StallTimeout)
+	if err != nil {
+		return nil, err
+	}
+	return &RawEcho{cfg: cfg, srv: srv}, nil
+}
+
+// Accept implements Service.
+func (e *RawEcho) Accept(done func(error)) (*roce.QP, error) {
+	d := e.cfg.Depth
+	return e.srv.accept(done, d*e.cfg.MessageSize, roce.QPCap{MaxSendWR: d, MaxRecvWR: d},
+		func(res *qpResources) (protocol, error) {
+			c := &rawConn{res: res, size: e.cfg.MessageSize, discard: e.cfg.Discard, cnt: &e.srv.cnt, pend: make([]rawMsg, d)}
+			for i := range d {
+				if err := c.postRecv(i); err != nil {
+					return nil, err
+				}
+			}
+			return c, nil
+		})
+}
+
+// Established implements Service.
+func (e *RawEcho) Established(qp *roce.QP) error { return e.srv.established(qp) }
+
+// Close implements Service.
+func (e *RawEcho) Close(qp *roce.QP) error { return e.srv.close(qp) }
+
+// Poll implements Service.
+func (e *RawEcho) Poll(now time.Time) int { return e.srv.poll(now) }
+
+// Stats implements Service.
+func (e *RawEcho) Stats() Stats { return e.srv.cnt.snapshot() }
+
+// Shutdown implements Service.
+func (e *RawEcho) Shutdown() error { return e.srv.shutdown() }
+
+// rawMsg is a received message waiting for its echo to be posted.
+type rawMsg struct {
+	idx     int
+	n       uint32
+	imm     uint32
+	withImm bool
+}
+
+// rawConn is one RawEcho connection. Buffer i of the region is receive
+// buffer i; its echo is sent from it with work request ID i.
+type rawConn struct {
+	res     *qpResources
+	size    int
+	discard bool
+	cnt     *counters
+
+	pend        []rawMsg // ring of messages to echo, one slot per buffer
+	pHead, pLen int
+
+	wcs [16]roce.WorkCompletion
+	sge [1]roce.SGE
+	swr roce.SendWR
+	rwr roce.RecvWR
+}
+
+func (c *rawConn) postRecv(i int) error {
+	c.sge[0] = c.res.mr.SGE(i*c.size, c.size)
+	c.rwr = roce.RecvWR{ID: uint64(i), SGList: c.sge[:]}
+	return c.res.qp.PostRecv(&c.rwr)
+}
+
+func (c *rawConn) start() error { return nil }
+
+func (c *rawConn) busy() bool {
+	qp := c.res.qp
+	return c.pLen > 0 || qp.SendQueueFree() < qp.Cap().MaxSendWR
+}
+
+func (c *rawConn) poll(time.Time) (int, bool, error) {
+	qp := c.res.qp
+	work := 0
+	// Completed echoes free their buffers for new receives.
+	for {
+		n := c.res.scq.Poll(c.wcs[:])
+		for i := range n {
+			wc := &c.wcs[i]
+			if wc.Status != roce.WCSuccess || wc.Opcode != roce.WCSend || wc.WRID >= uint64(len(c.pend)) {
+				return work, false, wcError(qp, wc, "echo")
+			}
+			if err := c.postRecv(int(wc.WRID)); err != nil {
+				return work, false, err
+			}
+			c.cnt.out(int(wc.ByteLen))
+		}
+		work += n
+		if n < len(c.wcs) {
+			break
+		}
+	}
+	for {
+		n := c.res.rcq.Poll(c.wcs[:])
+		for i := range n {
+			wc := &c.wcs[i]
+			if wc.Status != roce.WCSuccess || wc.Opcode != roce.WCRecv || wc.WRID >= uint64(len(c.pend)) {
+				return work, false, wcError(qp, wc, "receive")
+			}
+			c.cnt.in(int(wc.ByteLen))
+			if c.discard {
+				if err := c.postRecv(int(wc.WRID)); err != nil {
+					return work, false, err
+				}
+				continue
+			}
+			c.pend[(c.pHead+c.pLen)%len(c.pend)] = rawMsg{
+				idx: int(wc.WRID), n: wc.ByteLen, imm: wc.Imm, withImm: wc.Flags&roce.WCWithImm != 0,
+			}
+			c.pLen++
+		}
+		work += n
+		if n < len(c.wcs) {
+			break
+		}
+	}
+	for c.pLen > 0 && qp.State() == roce.QPStateRTS && qp.SendQueueFree() > 0 {
+		m := &c.pend[c.pHead]
+		c.sge[0] = c.res.mr.SGE(m.idx*c.size, int(m.n))
+		c.swr = roce.SendWR{ID: uint64(m.idx), Opcode: roce.WRSend, Flags: roce.SendSignaled, SGList: c.sge[:]}
+		if m.n == 0 {
+			c.swr.SGList = nil
+		}
+		if m.withImm {
+			c.swr.Opcode, c.swr.Imm = roce.WRSendWithImm, m.imm
+		}
+		if err := qp.PostSend(&c.swr); err != nil {
+			return work, false, err
+		}
+		c.pHead = (c.pHead + 1) % len(c.pend)
+		c.pLen--
+		work++
+	}
+	return work, false, nil
+}
