@@ -114,4 +114,3 @@ func TestNeighbourAndEventHandlers(t *testing.T) {
 		t.Errorf("%d qps after destroy", n.b.NumQPs())
 	}
 }
-
