@@ -82,7 +82,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	reg.MustRegister(metrics.NewCollector(d.Snapshot), collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if n := d.RoCE(); n != nil {
-		reg.MustRegister(n.Collector())
+		reg.MustRegister(n.Collectors()...)
 	}
 	var srv *http.Server
 	if cfg.Metrics.Listen != config.MetricsOff {

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"strconv"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -18,6 +20,7 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/mempool"
 	"github.com/cephdpdkd/cephdpdkd/roce"
 	"github.com/cephdpdkd/cephdpdkd/roce/app"
+	"github.com/cephdpdkd/cephdpdkd/roce/cephrdma"
 	"github.com/cephdpdkd/cephdpdkd/roce/cm"
 	"github.com/cephdpdkd/cephdpdkd/roce/ping"
 )
@@ -48,6 +51,11 @@ type Node struct {
 	services map[uint16]app.Service
 	order    []app.Service
 	clients  []*ping.Client
+
+	ceph      *cephrdma.Stack
+	cephSvcs  []app.SessionService
+	listeners []net.Listener
+	serving   sync.WaitGroup
 }
 
 var _ dispatch.Consumer = (*Node)(nil)
@@ -106,6 +114,11 @@ func New(cfg Config) (_ *Node, err error) {
 		n.order = append(n.order, svc)
 		n.log.Info("RoCE listener", "addr", r.Address.Addr(), "port", l.Port, "app", l.App)
 	}
+	if len(r.CephTCP) > 0 {
+		if err := n.startCeph(r); err != nil {
+			return nil, err
+		}
+	}
 	n.log.Info("RoCE endpoint up", "addr", r.Address.Addr(), "mac", net.HardwareAddr(mac[:]).String(), "mtu", r.MTU)
 	return n, nil
 }
@@ -126,6 +139,49 @@ func (n *Node) newService(r *config.RoCE, l config.RoCEListener) (app.Service, e
 	return nil, fmt.Errorf("unknown app %q", l.App)
 }
 
+// startCeph serves Ceph async+rdma's QP record exchange on each
+// configured TCP address; the sessions it sets up go to the listener's
+// built-in service.
+func (n *Node) startCeph(r *config.RoCE) error {
+	cfg := cephrdma.DefaultConfig()
+	cfg.Resolver = n.cm
+	cfg.MaxConns = r.MaxSessions
+	cfg.Session.BufferSize = r.BufferSize
+	cfg.Session.SendBuffers, cfg.Session.RecvBuffers = r.SendBuffers, r.RecvBuffers
+	cfg.Session.Allocator = n.mem
+	cfg.Session.MinRNRTimer = r.RNRTimer
+	// Ceph asks for unlimited retries; a vanished peer must still free
+	// its QP, buffers and mbufs.
+	cfg.Session.RetryCount = min(r.RetryCount, 6)
+	cfg.OnError = func(peer netip.AddrPort, err error) { n.log.Warn("Ceph async+rdma connection failed", "peer", peer, "err", err) }
+	var err error
+	if n.ceph, err = cephrdma.New(n.ep, cfg); err != nil {
+		return fmt.Errorf("roced: ceph stack: %w", err)
+	}
+	for _, l := range r.CephTCP {
+		ln, err := net.Listen("tcp", l.Listen)
+		if err != nil {
+			return fmt.Errorf("roced: ceph_tcp listen on %s: %w", l.Listen, err)
+		}
+		ec := app.EchoConfig{BufferSize: r.BufferSize}
+		var svc app.SessionService = app.NewEcho(ec)
+		if l.App == config.AppDiscard {
+			svc = app.NewDiscard(ec)
+		}
+		n.listeners = append(n.listeners, ln)
+		n.cephSvcs = append(n.cephSvcs, svc)
+		n.serving.Add(1)
+		go func() {
+			defer n.serving.Done()
+			if err := n.ceph.Serve(ln, svc); err != nil && !errors.Is(err, cephrdma.ErrClosed) && !errors.Is(err, net.ErrClosed) {
+				n.log.Error("Ceph async+rdma listener", "addr", ln.Addr(), "err", err)
+			}
+		}()
+		n.log.Info("Ceph async+rdma listener", "tcp", ln.Addr().String(), "app", l.App)
+	}
+	return nil
+}
+
 // Poll runs the endpoint, the connection manager, the services and the
 // clients once.
 func (n *Node) Poll() int {
@@ -133,6 +189,12 @@ func (n *Node) Poll() int {
 	w := n.cm.Poll(now)
 	for _, s := range n.order {
 		w += s.Poll(now)
+	}
+	if n.ceph != nil {
+		w += n.ceph.Poll(now)
+		for _, s := range n.cephSvcs {
+			w += s.Poll(now)
+		}
 	}
 	if len(n.clients) > 0 {
 		live := n.clients[:0]
@@ -200,8 +262,23 @@ func (n *Node) status() Status {
 	return st
 }
 
-// Collector exports the endpoint's per-QP metrics.
-func (n *Node) Collector() prometheus.Collector { return roce.NewCollector(n.ep) }
+// Collectors export the endpoint's per-QP metrics (cephdpdkd_roce_*), the
+// built-in services' (cephdpdkd_roce_app_*) and the Ceph exchange's
+// (cephdpdkd_roce_ceph_*).
+func (n *Node) Collectors() []prometheus.Collector {
+	srcs := map[string]app.StatsSource{}
+	for port, s := range n.services {
+		srcs[strconv.Itoa(int(port))] = s
+	}
+	for i, s := range n.cephSvcs {
+		srcs["ceph_tcp_"+strconv.Itoa(i)] = s
+	}
+	cs := []prometheus.Collector{roce.NewCollector(n.ep), app.NewCollector(srcs)}
+	if n.ceph != nil {
+		cs = append(cs, cephrdma.NewCollector(map[string]*cephrdma.Stack{"ceph": n.ceph}))
+	}
+	return cs
+}
 
 // Counts returns the frames the node took from its ring and transmitted.
 func (n *Node) Counts() *consumer.Counts { return &n.io.Counts }
@@ -209,6 +286,17 @@ func (n *Node) Counts() *consumer.Counts { return &n.io.Counts }
 // Close shuts the services down, freeing their QPs and buffers, then the
 // endpoint's frame I/O. The poll loop must have stopped.
 func (n *Node) Close() {
+	for _, ln := range n.listeners {
+		ln.Close()
+	}
+	n.listeners = nil
+	if n.ceph != nil {
+		if err := n.ceph.Close(); err != nil {
+			n.log.Warn("Ceph async+rdma shutdown", "err", err)
+		}
+		n.serving.Wait()
+		n.ceph = nil
+	}
 	for _, s := range n.order {
 		if err := s.Shutdown(); err != nil {
 			n.log.Warn("RoCE service shutdown", "err", err)

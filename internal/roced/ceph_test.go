@@ -1,0 +1,218 @@
+package roced_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/cephdpdkd/cephdpdkd/internal/config"
+	"github.com/cephdpdkd/cephdpdkd/internal/daemon"
+	"github.com/cephdpdkd/cephdpdkd/mempool"
+	"github.com/cephdpdkd/cephdpdkd/pmd"
+	"github.com/cephdpdkd/cephdpdkd/roce"
+	"github.com/cephdpdkd/cephdpdkd/roce/cephrdma"
+	"github.com/cephdpdkd/cephdpdkd/roce/cm"
+)
+
+// portIO is a roce.PacketIO straight on a DPDK port queue, for a test
+// peer driven from the test goroutine.
+type portIO struct {
+	port    *pmd.Port
+	pool    *mempool.Pool
+	burst   *pmd.Burst
+	scratch pmd.TxScratch
+}
+
+func (p *portIO) RecvBurst(frames [][]byte) int {
+	p.burst.FreeAll()
+	n := min(p.burst.RxBurst(p.port.ID(), 0), len(frames))
+	for i := range n {
+		frames[i] = p.burst.Frame(i)
+	}
+	return n
+}
+
+func (p *portIO) SendBurst(frames [][]byte) int {
+	return pmd.TxCopy(p.port.ID(), 0, p.pool.Pointer(), frames, &p.scratch)
+}
+
+// A Ceph async+rdma client exchanges QP records with the daemon over TCP,
+// then runs its session over RC through the daemon's DPDK port (net_memif
+// to a second port in this process): the echo service sends every byte
+// back.
+func TestCephAsyncRDMAOverDPDK(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "memif.sock")
+	// RoCE addresses double as the TCP addresses of the exchange, so the
+	// GID in each record matches the TCP peer as Ceph requires; on the
+	// memif link they are just labels.
+	const daemonIP, peerIP = "127.0.0.3", "127.0.0.2"
+	y := fmt.Sprintf(`
+port: {name: ceph, device: "net_memif60,role=server,socket=%s"}
+services:
+  - {name: roce, ring_size: 4096, consumer: {type: roce}}
+  - {name: unclaimed}
+default_service: unclaimed
+roce:
+  service: roce
+  address: %s
+  buffer_size: 65536
+  send_buffers: 8
+  recv_buffers: 8
+  ceph_tcp:
+    - {listen: "%s:16800", app: echo}
+metrics: {listen: "off"}
+`, sock, daemonIP, daemonIP)
+	cfg, err := config.Parse([]byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := daemon.NewPlan(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := daemon.Start(plan, daemon.Options{EAL: testEAL, Logger: slog.New(slog.NewTextHandler(logWriter{t}, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := d.Stop(context.Background()); err != nil {
+			t.Errorf("daemon stop (leak check): %v", err)
+		}
+	}()
+
+	// The peer: a second port on the same memif socket.
+	pool, err := mempool.New(mempool.Config{Name: "ceph_peer", Size: 4095, CacheSize: 0, DataRoom: 2176, Socket: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := pool.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	dev := "net_memif61,role=client,socket=" + sock
+	if err := pmd.ProbeDevice(dev); err != nil {
+		t.Fatal(err)
+	}
+	port, err := pmd.OpenPort("net_memif61")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := port.Configure(pmd.PortConfig{RxQueues: 1, TxQueues: 1, RxDescriptors: 512, TxDescriptors: 512}, pool.Pointer()); err != nil {
+		t.Fatal(err)
+	}
+	if err := port.Start(); err != nil {
+		t.Fatal(err)
+	}
+	burst, err := pmd.NewBurst(32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		burst.Free()
+		port.Stop()
+		port.Close()
+		pmd.RemoveDevice(dev)
+	}()
+	io := &portIO{port: port, pool: pool, burst: burst}
+	ep, err := roce.NewEndpoint(roce.EndpointConfig{MAC: [6]byte{2, 0, 0x7f, 0, 0, 2}, IP: netip.MustParseAddr(peerIP), IO: io})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := cm.New(ep, cm.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := cephrdma.DefaultConfig()
+	sc.Resolver = mgr
+	sc.Session.BufferSize, sc.Session.SendBuffers, sc.Session.RecvBuffers = 65536, 8, 8
+	sc.Dialer = net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(peerIP)}}
+	stack, err := cephrdma.New(ep, sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stack.Close()
+
+	waitLink := time.Now().Add(10 * time.Second)
+	for l, _ := port.Link(); !l.Up; l, _ = port.Link() {
+		if time.Now().After(waitLink) {
+			t.Fatal("memif link did not come up")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	poll := func() {
+		now := time.Now()
+		mgr.Poll(now)
+		stack.Poll(now)
+	}
+	var conn *cephrdma.Conn
+	var dialErr error
+	dialed := false
+	poll()
+	if err := stack.Dial(daemonIP+":16800", func(c *cephrdma.Conn, err error) { conn, dialErr, dialed = c, err, true }); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for !dialed {
+		if time.Now().After(deadline) {
+			t.Fatal("exchange did not finish")
+		}
+		poll()
+	}
+	if dialErr != nil {
+		t.Fatalf("dial: %v", dialErr)
+	}
+	local, remote := conn.Records()
+	t.Logf("QP records: ours qpn %d psn %#x, daemon's qpn %d psn %#x", local.QPN, local.PSN, remote.QPN, remote.PSN)
+
+	s := conn.Session()
+	msg := make([]byte, 1<<20)
+	for i := range msg {
+		msg[i] = byte(i*13 + i>>8)
+	}
+	got := make([]byte, 0, len(msg))
+	buf := make([]byte, 64<<10)
+	sent := 0
+	deadline = time.Now().Add(60 * time.Second)
+	for len(got) < len(msg) {
+		if time.Now().After(deadline) {
+			t.Fatalf("echo stalled: sent %d, received %d", sent, len(got))
+		}
+		if sent < len(msg) {
+			n, err := s.Send(msg[sent:])
+			if err != nil && !errors.Is(err, roce.ErrWouldBlock) {
+				t.Fatal(err)
+			}
+			sent += n
+		}
+		poll()
+		for {
+			n, err := s.Recv(buf)
+			if errors.Is(err, roce.ErrWouldBlock) {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, buf[:n]...)
+		}
+	}
+	if !bytes.Equal(got, msg) {
+		t.Fatal("echoed stream differs")
+	}
+	if err := conn.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end) && ep.NumQPs() > 0; {
+		poll()
+	}
+	t.Logf("1 MiB echoed through the Ceph async+rdma session over the DPDK port")
+}
