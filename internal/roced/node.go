@@ -153,7 +153,9 @@ func (n *Node) startCeph(r *config.RoCE) error {
 	// Ceph asks for unlimited retries; a vanished peer must still free
 	// its QP, buffers and mbufs.
 	cfg.Session.RetryCount = min(r.RetryCount, 6)
-	cfg.OnError = func(peer netip.AddrPort, err error) { n.log.Warn("Ceph async+rdma connection failed", "peer", peer, "err", err) }
+	cfg.OnError = func(peer netip.AddrPort, err error) {
+		n.log.Warn("Ceph async+rdma connection failed", "peer", peer, "err", err)
+	}
 	var err error
 	if n.ceph, err = cephrdma.New(n.ep, cfg); err != nil {
 		return fmt.Errorf("roced: ceph stack: %w", err)
