@@ -25,12 +25,12 @@ echo "== all packages"
 go test -count=1 -timeout 15m ./...
 
 echo "== fuzz (short)"
-fuzztime="${FUZZTIME:-10s}"
+fuzztime="${FUZZTIME:-5s}"
 for pkg in $(go list ./...); do
 	dir=$(go list -f '{{.Dir}}' "$pkg")
 	for f in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/^func //'); do
 		echo "-- $pkg $f"
-		go test -run '^$' -fuzz "^$f\$" -fuzztime "$fuzztime" "$pkg"
+		go test -run '^$' -fuzz "^$f\$" -fuzztime "$fuzztime" -fuzzminimizetime 2s "$pkg"
 	done
 done
 echo "== all tests passed"
