@@ -7,6 +7,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/cephdpdkd/cephdpdkd/dispatch/classify"
 	"github.com/cephdpdkd/cephdpdkd/pmd"
 )
 
@@ -64,7 +65,7 @@ type localCounts struct {
 	queuePackets, queueBytes []uint64
 	svcPackets, svcBytes     []uint64
 	svcDrops                 []uint64
-	malformed                [NumReasons]uint64
+	malformed                [classify.NumReasons]uint64
 }
 
 // Poller is one poll loop: it receives bursts from its RX queues,
@@ -76,7 +77,7 @@ type Poller struct {
 	port       uint16
 	queues     []QueueStats
 	bursts     []*pmd.Burst // one per RX queue: received, not yet classified
-	classifier *Classifier
+	classifier *classify.Classifier
 	services   []*Service // indexed by service number (all of them)
 	loop       *loop
 	owned      []*Service // services whose consumers run here
@@ -89,7 +90,7 @@ type Poller struct {
 	local        localCounts
 	sincePublish int
 
-	malformed [NumReasons]atomic.Uint64
+	malformed [classify.NumReasons]atomic.Uint64
 	busyNanos atomic.Uint64
 	loopNanos atomic.Uint64
 	idlePolls atomic.Uint64
@@ -106,7 +107,7 @@ type PollerConfig struct {
 	Port       uint16
 	Queues     []uint16
 	BurstSize  int
-	Classifier *Classifier
+	Classifier *classify.Classifier
 	Services   []*Service // all services, indexed as the classifier's verdicts
 	Owned      []int      // indexes of the services whose consumers run on this loop
 }
@@ -280,7 +281,7 @@ func (p *Poller) publish() {
 		s.Stats.Drops.Add(l.svcDrops[i])
 		l.svcPackets[i], l.svcBytes[i], l.svcDrops[i] = 0, 0, 0
 	}
-	for r := ReasonNone + 1; r < NumReasons; r++ {
+	for r := classify.ReasonNone + 1; r < classify.NumReasons; r++ {
 		p.malformed[r].Store(l.malformed[r])
 	}
 	for _, n := range p.natives {
@@ -315,7 +316,7 @@ func (p *Poller) Owned() []*Service { return p.owned }
 func (p *Poller) Queues() []QueueStats { return p.queues }
 
 // Malformed returns the count of malformed frames seen for a reason.
-func (p *Poller) Malformed(r Reason) uint64 { return p.malformed[r].Load() }
+func (p *Poller) Malformed(r classify.Reason) uint64 { return p.malformed[r].Load() }
 
 // BusyRatio returns the busy and total nanoseconds the loop has spent,
 // where busy time is iterations that handled at least one packet.

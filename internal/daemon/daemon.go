@@ -13,6 +13,7 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/configs"
 	"github.com/cephdpdkd/cephdpdkd/consumer"
 	"github.com/cephdpdkd/cephdpdkd/dispatch"
+	"github.com/cephdpdkd/cephdpdkd/dispatch/classify"
 	"github.com/cephdpdkd/cephdpdkd/internal/config"
 	"github.com/cephdpdkd/cephdpdkd/internal/metrics"
 	"github.com/cephdpdkd/cephdpdkd/internal/roced"
@@ -392,7 +393,7 @@ func (d *Daemon) Snapshot() metrics.Snapshot {
 	if d.pool != nil {
 		s.Pools = append(s.Pools, metrics.Pool{Name: d.pool.Name(), Size: d.pool.Size(), Available: d.pool.Available(), InUse: d.pool.InUse()})
 	}
-	for r := dispatch.Reason(1); r < dispatch.NumReasons; r++ {
+	for r := classify.Reason(1); r < classify.NumReasons; r++ {
 		var n uint64
 		for _, p := range d.pollers {
 			n += p.Malformed(r)

@@ -3,7 +3,7 @@ package daemon
 import (
 	"fmt"
 
-	"github.com/cephdpdkd/cephdpdkd/dispatch"
+	"github.com/cephdpdkd/cephdpdkd/dispatch/classify"
 	"github.com/cephdpdkd/cephdpdkd/internal/config"
 	"github.com/cephdpdkd/cephdpdkd/mempool"
 )
@@ -11,7 +11,7 @@ import (
 // Plan is a configuration resolved into what the data path will build.
 type Plan struct {
 	Config     *config.Config
-	Classifier *dispatch.Classifier
+	Classifier *classify.Classifier
 	Demand     mempool.Demand
 	PoolSize   int
 }
@@ -21,25 +21,25 @@ func NewPlan(cfg *config.Config) (*Plan, error) {
 	// The RoCE endpoint's rules come first: its frames must not fall to a
 	// broader configured rule.
 	all := append(cfg.RoCERules(), cfg.Rules...)
-	rules := make([]dispatch.Rule, len(all))
+	rules := make([]classify.Rule, len(all))
 	for i, r := range all {
-		dr := dispatch.Rule{
+		dr := classify.Rule{
 			Service:   cfg.ServiceIndex(r.Service),
 			EtherType: uint16(r.EtherType),
 			Proto:     uint8(r.Protocol),
 		}
 		for _, p := range r.DstPorts {
-			dr.DstPorts = append(dr.DstPorts, dispatch.PortRange{Lo: p.Lo, Hi: p.Hi})
+			dr.DstPorts = append(dr.DstPorts, classify.PortRange{Lo: p.Lo, Hi: p.Hi})
 		}
 		for _, p := range r.SrcPorts {
-			dr.SrcPorts = append(dr.SrcPorts, dispatch.PortRange{Lo: p.Lo, Hi: p.Hi})
+			dr.SrcPorts = append(dr.SrcPorts, classify.PortRange{Lo: p.Lo, Hi: p.Hi})
 		}
 		for _, p := range r.DstCIDRs {
 			dr.DstPrefixes = append(dr.DstPrefixes, p.Prefix)
 		}
 		rules[i] = dr
 	}
-	cls, err := dispatch.Compile(rules, len(cfg.Services), cfg.ServiceIndex(cfg.DefaultService))
+	cls, err := classify.Compile(rules, len(cfg.Services), cfg.ServiceIndex(cfg.DefaultService))
 	if err != nil {
 		return nil, fmt.Errorf("daemon: rules: %w", err)
 	}

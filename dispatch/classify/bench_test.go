@@ -1,4 +1,4 @@
-package dispatch
+package classify
 
 import (
 	"bufio"
@@ -13,7 +13,7 @@ import (
 )
 
 // samplePcap is the capture the daemon's default configuration replays.
-const samplePcap = "../configs/sample/ceph-node.pcap"
+const samplePcap = "../../configs/sample/ceph-node.pcap"
 
 // sampleFrames returns the frames of samplePcap.
 func sampleFrames(tb testing.TB) [][]byte {

@@ -1,4 +1,4 @@
-package dispatch
+package classify
 
 import (
 	"math/bits"

@@ -1,4 +1,4 @@
-package dispatch
+package classify
 
 import (
 	"errors"
@@ -427,7 +427,7 @@ func TestCompileErrors(t *testing.T) {
 			if !errors.Is(err, tt.is) {
 				t.Errorf("error %q is not %v", err, tt.is)
 			}
-			if !strings.Contains(err.Error(), tt.msg) || !strings.HasPrefix(err.Error(), "dispatch: ") {
+			if !strings.Contains(err.Error(), tt.msg) || !strings.HasPrefix(err.Error(), "classify: ") {
 				t.Errorf("error %q does not say %q", err, tt.msg)
 			}
 			var re *RuleError

@@ -1,4 +1,4 @@
-package dispatch
+package classify
 
 import (
 	"errors"
@@ -34,7 +34,7 @@ type RuleError struct {
 	Err   error // what is wrong with it
 }
 
-func (e *RuleError) Error() string { return fmt.Sprintf("dispatch: rule %d: %v", e.Index, e.Err) }
+func (e *RuleError) Error() string { return fmt.Sprintf("classify: rule %d: %v", e.Index, e.Err) }
 
 func (e *RuleError) Unwrap() []error { return []error{e.Err, ErrInvalidRule} }
 
@@ -97,13 +97,13 @@ type Classifier struct {
 // that wrap ErrInvalidRule.
 func Compile(rules []Rule, numServices, defaultService int) (*Classifier, error) {
 	if numServices < 1 {
-		return nil, fmt.Errorf("dispatch: %d services, need at least 1: %w", numServices, ErrServiceRange)
+		return nil, fmt.Errorf("classify: %d services, need at least 1: %w", numServices, ErrServiceRange)
 	}
 	if defaultService < 0 || defaultService >= numServices {
-		return nil, fmt.Errorf("dispatch: default service %d not in [0, %d): %w", defaultService, numServices, ErrServiceRange)
+		return nil, fmt.Errorf("classify: default service %d not in [0, %d): %w", defaultService, numServices, ErrServiceRange)
 	}
 	if len(rules) > MaxRules {
-		return nil, fmt.Errorf("dispatch: %d rules given, at most %d are supported: %w", len(rules), MaxRules, ErrTooManyRules)
+		return nil, fmt.Errorf("classify: %d rules given, at most %d are supported: %w", len(rules), MaxRules, ErrTooManyRules)
 	}
 	for i := range rules {
 		if err := validateRule(&rules[i], numServices); err != nil {

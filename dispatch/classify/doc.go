@@ -1,0 +1,21 @@
+// Package classify decides which service a received frame belongs to.
+//
+// Parse reads Ethernet, VLAN, ARP, IPv4, IPv6 (with its common extension
+// headers), TCP and UDP headers straight from frame memory, without
+// copying and without allocating, and names the reason when a frame is
+// malformed. A Classifier matches a frame against an ordered list of
+// rules; the first matching rule (lowest index) wins, and a frame no rule
+// claims, or one whose headers are malformed, goes to the default service.
+//
+// Rules are compiled once, at start, into lookup tables: one table per
+// header field maps the field's value to the set of rules that accept it,
+// held as the bits of a uint64, and the winner is the lowest bit of the
+// intersection. A fast path handles well-formed untagged or singly tagged
+// IPv4, IPv6 without extension headers and ARP with a protocol lookup and
+// one lookup per port (fast.go); anything else goes through the full
+// parser. Either way the cost is bounded whether there are 4 rules or 64.
+//
+// The package is plain Go with no cgo: the poll loop in package dispatch
+// calls Classify on frames it reads from mbuf memory. A compiled
+// Classifier is immutable and safe for concurrent use.
+package classify
