@@ -224,6 +224,18 @@ func TestRxeInterop(t *testing.T) {
 		t.Logf("roce-ping → ucmatose: %d messages each way in %v", res.Received, res.Elapsed)
 	})
 	t.Run("reference rxe to rxe", func(t *testing.T) {
+		srv, err := g2.Start("rdma_server -p 7489")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := g2.WaitListen(ctx, 7489); err != nil {
+			t.Fatal(err)
+		}
+		out := run(g1, "time -p rdma_client -s "+g2IP+" -p 7489")
+		srv.Wait(ctx)
+		if d, err := rxeguest.ParseTimeP(out); err == nil {
+			t.Logf("reference rdma_client rxe→rxe: %v", d)
+		}
 		for _, size := range []int{4096, 65536} {
 			port := 7490 + size%7
 			srv, err := g2.Start(fmt.Sprintf("ucmatose -p %d -S %d", port, size))
