@@ -3,7 +3,6 @@ package mempool_test
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"hash/crc32"
 	"net/netip"
 	"os"
@@ -18,17 +17,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	e, err := testenv.StartEAL("mempool")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "mempool tests need DPDK:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	if err := e.Close(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		code = 1
-	}
-	os.Exit(code)
+	os.Exit(testenv.RunWithEAL(m, "mempool", nil))
 }
 
 func TestPoolCountsAndLeakCheck(t *testing.T) {

@@ -2,7 +2,6 @@ package pmd_test
 
 import (
 	"bytes"
-	"fmt"
 	"os"
 	"testing"
 
@@ -12,17 +11,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	e, err := testenv.StartEAL("pmd")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "pmd tests need DPDK:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	if err := e.Close(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		code = 1
-	}
-	os.Exit(code)
+	os.Exit(testenv.RunWithEAL(m, "pmd", nil))
 }
 
 // openPort hot-plugs a vdev and configures it with one queue pair.

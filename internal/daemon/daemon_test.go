@@ -26,18 +26,7 @@ import (
 var testEAL *pmd.EAL
 
 func TestMain(m *testing.M) {
-	var err error
-	testEAL, err = testenv.StartEAL("daemon")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "daemon tests need DPDK:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	if err := testEAL.Close(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		code = 1
-	}
-	os.Exit(code)
+	os.Exit(testenv.RunWithEAL(m, "daemon", &testEAL))
 }
 
 // cephConfig is the default Ceph rule set on the given device.

@@ -31,17 +31,7 @@ func TestMain(m *testing.M) {
 		fmt.Println("roced tests need root (DPDK, network namespaces, qemu): skipped")
 		os.Exit(0)
 	}
-	var err error
-	if testEAL, err = testenv.StartEAL("roced"); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	if err := testEAL.Close(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		code = 1
-	}
-	os.Exit(code)
+	os.Exit(testenv.RunWithEAL(m, "roced", &testEAL))
 }
 
 const (

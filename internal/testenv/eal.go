@@ -3,6 +3,7 @@ package testenv
 import (
 	"fmt"
 	"os"
+	"testing"
 
 	"github.com/cephdpdkd/cephdpdkd/pmd"
 )
@@ -26,4 +27,24 @@ func StartEAL(name string) (*pmd.EAL, error) {
 		FilePrefix: fmt.Sprintf("cdd-test-%s-%d", name, os.Getpid()),
 		ExtraArgs:  []string{"--log-level=*:warning"},
 	})
+}
+
+// RunWithEAL is a TestMain body for packages whose tests use DPDK: it
+// starts the test EAL, runs the tests with it, closes it, and returns the
+// exit code. A failed EAL start is reported and fails the run.
+func RunWithEAL(m *testing.M, name string, eal **pmd.EAL) int {
+	e, err := StartEAL(name)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s tests need DPDK: %v\n", name, err)
+		return 1
+	}
+	if eal != nil {
+		*eal = e
+	}
+	code := m.Run()
+	if err := e.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
+	return code
 }

@@ -347,6 +347,26 @@ func (m *CMRep) Encode(mad []byte) {
 	copy(d[36:232], m.PrivateData[:])
 }
 
+// RTU and DREP carry the same fields: the two communication IDs and
+// private data.
+func decodeCommIDs(mad []byte, local, remote *uint32, priv *[224]byte) error {
+	d, err := cmData(mad)
+	if err != nil {
+		return err
+	}
+	*local = binary.BigEndian.Uint32(d[0:4])
+	*remote = binary.BigEndian.Uint32(d[4:8])
+	copy(priv[:], d[8:232])
+	return nil
+}
+
+func encodeCommIDs(mad []byte, local, remote uint32, priv *[224]byte) {
+	d := cmDataOut(mad)
+	binary.BigEndian.PutUint32(d[0:4], local)
+	binary.BigEndian.PutUint32(d[4:8], remote)
+	copy(d[8:232], priv[:])
+}
+
 // CMRtu is a Ready To Use (IBA table 111).
 type CMRtu struct {
 	LocalCommID  uint32
@@ -359,22 +379,12 @@ func (m *CMRtu) AttrID() uint16 { return AttrRTU }
 
 // Decode reads an RTU from a MAD.
 func (m *CMRtu) Decode(mad []byte) error {
-	d, err := cmData(mad)
-	if err != nil {
-		return err
-	}
-	m.LocalCommID = binary.BigEndian.Uint32(d[0:4])
-	m.RemoteCommID = binary.BigEndian.Uint32(d[4:8])
-	copy(m.PrivateData[:], d[8:232])
-	return nil
+	return decodeCommIDs(mad, &m.LocalCommID, &m.RemoteCommID, &m.PrivateData)
 }
 
 // Encode writes m as the attribute data of mad.
 func (m *CMRtu) Encode(mad []byte) {
-	d := cmDataOut(mad)
-	binary.BigEndian.PutUint32(d[0:4], m.LocalCommID)
-	binary.BigEndian.PutUint32(d[4:8], m.RemoteCommID)
-	copy(d[8:232], m.PrivateData[:])
+	encodeCommIDs(mad, m.LocalCommID, m.RemoteCommID, &m.PrivateData)
 }
 
 // CMDreq is a Disconnect Request (IBA table 112). RemoteQPN must be the
@@ -423,22 +433,12 @@ func (m *CMDrep) AttrID() uint16 { return AttrDREP }
 
 // Decode reads a DREP from a MAD.
 func (m *CMDrep) Decode(mad []byte) error {
-	d, err := cmData(mad)
-	if err != nil {
-		return err
-	}
-	m.LocalCommID = binary.BigEndian.Uint32(d[0:4])
-	m.RemoteCommID = binary.BigEndian.Uint32(d[4:8])
-	copy(m.PrivateData[:], d[8:232])
-	return nil
+	return decodeCommIDs(mad, &m.LocalCommID, &m.RemoteCommID, &m.PrivateData)
 }
 
 // Encode writes m as the attribute data of mad.
 func (m *CMDrep) Encode(mad []byte) {
-	d := cmDataOut(mad)
-	binary.BigEndian.PutUint32(d[0:4], m.LocalCommID)
-	binary.BigEndian.PutUint32(d[4:8], m.RemoteCommID)
-	copy(d[8:232], m.PrivateData[:])
+	encodeCommIDs(mad, m.LocalCommID, m.RemoteCommID, &m.PrivateData)
 }
 
 // CMRej is a Reject (IBA table 108). MsgRejected is 2 bits (CMMsgReq,
