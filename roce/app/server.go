@@ -50,7 +50,23 @@ type conn struct {
 	closed bool
 	err    error
 	stall  stallClock
+	// quietSince is when the connection last made progress; a connection
+	// quiet for probeInterval gets a liveness probe.
+	quietSince time.Time
 }
+
+// probeInterval is how long a connection may be quiet before the server
+// checks that its peer is still there. RDMA has no keepalive: a server
+// waiting for a peer that vanished would wait forever, holding the QP and
+// its buffers. A zero-length RDMA WRITE touches no memory and needs no
+// R_Key (IBA C9-88), consumes no receive at the peer, and is
+// acknowledged; from a vanished peer it is not, the transport's retry
+// limit fails the QP, and the connection is torn down.
+const probeInterval = 2 * time.Second
+
+// probeWRID marks liveness probes; they are unsignaled, so only a
+// failure completes them.
+const probeWRID = ^uint64(0)
 
 func newServer(name string, ep *roce.Endpoint, alloc roce.Allocator, maxConns int, stall time.Duration) (*server, error) {
 	if ep == nil {
@@ -164,6 +180,12 @@ func (s *server) poll(now time.Time) int {
 		}
 		n, complete, err := c.proto.poll(now)
 		work += n
+		if n > 0 || c.quietSince.IsZero() {
+			c.quietSince = now
+		} else if now.Sub(c.quietSince) >= probeInterval && c.res.qp.State() == roce.QPStateRTS {
+			c.quietSince = now
+			s.probe(c)
+		}
 		switch {
 		case err != nil:
 			s.finish(c, fmt.Errorf("app: %s on qp %d: %w", s.name, c.res.qp.QPN(), err))
@@ -186,6 +208,15 @@ func (s *server) poll(now time.Time) int {
 	}
 	s.ended = s.ended[:0]
 	return work
+}
+
+// probe posts a liveness probe on c's reserved send slot.
+func (s *server) probe(c *conn) {
+	if c.res.qp.SendQueueFree() == 0 {
+		return // traffic in flight: the transport is watching the peer
+	}
+	// An error means the QP is failing, which the next poll sees.
+	c.res.qp.PostSend(&roce.SendWR{ID: probeWRID, Opcode: roce.WRRDMAWrite})
 }
 
 func (s *server) shutdown() error {

@@ -168,6 +168,7 @@ func newQPResources(ep *roce.Endpoint, pd *roce.PD, alloc roce.Allocator, memSiz
 
 func (r *qpResources) setup(ep *roce.Endpoint, pd *roce.PD, memSize int, qc roce.QPCap) error {
 	var err error
+	qc.MaxSendWR++ // a slot of its own for liveness probes (server.probe)
 	if r.mem, err = r.alloc.Alloc(memSize); err != nil {
 		return err
 	}
