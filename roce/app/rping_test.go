@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/cephdpdkd/cephdpdkd/roce"
 	"github.com/cephdpdkd/cephdpdkd/roce/app"
@@ -271,5 +272,49 @@ func TestRPingInfo(t *testing.T) {
 	}
 	if err := (&app.RPingInfo{}).Encode(make([]byte, 15)); err == nil {
 		t.Error("Encode into 15 bytes succeeded")
+	}
+}
+
+// TestQuietPeerVanishes: a client that vanishes while the server waits
+// for it (nothing in flight, no stall timeout) is found by the liveness
+// probe: the probe is not acknowledged, the QP fails after its retries,
+// and the connection ends instead of holding its QP and buffers forever.
+func TestQuietPeerVanishes(t *testing.T) {
+	n := newTestNet(t, memlink.Config{})
+	alloc := &roce.HeapAllocator{}
+	srv, err := app.NewRPingServer(n.srv, app.RPingConfig{Allocator: alloc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.pollers = append(n.pollers, srv.Poll)
+	var d doneRecorder
+	sqp, _ := srv.Accept(d.done)
+	c := newRPingClient(t, n, 64)
+	cp := defaultCM()
+	cp.retry = 6 // what roce/cm gives our QPs: 7 would retry forever
+	n.connect(sqp, c.p.qp, cp)
+	srv.Established(sqp)
+	c.p.destroy(t) // gone before sending anything: the server just waits
+	// Services keep no timers of their own: the daemon polls them
+	// continuously, so step the clock as its loop would.
+	start := n.now
+	for i := 0; i < 100_000 && d.calls == 0; i++ {
+		n.poll()
+		n.now = n.now.Add(time.Millisecond)
+	}
+	if d.err == nil || !errors.Is(sqp.Err(), roce.ErrRetryExceeded) {
+		t.Errorf("done with %v, qp error %v; want the retry limit", d.err, sqp.Err())
+	}
+	if took := n.now.Sub(start); took > time.Minute {
+		t.Errorf("vanished peer found after %v", took)
+	}
+	if err := srv.Close(sqp); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	if alloc.InUse() != 0 {
+		t.Errorf("%d bytes still allocated", alloc.InUse())
 	}
 }
