@@ -11,7 +11,8 @@ import (
 // QPState is the state of a queue pair.
 type QPState uint8
 
-// QP states. SQD and SQE are not implemented.
+// QP states. The send-queue-drain states SQD and SQE are not supported:
+// nothing here drains a send queue on request.
 const (
 	QPStateReset QPState = iota
 	QPStateInit

@@ -18,6 +18,8 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv/netcmd"
 )
 
 // Network namespace helpers give tests a kernel peer on the far side of a
@@ -103,10 +105,10 @@ func NewVethNS(t testing.TB, peerAddr netip.Prefix) *VethNS {
 func (v *VethNS) nsPath() string { return "/run/netns/" + v.NS }
 
 func (v *VethNS) create() error {
-	if err := ip("netns", "add", v.NS); err != nil {
+	if err := netcmd.IP("netns", "add", v.NS); err != nil {
 		return err
 	}
-	if err := ip("link", "add", v.HostIf, "type", "veth", "peer", "name", v.PeerIf, "netns", v.NS); err != nil {
+	if err := netcmd.IP("link", "add", v.HostIf, "type", "veth", "peer", "name", v.PeerIf, "netns", v.NS); err != nil {
 		return err
 	}
 
@@ -117,18 +119,18 @@ func (v *VethNS) create() error {
 		{"/proc/sys/net/ipv6/conf/" + v.HostIf + "/disable_ipv6", "1"},
 		{"/proc/sys/net/ipv4/conf/" + v.HostIf + "/forwarding", "0"},
 	} {
-		if err := writeSysctl(s.path, s.value); err != nil {
+		if err := netcmd.WriteSysctl(s.path, s.value); err != nil {
 			return err
 		}
 	}
-	if err := ip("link", "set", "dev", v.HostIf, "arp", "off", "promisc", "on", "up"); err != nil {
+	if err := netcmd.IP("link", "set", "dev", v.HostIf, "arp", "off", "promisc", "on", "up"); err != nil {
 		return err
 	}
 
 	v6 := v.PeerAddr.IsValid() && v.PeerAddr.Addr().Is6()
 	if err := v.Do(func() error {
 		if !v6 {
-			return writeSysctl("/proc/sys/net/ipv6/conf/"+v.PeerIf+"/disable_ipv6", "1")
+			return netcmd.WriteSysctl("/proc/sys/net/ipv6/conf/"+v.PeerIf+"/disable_ipv6", "1")
 		}
 		return nil
 	}); err != nil {
@@ -136,7 +138,7 @@ func (v *VethNS) create() error {
 	}
 	if v6 {
 		// No link-local address: no DAD or router solicitations.
-		if err := ip("-n", v.NS, "link", "set", "dev", v.PeerIf, "addrgenmode", "none"); err != nil {
+		if err := netcmd.IP("-n", v.NS, "link", "set", "dev", v.PeerIf, "addrgenmode", "none"); err != nil {
 			return err
 		}
 	}
@@ -148,10 +150,10 @@ func (v *VethNS) create() error {
 		"rx", "off", "tx", "off", "tso", "off", "gso", "off", "gro", "off").CombinedOutput(); err != nil {
 		return fmt.Errorf("ethtool -K %s: %w: %s", v.PeerIf, err, bytes.TrimSpace(out))
 	}
-	if err := ip("-n", v.NS, "link", "set", "dev", "lo", "up"); err != nil {
+	if err := netcmd.IP("-n", v.NS, "link", "set", "dev", "lo", "up"); err != nil {
 		return err
 	}
-	if err := ip("-n", v.NS, "link", "set", "dev", v.PeerIf, "up"); err != nil {
+	if err := netcmd.IP("-n", v.NS, "link", "set", "dev", v.PeerIf, "up"); err != nil {
 		return err
 	}
 	if v.PeerAddr.IsValid() {
@@ -159,7 +161,7 @@ func (v *VethNS) create() error {
 		if v6 {
 			args = append(args, "nodad")
 		}
-		if err := ip(args...); err != nil {
+		if err := netcmd.IP(args...); err != nil {
 			return err
 		}
 	}
@@ -195,38 +197,16 @@ func (v *VethNS) destroy() error {
 	// Deleting the host end removes both ends at once, even while a socket
 	// elsewhere still holds the namespace alive.
 	if _, err := net.InterfaceByName(v.HostIf); err == nil {
-		if err := ip("link", "del", "dev", v.HostIf); err != nil {
+		if err := netcmd.IP("link", "del", "dev", v.HostIf); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	if _, err := os.Stat(v.nsPath()); err == nil {
-		if err := ip("netns", "del", v.NS); err != nil {
+		if err := netcmd.IP("netns", "del", v.NS); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
-}
-
-func ip(args ...string) error {
-	out, err := exec.Command("ip", args...).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, bytes.TrimSpace(out))
-	}
-	return nil
-}
-
-// writeSysctl writes a /proc/sys file. Network sysctls resolve against the
-// calling thread's namespace, so inside Do they configure the test
-// namespace.
-func writeSysctl(path, value string) error {
-	err := os.WriteFile(path, []byte(value), 0)
-	if errors.Is(err, os.ErrNotExist) && strings.HasPrefix(path, "/proc/sys/net/ipv6/") {
-		return nil // kernel without IPv6: nothing to disable
-	}
-	if err != nil {
-		return fmt.Errorf("sysctl: %w", err)
-	}
-	return nil
 }
 
 // Do runs f on an OS thread that has joined the namespace, and returns its

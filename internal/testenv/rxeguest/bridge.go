@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -15,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv/netcmd"
 )
 
 // NSPrefix starts the name of every network namespace this package
@@ -77,7 +78,7 @@ func NewBridge(t testing.TB, hostAddr netip.Prefix) *Bridge {
 }
 
 func (b *Bridge) create() error {
-	if err := ip("netns", "add", b.NS); err != nil {
+	if err := netcmd.IP("netns", "add", b.NS); err != nil {
 		return err
 	}
 	v6 := b.Addr.IsValid() && b.Addr.Addr().Is6()
@@ -104,7 +105,7 @@ func (b *Bridge) create() error {
 	}
 	steps = append(steps, []string{"-n", b.NS, "link", "set", "dev", b.Name, "up"})
 	for _, s := range steps {
-		if err := ip(s...); err != nil {
+		if err := netcmd.IP(s...); err != nil {
 			return err
 		}
 	}
@@ -119,7 +120,7 @@ func (b *Bridge) destroy() error {
 	if _, err := os.Stat("/run/netns/" + b.NS); err != nil {
 		return nil
 	}
-	return ip("netns", "del", b.NS)
+	return netcmd.IP("netns", "del", b.NS)
 }
 
 // AddTap creates a tap device named name inside the namespace, enslaved to
@@ -130,7 +131,7 @@ func (b *Bridge) AddTap(name string) error {
 		{"-n", b.NS, "link", "set", "dev", name, "master", b.Name},
 		{"-n", b.NS, "link", "set", "dev", name, "up"},
 	} {
-		if err := ip(s...); err != nil {
+		if err := netcmd.IP(s...); err != nil {
 			return fmt.Errorf("rxeguest: tap %s: %w", name, err)
 		}
 	}
@@ -142,7 +143,7 @@ func (b *Bridge) delTap(name string) error {
 	if err := exec.Command("ip", "-n", b.NS, "link", "show", "dev", name).Run(); err != nil {
 		return nil
 	}
-	return ip("-n", b.NS, "link", "del", "dev", name)
+	return netcmd.IP("-n", b.NS, "link", "del", "dev", name)
 }
 
 func (b *Bridge) newTapName() string {
@@ -174,7 +175,7 @@ func (b *Bridge) AddVeth(t testing.TB) (hostIf string, err error) {
 		if _, err := net.InterfaceByName(hostIf); err != nil {
 			return // gone already, with the namespace or never made
 		}
-		if err := ip("link", "del", "dev", hostIf); err != nil {
+		if err := netcmd.IP("link", "del", "dev", hostIf); err != nil {
 			t.Errorf("rxeguest: %v", err)
 		}
 	})
@@ -185,18 +186,18 @@ func (b *Bridge) AddVeth(t testing.TB) (hostIf string, err error) {
 }
 
 func (b *Bridge) addVeth(hostIf, peer string) error {
-	if err := ip("link", "add", "dev", hostIf, "type", "veth", "peer", "name", peer, "netns", b.NS); err != nil {
+	if err := netcmd.IP("link", "add", "dev", hostIf, "type", "veth", "peer", "name", peer, "netns", b.NS); err != nil {
 		return err
 	}
 	for _, s := range []struct{ path, value string }{
 		{"/proc/sys/net/ipv6/conf/" + hostIf + "/disable_ipv6", "1"},
 		{"/proc/sys/net/ipv4/conf/" + hostIf + "/forwarding", "0"},
 	} {
-		if err := writeSysctl(s.path, s.value); err != nil {
+		if err := netcmd.WriteSysctl(s.path, s.value); err != nil {
 			return err
 		}
 	}
-	if err := ip("link", "set", "dev", hostIf, "arp", "off", "promisc", "on", "up"); err != nil {
+	if err := netcmd.IP("link", "set", "dev", hostIf, "arp", "off", "promisc", "on", "up"); err != nil {
 		return err
 	}
 	// Without this the bridge would hand the root-namespace end frames
@@ -205,10 +206,10 @@ func (b *Bridge) addVeth(hostIf, peer string) error {
 	if err := b.Exec("ethtool", "-K", peer, "rx", "off", "tx", "off", "tso", "off", "gso", "off", "gro", "off"); err != nil {
 		return err
 	}
-	if err := ip("-n", b.NS, "link", "set", "dev", peer, "master", b.Name); err != nil {
+	if err := netcmd.IP("-n", b.NS, "link", "set", "dev", peer, "master", b.Name); err != nil {
 		return err
 	}
-	return ip("-n", b.NS, "link", "set", "dev", peer, "up")
+	return netcmd.IP("-n", b.NS, "link", "set", "dev", peer, "up")
 }
 
 // Exec runs a command inside the bridge's namespace.
@@ -217,25 +218,6 @@ func (b *Bridge) Exec(name string, args ...string) error {
 	out, err := exec.Command("ip", argv...).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("in %s: %s %s: %w: %s", b.NS, name, strings.Join(args, " "), err, bytes.TrimSpace(out))
-	}
-	return nil
-}
-
-func ip(args ...string) error {
-	out, err := exec.Command("ip", args...).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, bytes.TrimSpace(out))
-	}
-	return nil
-}
-
-func writeSysctl(path, value string) error {
-	err := os.WriteFile(path, []byte(value), 0)
-	if errors.Is(err, os.ErrNotExist) && strings.HasPrefix(path, "/proc/sys/net/ipv6/") {
-		return nil // kernel without IPv6: nothing to disable
-	}
-	if err != nil {
-		return fmt.Errorf("sysctl: %w", err)
 	}
 	return nil
 }

@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv/netcmd"
 )
 
 // ErrBootFailed reports that a guest's /init could not set up eth0 or rxe0.
@@ -145,7 +147,7 @@ func Boot(ctx context.Context, t testing.TB, b *Bridge, name string, addr netip.
 		return nil, err
 	}
 	if cfg.mtu > 0 {
-		if err := ip("-n", b.NS, "link", "set", "dev", g.Tap, "mtu", strconv.Itoa(cfg.mtu)); err != nil {
+		if err := netcmd.IP("-n", b.NS, "link", "set", "dev", g.Tap, "mtu", strconv.Itoa(cfg.mtu)); err != nil {
 			return nil, fmt.Errorf("rxeguest: guest %s: %w", name, err)
 		}
 	}
