@@ -31,18 +31,8 @@ var (
 // What existed before (another run's, or one killed before its cleanup)
 // does not count.
 func TestMain(m *testing.M) {
-	before := make(map[string]bool)
-	for _, s := range leftovers() {
-		before[s] = true
-	}
 	code := m.Run()
-	var left []string
-	for _, s := range leftovers() {
-		if !before[s] {
-			left = append(left, s)
-		}
-	}
-	if len(left) > 0 {
+	if left := leftovers(); len(left) > 0 {
 		fmt.Fprintf(os.Stderr, "rxeguest: left behind: %s\n", strings.Join(left, ", "))
 		code = 1
 	} else if testing.Verbose() {
@@ -51,38 +41,49 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// leftovers lists qemu processes started by this package (their -name
-// starts with NSPrefix), namespaces named NSPrefix* and root-namespace
-// interfaces named VethPrefix*.
+// ours records the namespaces and interfaces this test binary made, so the
+// leftover check ignores those of other test binaries running at the same
+// time (go test runs packages in parallel).
+var ours names
+
+type names struct {
+	mu   sync.Mutex
+	list []string
+}
+
+func (n *names) add(s string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.list = append(n.list, s)
+}
+
+// leftovers lists qemu processes this binary started that still run, and
+// namespaces and root-namespace interfaces it made that still exist.
 func leftovers() []string {
 	var found []string
-	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	procs, _ := filepath.Glob("/proc/[0-9]*/status")
+	self := fmt.Sprintf("PPid:\t%d\n", os.Getpid())
 	for _, p := range procs {
 		b, err := os.ReadFile(p)
 		if err != nil {
 			continue // exited meanwhile
 		}
-		args := strings.Split(string(b), "\x00")
-		if !strings.HasPrefix(filepath.Base(args[0]), "qemu-system") {
-			continue
-		}
-		for i, a := range args[:len(args)-1] {
-			if a == "-name" && strings.HasPrefix(args[i+1], NSPrefix) {
-				found = append(found, "qemu pid "+filepath.Base(filepath.Dir(p)))
-			}
+		if strings.Contains(string(b), "Name:\tqemu-system") && strings.Contains(string(b), self) {
+			found = append(found, "qemu pid "+filepath.Base(filepath.Dir(p)))
 		}
 	}
-	if ents, err := os.ReadDir("/run/netns"); err == nil {
-		for _, e := range ents {
-			if strings.HasPrefix(e.Name(), NSPrefix) {
-				found = append(found, "namespace "+e.Name())
+	ours.mu.Lock()
+	defer ours.mu.Unlock()
+	for _, n := range ours.list {
+		kind, name, _ := strings.Cut(n, " ")
+		switch kind {
+		case "namespace":
+			if _, err := os.Stat("/run/netns/" + name); err == nil {
+				found = append(found, n)
 			}
-		}
-	}
-	if ifs, err := net.Interfaces(); err == nil {
-		for _, i := range ifs {
-			if strings.HasPrefix(i.Name, VethPrefix) {
-				found = append(found, "interface "+i.Name)
+		case "interface":
+			if _, err := net.InterfaceByName(name); err == nil {
+				found = append(found, n)
 			}
 		}
 	}
@@ -104,6 +105,7 @@ func TestGuests(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	b := NewBridge(t, bridgeAddr)
+	ours.add("namespace " + b.NS)
 	gs := bootAll(ctx, t, b,
 		guestSpec{"g1", g1Addr, nil},
 		guestSpec{"g2", g2Addr, nil},
@@ -301,6 +303,7 @@ func testBackground(ctx context.Context, t *testing.T, g *Guest) {
 // the cleanup removed it.
 func testVeth(ctx context.Context, t *testing.T, b *Bridge, g *Guest) string {
 	hostIf, err := b.AddVeth(t)
+	ours.add("interface " + hostIf)
 	if err != nil {
 		t.Fatal(err)
 	}
