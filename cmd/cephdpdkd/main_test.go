@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -134,5 +135,67 @@ func TestRunStatusAndSIGTERM(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "all mbufs returned") {
 		t.Errorf("no leak check in the log:\n%s", logs.String())
+	}
+}
+
+// hugepages reserves n 2 MiB hugepages and a hugetlbfs mount for the test,
+// restoring what was there at cleanup. It skips when the kernel refuses.
+func hugepages(t *testing.T, n int) string {
+	t.Helper()
+	const knob = "/proc/sys/vm/nr_hugepages"
+	old, err := os.ReadFile(knob)
+	if err != nil {
+		t.Skipf("no hugepage support: %v", err)
+	}
+	if err := os.WriteFile(knob, []byte(strconv.Itoa(n)), 0); err != nil {
+		t.Skipf("cannot reserve hugepages: %v", err)
+	}
+	t.Cleanup(func() { os.WriteFile(knob, old, 0) })
+	got, _ := os.ReadFile(knob)
+	if have, _ := strconv.Atoi(strings.TrimSpace(string(got))); have < n {
+		t.Skipf("kernel reserved %d of %d hugepages", have, n)
+	}
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "hugetlbfs", "nodev", dir).CombinedOutput(); err != nil {
+		t.Skipf("mount hugetlbfs: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", dir).Run() })
+	return dir
+}
+
+// The production memory path: the EAL on hugepages (not --no-huge), the
+// pool and rings in them, and every mbuf back at shutdown.
+func TestRunOnHugepages(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for DPDK and hugepages")
+	}
+	dir := hugepages(t, 256)
+	bin := binary(t)
+	cfg, err := os.ReadFile("../../configs/cephdpdkd.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	y := string(cfg)
+	for from, to := range map[string]string{
+		"no_huge: true":                 "no_huge: false\n  huge_dir: " + dir,
+		"memory_mb: 512":                "memory_mb: 256",
+		"listen: 127.0.0.1:9477":        "listen: \"off\"",
+		"file_prefix: cephdpdkd-sample": fmt.Sprintf("file_prefix: cdd-huge-%d", os.Getpid()),
+	} {
+		if !strings.Contains(y, from) {
+			t.Fatalf("default config lacks %q", from)
+		}
+		y = strings.Replace(y, from, to, 1)
+	}
+	path := filepath.Join(t.TempDir(), "huge.yaml")
+	os.WriteFile(path, []byte(y), 0o600)
+	out, err := exec.Command(bin, "run", "--config", path, "--status=off", "--duration", "3s").CombinedOutput()
+	if err != nil {
+		t.Fatalf("run on hugepages: %v\n%s", err, out)
+	}
+	for _, want := range []string{"hugepages=true", "all mbufs returned", "stopped cleanly"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("log lacks %q:\n%s", want, out)
+		}
 	}
 }
