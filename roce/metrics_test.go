@@ -89,10 +89,14 @@ func TestCollectConcurrently(t *testing.T) {
 	reg.MustRegister(NewCollector(sp.n.a, sp.n.b))
 	stop := make(chan struct{})
 	done := make(chan int)
+	started := make(chan struct{})
 	first := sp.a.QP()
 	go func() {
 		gathers := 0
 		for {
+			if gathers == 1 {
+				close(started)
+			}
 			select {
 			case <-stop:
 				done <- gathers
@@ -107,6 +111,9 @@ func TestCollectConcurrently(t *testing.T) {
 		}
 	}()
 	var ev []Event
+	// The gatherer must be running while the sessions work: on a loaded
+	// machine it may not have been scheduled yet.
+	<-started
 	for i := range 20 {
 		qp, _ := sp.n.newQP(sp.n.pa, defaultQPOpts(), &ev)
 		res := sp.stream(t, 50_000, uint64(i), 7000, 9000)
