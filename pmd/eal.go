@@ -2,7 +2,6 @@ package pmd
 
 import (
 	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 )
@@ -88,11 +87,4 @@ func isPCI(dev string) bool {
 func DeviceName(dev string) string {
 	name, _, _ := strings.Cut(dev, ",")
 	return name
-}
-
-func errno(op string, rc int) error {
-	if rc >= 0 {
-		return nil
-	}
-	return fmt.Errorf("%s: %w", op, Errno(-rc))
 }

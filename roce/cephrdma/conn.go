@@ -187,7 +187,6 @@ func (st *Stack) serveConn(tcp net.Conn, svc app.SessionService) {
 // dialConn runs the client side of the exchange toward addr.
 func (st *Stack) dialConn(c *Conn, addr string) {
 	defer st.wg.Done()
-	peer, _ := netip.ParseAddrPort(addr)
 	fail := func(step string, err error) {
 		st.send(command{kind: cmdFail, c: c, err: fmt.Errorf("cephrdma: client, server %s: %s: %w", addr, step, err)})
 	}
@@ -204,7 +203,8 @@ func (st *Stack) dialConn(c *Conn, addr string) {
 	// track counted this goroutine once more.
 	defer st.wg.Done()
 	defer st.untrack(tcp)
-	if peer, err = peerAddr(tcp); err != nil {
+	peer, err := peerAddr(tcp)
+	if err != nil {
 		fail("peer address", err)
 		return
 	}

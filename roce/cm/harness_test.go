@@ -1,7 +1,6 @@
 package cm
 
 import (
-	"errors"
 	"net/netip"
 	"testing"
 	"time"
@@ -355,5 +354,3 @@ func dropFirst(attr uint16) func(uint16, []byte) bool {
 		return false
 	}
 }
-
-func isErr(err, target error) bool { return errors.Is(err, target) }
