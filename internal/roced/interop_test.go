@@ -213,6 +213,46 @@ func TestRxeInterop(t *testing.T) {
 		}
 		t.Logf("roce-ping → ucmatose: %d messages each way in %v", res.Received, res.Elapsed)
 	})
+	t.Run("cephdpdkd roce-ping CLI to rdma_server", func(t *testing.T) {
+		// The operator's tool as a process of its own: its own EAL and
+		// af_packet port on the same veth, its own endpoint address.
+		bin := filepath.Join(t.TempDir(), "cephdpdkd")
+		if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/cephdpdkd").CombinedOutput(); err != nil {
+			t.Fatalf("build: %v\n%s", err, out)
+		}
+		cfg := fmt.Sprintf(`
+eal: {lcores: "0-1", no_huge: true, memory_mb: 256, file_prefix: cdd-roceping-%d}
+port: {name: ping, device: "net_af_packet0,iface=%s"}
+services:
+  - {name: roce, consumer: {type: roce}}
+  - {name: unclaimed}
+default_service: unclaimed
+roce: {service: roce, address: 10.77.0.3, max_sessions: 2}
+log: {level: warn}
+`, os.Getpid(), hostIf)
+		path := filepath.Join(t.TempDir(), "ping.yaml")
+		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		srv, err := g1.Start("rdma_server -p 7483")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := g1.WaitListen(ctx, 7483); err != nil {
+			t.Fatal(err)
+		}
+		cctx, ccancel := context.WithTimeout(ctx, time.Minute)
+		defer ccancel()
+		out, err := exec.CommandContext(cctx, bin, "roce-ping", "--config", path, "--target", g1IP, "--port", "7483",
+			"-n", "1", "-s", "16", "--mode", "reply").CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "1 sent, 1 received") {
+			t.Errorf("roce-ping: %v\n%s", err, out)
+		}
+		if code, err := srv.Wait(ctx); err != nil || code != 0 {
+			t.Errorf("rdma_server: exit %d, %v", code, err)
+		}
+		t.Logf("roce-ping CLI:\n%s", out)
+	})
 	t.Run("reference rxe to rxe", func(t *testing.T) {
 		srv, err := g2.Start("rdma_server -p 7489")
 		if err != nil {
