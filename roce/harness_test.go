@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cephdpdkd/cephdpdkd/roce/internal/simclock"
 	"github.com/cephdpdkd/cephdpdkd/roce/memlink"
 	"github.com/cephdpdkd/cephdpdkd/roce/wire"
 )
@@ -51,40 +52,13 @@ func (n *testNet) poll() int {
 
 // advance moves the clock to the next timer deadline, if any.
 func (n *testNet) advance() bool {
-	t, ok := n.a.NextDeadline()
-	if tb, okb := n.b.NextDeadline(); okb && (!ok || tb.Before(t)) {
-		t, ok = tb, true
-	}
-	if !ok {
-		return false
-	}
-	if t.After(n.now) {
-		n.now = t
-	}
-	return true
+	return simclock.Advance(&n.now, n.a.NextDeadline, n.b.NextDeadline)
 }
 
-// run polls until done reports true, advancing the clock by a
-// microsecond per busy round and to the next deadline when idle. It
-// fails the test after maxRounds rounds or when nothing can happen.
+// run polls until done reports true (simclock.Run).
 func (n *testNet) run(maxRounds int, done func() bool) {
 	n.tb.Helper()
-	for i := 0; i < maxRounds; i++ {
-		if done() {
-			return
-		}
-		if n.poll() == 0 {
-			if done() {
-				return
-			}
-			if !n.advance() {
-				n.tb.Fatalf("stuck after %d rounds: nothing to do and no timer running", i)
-			}
-			continue
-		}
-		n.now = n.now.Add(time.Microsecond)
-	}
-	n.tb.Fatalf("not done after %d rounds", maxRounds)
+	simclock.Run(n.tb, &n.now, maxRounds, n.poll, n.advance, done)
 }
 
 // settle polls until both endpoints are idle and no timer runs.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/cephdpdkd/cephdpdkd/roce"
 	"github.com/cephdpdkd/cephdpdkd/roce/cm"
+	"github.com/cephdpdkd/cephdpdkd/roce/internal/simclock"
 	"github.com/cephdpdkd/cephdpdkd/roce/memlink"
 )
 
@@ -85,44 +86,16 @@ func (n *testNet) poll() int {
 
 // advance moves the clock to the next timer deadline, if any.
 func (n *testNet) advance() bool {
-	next := [2]func() (time.Time, bool){n.srv.NextDeadline, n.cli.NextDeadline}
 	if n.srvM != nil {
-		next = [2]func() (time.Time, bool){n.srvM.NextDeadline, n.cliM.NextDeadline}
+		return simclock.Advance(&n.now, n.srvM.NextDeadline, n.cliM.NextDeadline)
 	}
-	t, ok := next[0]()
-	if tc, okc := next[1](); okc && (!ok || tc.Before(t)) {
-		t, ok = tc, true
-	}
-	if !ok {
-		return false
-	}
-	if t.After(n.now) {
-		n.now = t
-	}
-	return true
+	return simclock.Advance(&n.now, n.srv.NextDeadline, n.cli.NextDeadline)
 }
 
-// run polls until done reports true, a microsecond per busy round and
-// to the next deadline when idle; it fails the test after maxRounds or
-// when nothing can happen any more.
+// run polls until done reports true (simclock.Run).
 func (n *testNet) run(maxRounds int, done func() bool) {
 	n.tb.Helper()
-	for i := 0; i < maxRounds; i++ {
-		if done() {
-			return
-		}
-		if n.poll() == 0 {
-			if done() {
-				return
-			}
-			if !n.advance() {
-				n.tb.Fatalf("stuck after %d rounds: nothing to do and no timer running", i)
-			}
-			continue
-		}
-		n.now = n.now.Add(time.Microsecond)
-	}
-	n.tb.Fatalf("not done after %d rounds", maxRounds)
+	simclock.Run(n.tb, &n.now, maxRounds, n.poll, n.advance, done)
 }
 
 // cmParams are what the connection manager would negotiate: librdmacm's

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cephdpdkd/cephdpdkd/roce"
+	"github.com/cephdpdkd/cephdpdkd/roce/internal/simclock"
 	"github.com/cephdpdkd/cephdpdkd/roce/memlink"
 	"github.com/cephdpdkd/cephdpdkd/roce/wire"
 )
@@ -213,39 +214,13 @@ func (n *testNet) poll() int { return n.a.m.Poll(n.now) + n.b.m.Poll(n.now) }
 
 // advance moves the clock to the next deadline of either node.
 func (n *testNet) advance() bool {
-	t, ok := n.a.m.NextDeadline()
-	if tb, okb := n.b.m.NextDeadline(); okb && (!ok || tb.Before(t)) {
-		t, ok = tb, true
-	}
-	if !ok {
-		return false
-	}
-	if t.After(n.now) {
-		n.now = t
-	}
-	return true
+	return simclock.Advance(&n.now, n.a.m.NextDeadline, n.b.m.NextDeadline)
 }
 
-// run polls until done, advancing the clock a microsecond per busy round
-// and to the next deadline when idle.
+// run polls until done reports true (simclock.Run).
 func (n *testNet) run(maxRounds int, done func() bool) {
 	n.t.Helper()
-	for i := 0; i < maxRounds; i++ {
-		if done() {
-			return
-		}
-		if n.poll() == 0 {
-			if done() {
-				return
-			}
-			if !n.advance() {
-				n.t.Fatalf("stuck after %d rounds at %v: nothing to do", i, n.now)
-			}
-			continue
-		}
-		n.now = n.now.Add(time.Microsecond)
-	}
-	n.t.Fatalf("not done after %d rounds", maxRounds)
+	simclock.Run(n.t, &n.now, maxRounds, n.poll, n.advance, done)
 }
 
 // settle polls until nothing is left to do on either node.
