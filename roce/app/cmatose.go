@@ -42,8 +42,8 @@ type CMAToseConfig struct {
 // The payload is a fixed byte pattern; cmatose checks only that every
 // work request completes.
 type CMATose struct {
-	cfg CMAToseConfig
-	srv *server
+	cfg     CMAToseConfig
+	*server // Established, Close, Poll, Stats, Shutdown
 }
 
 var _ Service = (*CMATose)(nil)
@@ -69,15 +69,15 @@ func NewCMATose(ep *roce.Endpoint, cfg CMAToseConfig) (*CMATose, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &CMATose{cfg: cfg, srv: srv}, nil
+	return &CMATose{cfg: cfg, server: srv}, nil
 }
 
 // Accept implements Service.
 func (t *CMATose) Accept(done func(error)) (*roce.QP, error) {
 	cfg := &t.cfg
 	qc := roce.QPCap{MaxSendWR: min(cfg.Count, maxToseSendDepth), MaxRecvWR: cfg.Count}
-	return t.srv.accept(done, cfg.Size+cfg.RecvSize, qc, func(res *qpResources) (protocol, error) {
-		c := &toseConn{res: res, cfg: cfg, cnt: &t.srv.cnt}
+	return t.server.accept(done, cfg.Size+cfg.RecvSize, qc, func(res *qpResources) (protocol, error) {
+		c := &toseConn{res: res, cfg: cfg, cnt: &t.server.cnt}
 		for i := range res.mem[:cfg.Size] {
 			res.mem[i] = byte(i)
 		}
@@ -94,21 +94,6 @@ func (t *CMATose) Accept(done func(error)) (*roce.QP, error) {
 		return c, nil
 	})
 }
-
-// Established implements Service: the messages go out from the next Poll.
-func (t *CMATose) Established(qp *roce.QP) error { return t.srv.established(qp) }
-
-// Close implements Service.
-func (t *CMATose) Close(qp *roce.QP) error { return t.srv.close(qp) }
-
-// Poll implements Service.
-func (t *CMATose) Poll(now time.Time) int { return t.srv.poll(now) }
-
-// Stats implements Service.
-func (t *CMATose) Stats() Stats { return t.srv.cnt.snapshot() }
-
-// Shutdown implements Service.
-func (t *CMATose) Shutdown() error { return t.srv.shutdown() }
 
 type toseConn struct {
 	res     *qpResources

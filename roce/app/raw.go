@@ -39,8 +39,8 @@ type RawConfig struct {
 // of verbs. It serves librdmacm's rdma_client (16 bytes each way) and
 // roce-ping.
 type RawEcho struct {
-	cfg RawConfig
-	srv *server
+	cfg     RawConfig
+	*server // Established, Close, Poll, Stats, Shutdown
 }
 
 var _ Service = (*RawEcho)(nil)
@@ -67,15 +67,15 @@ func NewRawEcho(ep *roce.Endpoint, cfg RawConfig) (*RawEcho, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &RawEcho{cfg: cfg, srv: srv}, nil
+	return &RawEcho{cfg: cfg, server: srv}, nil
 }
 
 // Accept implements Service.
 func (e *RawEcho) Accept(done func(error)) (*roce.QP, error) {
 	d := e.cfg.Depth
-	return e.srv.accept(done, d*e.cfg.MessageSize, roce.QPCap{MaxSendWR: d, MaxRecvWR: d},
+	return e.server.accept(done, d*e.cfg.MessageSize, roce.QPCap{MaxSendWR: d, MaxRecvWR: d},
 		func(res *qpResources) (protocol, error) {
-			c := &rawConn{res: res, size: e.cfg.MessageSize, discard: e.cfg.Discard, cnt: &e.srv.cnt, pend: make([]rawMsg, d)}
+			c := &rawConn{res: res, size: e.cfg.MessageSize, discard: e.cfg.Discard, cnt: &e.server.cnt, pend: make([]rawMsg, d)}
 			for i := range d {
 				if err := c.postRecv(i); err != nil {
 					return nil, err
@@ -84,21 +84,6 @@ func (e *RawEcho) Accept(done func(error)) (*roce.QP, error) {
 			return c, nil
 		})
 }
-
-// Established implements Service.
-func (e *RawEcho) Established(qp *roce.QP) error { return e.srv.established(qp) }
-
-// Close implements Service.
-func (e *RawEcho) Close(qp *roce.QP) error { return e.srv.close(qp) }
-
-// Poll implements Service.
-func (e *RawEcho) Poll(now time.Time) int { return e.srv.poll(now) }
-
-// Stats implements Service.
-func (e *RawEcho) Stats() Stats { return e.srv.cnt.snapshot() }
-
-// Shutdown implements Service.
-func (e *RawEcho) Shutdown() error { return e.srv.shutdown() }
 
 // rawMsg is a received message waiting for its echo to be posted.
 type rawMsg struct {

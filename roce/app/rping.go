@@ -70,9 +70,12 @@ type RPingConfig struct {
 //
 // The connection manager must give the QP an initiator depth
 // (MaxRdAtomic) of at least 1, from the REQ's responder resources.
+//
+// In Stats a round counts as one message in (the two advertisements) and
+// one out (the two "go ahead"s) per advertisement.
 type RPingServer struct {
-	cfg RPingConfig
-	srv *server
+	cfg     RPingConfig
+	*server // Established, Close, Poll, Stats, Shutdown
 }
 
 var _ Service = (*RPingServer)(nil)
@@ -89,7 +92,7 @@ func NewRPingServer(ep *roce.Endpoint, cfg RPingConfig) (*RPingServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &RPingServer{cfg: cfg, srv: srv}, nil
+	return &RPingServer{cfg: cfg, server: srv}, nil
 }
 
 // Layout of an rping connection's region: two receive buffers, the "go
@@ -107,8 +110,8 @@ const (
 // Accept implements Service.
 func (r *RPingServer) Accept(done func(error)) (*roce.QP, error) {
 	qc := roce.QPCap{MaxSendWR: rpSendDepth, MaxRecvWR: rpRecvBufs}
-	return r.srv.accept(done, rpRDMAOff+r.cfg.MaxSize, qc, func(res *qpResources) (protocol, error) {
-		c := &rpingConn{res: res, maxSize: r.cfg.MaxSize, cnt: &r.srv.cnt}
+	return r.server.accept(done, rpRDMAOff+r.cfg.MaxSize, qc, func(res *qpResources) (protocol, error) {
+		c := &rpingConn{res: res, maxSize: r.cfg.MaxSize, cnt: &r.server.cnt}
 		for i := range rpRecvBufs {
 			if err := c.postRecv(i); err != nil {
 				return nil, err
@@ -117,22 +120,6 @@ func (r *RPingServer) Accept(done func(error)) (*roce.QP, error) {
 		return c, nil
 	})
 }
-
-// Established implements Service.
-func (r *RPingServer) Established(qp *roce.QP) error { return r.srv.established(qp) }
-
-// Close implements Service.
-func (r *RPingServer) Close(qp *roce.QP) error { return r.srv.close(qp) }
-
-// Poll implements Service.
-func (r *RPingServer) Poll(now time.Time) int { return r.srv.poll(now) }
-
-// Stats implements Service. A round counts as one message in (the two
-// advertisements) and one out (the two "go ahead"s) per advertisement.
-func (r *RPingServer) Stats() Stats { return r.srv.cnt.snapshot() }
-
-// Shutdown implements Service.
-func (r *RPingServer) Shutdown() error { return r.srv.shutdown() }
 
 // rpingPhase is where a connection is in the ping/pong round.
 type rpingPhase uint8

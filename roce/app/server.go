@@ -114,7 +114,8 @@ func (s *server) find(qp *roce.QP) int {
 	return -1
 }
 
-func (s *server) established(qp *roce.QP) error {
+// Established implements Service: the connection's protocol starts.
+func (s *server) Established(qp *roce.QP) error {
 	i := s.find(qp)
 	if i < 0 {
 		return fmt.Errorf("app: %s: established: %w", s.name, ErrUnknown)
@@ -141,7 +142,8 @@ func (s *server) finish(c *conn, err error) {
 	s.ended = append(s.ended, c)
 }
 
-func (s *server) close(qp *roce.QP) error {
+// Close implements Service: the QP is destroyed and its buffers freed.
+func (s *server) Close(qp *roce.QP) error {
 	i := s.find(qp)
 	if i < 0 {
 		return fmt.Errorf("app: %s: close: %w", s.name, ErrUnknown)
@@ -163,7 +165,8 @@ func (s *server) close(qp *roce.QP) error {
 	return nil
 }
 
-func (s *server) poll(now time.Time) int {
+// Poll implements Service.
+func (s *server) Poll(now time.Time) int {
 	work := 0
 	for _, c := range s.conns {
 		if c.over {
@@ -219,9 +222,13 @@ func (s *server) probe(c *conn) {
 	c.res.qp.PostSend(&roce.SendWR{ID: probeWRID, Opcode: roce.WRRDMAWrite})
 }
 
-func (s *server) shutdown() error {
+// Stats implements Service.
+func (s *server) Stats() Stats { return s.cnt.snapshot() }
+
+// Shutdown implements Service: every connection is closed.
+func (s *server) Shutdown() error {
 	for len(s.conns) > 0 {
-		s.close(s.conns[0].res.qp)
+		s.Close(s.conns[0].res.qp)
 	}
 	clear(s.ended)
 	s.ended = s.ended[:0]
