@@ -134,9 +134,6 @@ func (f *Forwarder) Native() unsafe.Pointer { return f.n.Native() }
 // Publish makes the C counters visible through Counts.
 func (f *Forwarder) Publish() { f.n.load(&f.Counts) }
 
-// Pending returns how many packets wait for TX space.
-func (f *Forwarder) Pending() int { return int(f.n.c.npend) }
-
 // Close frees packets still waiting for TX space, counting them as drops,
 // and releases the forwarder's C memory.
 func (f *Forwarder) Close() {

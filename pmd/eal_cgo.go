@@ -45,12 +45,6 @@ func InitEAL(cfg EALConfig) (*EAL, error) {
 	return &EAL{cfg: cfg}, nil
 }
 
-// Lcores returns the EAL lcores other than the main one.
-func (e *EAL) Lcores() []uint { return eal.LcoresWorker() }
-
-// MainLcore returns the main lcore ID.
-func (e *EAL) MainLcore() uint { return eal.GetMainLcore() }
-
 // HasHugepages reports whether the EAL runs on hugepage memory.
 func (e *EAL) HasHugepages() bool { return eal.HasHugePages() }
 

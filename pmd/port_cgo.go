@@ -213,9 +213,3 @@ func (p *Port) XStats() ([]XStat, error) {
 	}
 	return out, nil
 }
-
-// ResetStats zeroes the basic and extended counters.
-func (p *Port) ResetStats() {
-	C.rte_eth_stats_reset(C.uint16_t(p.id))
-	C.rte_eth_xstats_reset(C.uint16_t(p.id))
-}
