@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -79,6 +80,24 @@ func start(t *testing.T, cfg *config.Config) *daemon.Daemon {
 		}
 	})
 	return d
+}
+
+// lockedBuffer collects a child process's output while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 type testWriter struct{ t *testing.T }
@@ -240,7 +259,9 @@ func TestTestpmdGeneratorOverMemif(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, testpmd,
+	// stdbuf: testpmd's stdout is a pipe here, and its statistics must be
+	// readable before it exits.
+	cmd := exec.CommandContext(ctx, "stdbuf", "-oL", testpmd,
 		"--lcores=0@0,1@0", "--no-huge", "-m", "256", "--no-pci",
 		"--file-prefix", fmt.Sprintf("cdd-tpmd-%d", os.Getpid()), "--log-level=*:warning",
 		"--vdev=net_memif0,role=client,socket="+sock,
@@ -250,7 +271,7 @@ func TestTestpmdGeneratorOverMemif(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out strings.Builder
+	var out lockedBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -265,7 +286,34 @@ func TestTestpmdGeneratorOverMemif(t *testing.T) {
 	send("start")
 	time.Sleep(2 * time.Second)
 	send("stop")
-	time.Sleep(500 * time.Millisecond)
+	waitFor(t, 10*time.Second, "testpmd's statistics", func() bool {
+		o := out.String()
+		return txPackets.MatchString(o) && strings.Contains(o[strings.LastIndex(o, "TX-packets"):], "\n")
+	})
+	// Everything testpmd sent is in our RX ring by now; wait for the loop
+	// to take it all, then stop the daemon before testpmd disconnects:
+	// DPDK's memif PMD unmaps the shared rings on disconnect while a
+	// concurrent rx_burst may still read them.
+	last := ^uint64(0)
+	waitFor(t, 10*time.Second, "the receive count to settle", func() bool {
+		n := received(d)
+		settled := n == last
+		last = n
+		time.Sleep(50 * time.Millisecond)
+		return settled
+	})
+	var roce, others uint64
+	for _, s := range d.Services() {
+		n := s.Stats.Packets.Load() + s.Stats.Drops.Load()
+		if s.Name == "roce" {
+			roce = n
+		} else {
+			others += n
+		}
+	}
+	if err := d.Stop(context.Background()); err != nil {
+		t.Errorf("stop: %v", err)
+	}
 	send("quit")
 	stdin.Close()
 	if err := cmd.Wait(); err != nil {
@@ -282,15 +330,6 @@ func TestTestpmdGeneratorOverMemif(t *testing.T) {
 	}
 	if sent == 0 {
 		t.Fatalf("testpmd sent nothing:\n%s", out.String())
-	}
-	var roce, others uint64
-	for _, s := range d.Services() {
-		n := s.Stats.Packets.Load() + s.Stats.Drops.Load()
-		if s.Name == "roce" {
-			roce = n
-		} else {
-			others += n
-		}
 	}
 	t.Logf("testpmd sent %d packets; roce service got %d", sent, roce)
 	if roce != sent || others != 0 {

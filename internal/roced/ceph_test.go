@@ -81,11 +81,20 @@ metrics: {listen: "off"}
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
+	// The daemon's poll loop must be stopped before the peer port goes:
+	// DPDK's memif PMD unmaps the shared rings on disconnect while a
+	// concurrent rx_burst may still read them.
+	daemonStopped := false
+	stopDaemon := func() {
+		if daemonStopped {
+			return
+		}
+		daemonStopped = true
 		if err := d.Stop(context.Background()); err != nil {
 			t.Errorf("daemon stop (leak check): %v", err)
 		}
-	}()
+	}
+	defer stopDaemon()
 
 	// The peer: a second port on the same memif socket.
 	pool, err := mempool.New(mempool.Config{Name: "ceph_peer", Size: 4095, CacheSize: 0, DataRoom: 2176, Socket: -1})
@@ -116,6 +125,7 @@ metrics: {listen: "off"}
 		t.Fatal(err)
 	}
 	defer func() {
+		stopDaemon()
 		burst.Free()
 		port.Stop()
 		port.Close()
