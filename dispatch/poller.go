@@ -109,6 +109,10 @@ type PollerConfig struct {
 	Classifier *classify.Classifier
 	Services   []*Service // all services, indexed as the classifier's verdicts
 	Owned      []int      // indexes of the services whose consumers run on this loop
+	// Tasks are consumers that drain several services at once (the
+	// kernel exception path); the loop polls them like a service's
+	// consumer. Owned services drained by a task have a nil Consumer.
+	Tasks []Consumer
 }
 
 // NewPoller allocates a poll loop's burst and ring table.
@@ -140,6 +144,9 @@ func NewPoller(cfg PollerConfig) (*Poller, error) {
 		}
 		s := cfg.Services[i]
 		p.owned = append(p.owned, s)
+		if s.Consumer == nil {
+			continue // drained by a task
+		}
 		if n, ok := s.Consumer.(NativeConsumer); ok {
 			p.natives = append(p.natives, n)
 			natives = append(natives, n.Native())
@@ -147,6 +154,7 @@ func NewPoller(cfg PollerConfig) (*Poller, error) {
 			p.goPolled = append(p.goPolled, s.Consumer)
 		}
 	}
+	p.goPolled = append(p.goPolled, cfg.Tasks...)
 	rings := make([]*Ring, len(cfg.Services))
 	for i, s := range cfg.Services {
 		rings[i] = s.Ring

@@ -26,6 +26,7 @@ type Config struct {
 	Rules          []Rule    `yaml:"rules"`
 	Pollers        []Poller  `yaml:"pollers"`
 	RoCE           *RoCE     `yaml:"roce"`
+	Kernel         *Kernel   `yaml:"kernel"`
 	Metrics        Metrics   `yaml:"metrics"`
 	Shutdown       Shutdown  `yaml:"shutdown"`
 	Log            LogConfig `yaml:"log"`
@@ -80,6 +81,10 @@ type Service struct {
 	Name     string   `yaml:"name"`
 	RingSize int      `yaml:"ring_size"`
 	Consumer Consumer `yaml:"consumer"`
+	// Priority orders the services that share the kernel exception path:
+	// when the kernel cannot take everything, higher priorities are
+	// handed over first and the lowest-priority ring fills and drops.
+	Priority int `yaml:"priority"`
 }
 
 // Consumer kinds.
@@ -87,6 +92,7 @@ const (
 	ConsumerCount   = "count"   // count and free
 	ConsumerForward = "forward" // transmit out the port
 	ConsumerRoCE    = "roce"    // the userspace RoCEv2 endpoint (see RoCE)
+	ConsumerKernel  = "kernel"  // the kernel exception-path interface (see Kernel)
 )
 
 // Consumer says what drains a service ring.

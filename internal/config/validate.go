@@ -104,6 +104,7 @@ func (c *Config) applyDefaults() {
 			r.RNRRetry = 7
 		}
 	}
+	c.kernelDefaults()
 	if c.Metrics.Listen == "" {
 		c.Metrics.Listen = DefaultMetricsListen
 	}
@@ -240,8 +241,9 @@ func (c *Config) Validate() error {
 			if c.RoCE == nil || c.RoCE.Service != s.Name {
 				bad(path+".consumer.type", "a %q consumer needs a roce section with service: %s", ConsumerRoCE, s.Name)
 			}
+		case ConsumerKernel: // validateKernel
 		default:
-			bad(path+".consumer.type", "%q: want %q, %q or %q", s.Consumer.Type, ConsumerCount, ConsumerForward, ConsumerRoCE)
+			bad(path+".consumer.type", "%q: want %q, %q, %q or %q", s.Consumer.Type, ConsumerCount, ConsumerForward, ConsumerRoCE, ConsumerKernel)
 		}
 	}
 	if _, ok := services[c.DefaultService]; !ok {
@@ -321,6 +323,8 @@ func (c *Config) Validate() error {
 			bad("pollers", "service %q is not drained by any poll loop: its ring would fill and drop", s.Name)
 		}
 	}
+
+	c.validateKernel(bad)
 
 	if c.Metrics.Listen != MetricsOff {
 		if _, port, err := net.SplitHostPort(c.Metrics.Listen); err != nil {

@@ -42,6 +42,7 @@ type Daemon struct {
 	ownEAL   bool
 	probed   string // device hot-plugged into a shared EAL
 	roce     *roced.Node
+	kernel   *kernelPath
 }
 
 // Options are run-time settings that are not part of the configuration.
@@ -113,6 +114,12 @@ func Start(plan *Plan, opts Options) (_ *Daemon, err error) {
 		return nil, err
 	}
 
+	if cfg.Kernel != nil {
+		if err := d.openKernel(); err != nil {
+			return nil, err
+		}
+	}
+
 	rxPollers := 0
 	for _, pl := range cfg.Pollers {
 		if len(pl.RxQueues) > 0 {
@@ -147,6 +154,10 @@ func Start(plan *Plan, opts Options) (_ *Daemon, err error) {
 				return nil, err
 			}
 			svc.Consumer, d.counts = f, append(d.counts, &f.Counts)
+		case config.ConsumerKernel:
+			// Drained by the exception path, a task of the poll loop
+			// that owns the kernel services; counts set below.
+			d.counts = append(d.counts, nil)
 		default:
 			k, err := consumer.NewSink(r, cfg.Burst)
 			if err != nil {
@@ -155,6 +166,11 @@ func Start(plan *Plan, opts Options) (_ *Daemon, err error) {
 			svc.Consumer, d.counts = k, append(d.counts, &k.Counts)
 		}
 		d.kinds = append(d.kinds, s.Consumer.Type)
+	}
+	if d.kernel != nil {
+		if err := d.newKernelConsumer(); err != nil {
+			return nil, err
+		}
 	}
 
 	for _, pl := range cfg.Pollers {
@@ -166,7 +182,11 @@ func Start(plan *Plan, opts Options) (_ *Daemon, err error) {
 			pcfg.Queues = append(pcfg.Queues, uint16(q))
 		}
 		for _, name := range pl.Services {
-			pcfg.Owned = append(pcfg.Owned, cfg.ServiceIndex(name))
+			i := cfg.ServiceIndex(name)
+			pcfg.Owned = append(pcfg.Owned, i)
+			if d.kernel != nil && cfg.Services[i].Consumer.Type == config.ConsumerKernel && len(pcfg.Tasks) == 0 {
+				pcfg.Tasks = append(pcfg.Tasks, d.kernel.consumer)
+			}
 		}
 		p, err := dispatch.NewPoller(pcfg)
 		if err != nil {
@@ -177,6 +197,11 @@ func Start(plan *Plan, opts Options) (_ *Daemon, err error) {
 
 	if err := d.port.Start(); err != nil {
 		return nil, err
+	}
+	if d.kernel != nil {
+		if err := d.startKernel(); err != nil {
+			return nil, err
+		}
 	}
 	info, _ := d.port.Info()
 	link, _ := d.port.Link()
@@ -289,6 +314,9 @@ func (d *Daemon) teardown() error {
 	}
 	d.services = nil
 	d.roce = nil
+	if err := d.closeKernel(); err != nil {
+		errs = append(errs, err)
+	}
 	if d.port != nil {
 		if err := d.port.Stop(); err != nil {
 			errs = append(errs, err)
@@ -399,6 +427,14 @@ func (d *Daemon) Snapshot() metrics.Snapshot {
 			n += p.Malformed(r)
 		}
 		s.Malformed = append(s.Malformed, metrics.Malformed{Reason: r.String(), Count: n})
+	}
+	if kp := d.kernel; kp != nil && kp.consumer != nil {
+		k := metrics.Kernel{Interface: cfg.Kernel.Interface, FromPackets: kp.consumer.FromKernel.Packets.Load(),
+			FromBytes: kp.consumer.FromKernel.Bytes.Load(), FromDrops: kp.consumer.FromKernel.Drops.Load()}
+		if st, err := kp.port.Stats(1); err == nil {
+			k.IfRxPackets, k.IfTxPackets, k.IfErrors = st.RxPackets, st.TxPackets, st.RxErrors+st.TxErrors
+		}
+		s.Kernel = append(s.Kernel, k)
 	}
 	for _, p := range d.pollers {
 		busy, total := p.BusyRatio()

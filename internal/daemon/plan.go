@@ -61,6 +61,13 @@ func NewPlan(cfg *config.Config) (*Plan, error) {
 		InFlight: len(cfg.Pollers)*cfg.Burst + len(cfg.Services)*cfg.Burst,
 		Headroom: cfg.Mempool.Headroom,
 	}
+	if k := cfg.Kernel; k != nil {
+		// The kernel interface's queues fill from the same pool, and the
+		// exception path holds one burst of the kernel's frames.
+		d.RxDescriptors += k.RxDescriptors
+		d.TxDescriptors += k.TxDescriptors
+		d.InFlight += cfg.Burst
+	}
 	size, err := mempool.Size(cfg.Mempool.Mbufs, d)
 	if err != nil {
 		line := cfg.Line("mempool.mbufs")

@@ -14,6 +14,17 @@ type Snapshot struct {
 	Pools     []Pool
 	Malformed []Malformed
 	Pollers   []Poller
+	Kernel    []Kernel
+}
+
+// Kernel holds the exception path's counters for the kernel's direction;
+// what the kernel received is in the kernel services' consumer counters.
+type Kernel struct {
+	Interface                string
+	FromPackets, FromBytes   uint64 // the kernel's frames sent out the port
+	FromDrops                uint64 // freed at stop, never taken by the port
+	IfRxPackets, IfTxPackets uint64 // the interface's DPDK driver counters
+	IfErrors                 uint64
 }
 
 // Port holds a port's driver counters.
@@ -79,6 +90,7 @@ type descs struct {
 	poolSize, poolAvail, poolInUse                                                                    *prometheus.Desc
 	malformed                                                                                         *prometheus.Desc
 	busy, loop, busyRatio                                                                             *prometheus.Desc
+	kFromPkts, kFromBytes, kFromDrops, kIfRx, kIfTx, kIfErr                                           *prometheus.Desc
 }
 
 // NewCollector returns a collector that calls snapshot on every scrape.
@@ -122,6 +134,13 @@ func NewCollector(snapshot func() Snapshot) *Collector {
 		busy:      d("poller_busy_seconds_total", "Time the poll loop spent in iterations that handled packets.", "lcore"),
 		loop:      d("poller_seconds_total", "Time the poll loop has run.", "lcore"),
 		busyRatio: d("poller_busy_ratio", "Busy time over run time since start.", "lcore"),
+
+		kFromPkts:  d("kernel_tx_packets_total", "Frames the kernel sent on the exception-path interface that went out the port.", "interface"),
+		kFromBytes: d("kernel_tx_bytes_total", "Bytes of the frames the kernel sent that went out the port.", "interface"),
+		kFromDrops: d("kernel_tx_drops_total", "Frames the kernel sent that the port never took (freed at stop).", "interface"),
+		kIfRx:      d("kernel_interface_read_packets_total", "Frames DPDK read from the kernel interface (driver count).", "interface"),
+		kIfTx:      d("kernel_interface_written_packets_total", "Frames DPDK wrote to the kernel interface (driver count).", "interface"),
+		kIfErr:     d("kernel_interface_errors_total", "Failed reads and writes on the kernel interface (driver count).", "interface"),
 	}}
 }
 
@@ -191,5 +210,13 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			ratio = float64(p.BusyNanos) / float64(p.TotalNanos)
 		}
 		gauge(d.busyRatio, ratio, l)
+	}
+	for _, k := range s.Kernel {
+		counter(d.kFromPkts, k.FromPackets, k.Interface)
+		counter(d.kFromBytes, k.FromBytes, k.Interface)
+		counter(d.kFromDrops, k.FromDrops, k.Interface)
+		counter(d.kIfRx, k.IfRxPackets, k.Interface)
+		counter(d.kIfTx, k.IfTxPackets, k.Interface)
+		counter(d.kIfErr, k.IfErrors, k.Interface)
 	}
 }
