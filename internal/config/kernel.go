@@ -147,6 +147,10 @@ func (c *Config) validateKernel(bad func(string, string, ...any)) {
 			bad(path, "%v is not a unicast address", a.Prefix)
 		case seen[a.Addr()]:
 			bad(path, "%v is listed twice", a.Addr())
+		case c.RoCE != nil && c.RoCE.Address.Addr() == a.Addr():
+			// The endpoint claims ARP for its address ahead of every rule:
+			// the kernel would never resolve a neighbour.
+			bad(path, "%v is also roce.address; give the RoCE endpoint an address of its own", a.Addr())
 		}
 		seen[a.Addr()] = true
 	}

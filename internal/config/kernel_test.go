@@ -1,0 +1,96 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestKernelSection(t *testing.T) {
+	const base = `
+port: {name: node0, device: "net_af_packet0,iface=veth0", tx_queues: 2}
+services:
+  - {name: mon, priority: 10, consumer: {type: kernel}}
+  - {name: osd, priority: 1, consumer: {type: kernel}}
+  - {name: other, priority: 5, consumer: {type: kernel}}
+  - {name: fwd, consumer: {type: forward, tx_queue: 1}}
+default_service: other
+`
+	tests := []struct {
+		name, extra, want string // want: "" for valid, else a substring of the error
+	}{
+		{"defaults", "kernel: {addresses: [10.0.0.5/24]}\n", ""},
+		{"ipv6 and netns", "kernel: {interface: ceph0, netns: node, addresses: [10.0.0.5/24, 'fd00::5/64']}\n", ""},
+		{"no kernel section", "", "needs a kernel section"},
+		{"long name", "kernel: {interface: abcdefghijklmnop}\n", "line 9: kernel.interface"},
+		{"slash in name", "kernel: {interface: a/b}\n", "kernel.interface"},
+		{"driver", "kernel: {driver: kni}\n", `"kni": want "tap" or "virtio_user"`},
+		{"mtu above port", "kernel: {mtu: 9000}\n", "kernel.mtu: 9000 is outside 68..port.mtu 1500"},
+		{"bad address", "kernel: {addresses: [10.0.0.300/24]}\n", "not an address"},
+		{"duplicate address", "kernel: {addresses: [10.0.0.5/24, 10.0.0.5/16]}\n", "listed twice"},
+		{"tx queue", "kernel: {tx_queue: 2}\n", "kernel.tx_queue: tx queue 2 does not exist"},
+		{"budget", "kernel: {budget: 1000}\n", "kernel.budget: 1000 is outside 1..512"},
+		{"relative netns path", "kernel: {netns: a/b}\n", "kernel.netns"},
+		{"split over two loops", "eal: {lcores: 0-2}\nkernel: {}\npollers:\n  - {lcore: 1, rx_queues: [0], services: [mon, fwd]}\n  - {lcore: 2, services: [osd, other]}\n",
+			"one poll loop owns the exception path"},
+		{"tx queue shared with another loop", "eal: {lcores: 0-2}\nkernel: {tx_queue: 1}\npollers:\n  - {lcore: 1, rx_queues: [0], services: [mon, osd, other]}\n  - {lcore: 2, services: [fwd]}\n",
+			"tx queues are not shared between lcores"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Parse([]byte(base + tt.extra))
+			if tt.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %v; want it to contain %q", err, tt.want)
+			}
+			_ = c
+		})
+	}
+}
+
+func TestKernelDefaultsAndOrder(t *testing.T) {
+	c, err := Parse([]byte(`
+port: {name: node0, device: "net_af_packet0,iface=veth0", mtu: 1400}
+burst_size: 64
+services:
+  - {name: osd, priority: 1, consumer: {type: kernel}}
+  - {name: a, consumer: {type: kernel}}
+  - {name: mon, priority: 10, consumer: {type: kernel}}
+  - {name: b, consumer: {type: kernel}}
+default_service: a
+kernel: {}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := c.Kernel
+	if k.Interface != "node0" || k.Driver != KernelTap || k.MTU != 1400 || k.Budget != 32 {
+		t.Errorf("defaults: %+v", k)
+	}
+	var order []string
+	for _, i := range c.KernelServices() {
+		order = append(order, c.Services[i].Name)
+	}
+	if got := strings.Join(order, ","); got != "mon,osd,a,b" {
+		t.Errorf("drain order %s; want mon,osd,a,b (priority, then file order)", got)
+	}
+}
+
+func TestKernelAddressNotRoCEAddress(t *testing.T) {
+	_, err := Parse([]byte(`
+port: {name: node0, device: "net_af_packet0,iface=veth0"}
+services:
+  - {name: other, consumer: {type: kernel}}
+  - {name: roce, consumer: {type: roce}}
+default_service: other
+kernel: {addresses: [10.0.0.5/24]}
+roce: {service: roce, address: 10.0.0.5}
+`))
+	if err == nil || !strings.Contains(err.Error(), "also roce.address") {
+		t.Fatalf("error %v; want the shared address refused", err)
+	}
+}
