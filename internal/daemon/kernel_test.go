@@ -15,6 +15,7 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/internal/config"
 	"github.com/cephdpdkd/cephdpdkd/internal/daemon"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv"
+	"github.com/cephdpdkd/cephdpdkd/internal/trafficgen"
 )
 
 // kernelTopology is a client namespace on one side of the daemon's
@@ -64,6 +65,10 @@ shutdown: {drain_timeout: 1s}
 }
 
 func newKernelTopology(t *testing.T, extra string) *kernelTopology {
+	return newKernelTopologyWith(t, extra, func(tb testing.TB, c *config.Config) *daemon.Daemon { return start(t, c) })
+}
+
+func newKernelTopologyWith(t *testing.T, extra string, start func(testing.TB, *config.Config) *daemon.Daemon) *kernelTopology {
 	t.Helper()
 	testenv.RequireRoot(t)
 	v := testenv.NewVethNS(t, netip.MustParsePrefix(clientAddr+"/24"))
@@ -193,5 +198,64 @@ func TestKernelExceptionPath(t *testing.T) {
 	kn := k.d.Snapshot().Kernel
 	if len(kn) != 1 || kn[0].FromPackets < 700 {
 		t.Errorf("kernel → port counters %+v; want the node's side of the TCP stream", kn)
+	}
+}
+
+// TestKernelPriorityDrainOrder drives the poll loop by hand with a kernel
+// budget of 4 packets per iteration: once monitor packets wait, the OSD
+// ring gets nothing until they are all handed over, the OSD ring fills
+// and drops, and the monitor loses nothing.
+func TestKernelPriorityDrainOrder(t *testing.T) {
+	k := newKernelTopologyWith(t, "  budget: 4", func(tb testing.TB, c *config.Config) *daemon.Daemon { return startManual(tb, c) })
+	seg := func(port uint16, i int) []byte {
+		return trafficgen.TCPSegment(trafficgen.Segment{DstMAC: k.client.HostMAC, SrcMAC: k.client.PeerMAC,
+			Src: netip.MustParseAddr(clientAddr), Dst: netip.MustParseAddr(nodeAddr), SrcPort: 40000, DstPort: port,
+			Seq: uint32(i), Payload: 200, BadChecksum: true})
+	}
+	const nOSD, nMon = 400, 40
+	var frames [][]byte
+	for i := range nOSD {
+		frames = append(frames, seg(6800, i))
+	}
+	for i := range nMon {
+		frames = append(frames, seg(3300, i))
+	}
+	if err := k.client.SendFrames(frames); err != nil {
+		t.Fatal(err)
+	}
+	p := k.d.Pollers()[0]
+	svc := func(name string) (ring, consumed, drops uint64) {
+		for _, s := range k.d.Snapshot().Services {
+			if s.Name == name {
+				return uint64(s.RingCount), s.Consumed, s.Drops
+			}
+		}
+		t.Fatalf("no service %s", name)
+		return
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		monRing, _, _ := svc("mon")
+		_, osdBefore, _ := svc("osd")
+		p.PollOnce()
+		_, osdAfter, _ := svc("osd")
+		if monRing >= 4 && osdAfter != osdBefore {
+			t.Fatalf("%d monitor packets waited, yet the OSD ring was drained (%d → %d)", monRing, osdBefore, osdAfter)
+		}
+		if _, monDone, _ := svc("mon"); monDone == nMon {
+			break
+		}
+	}
+	// Drain the rest; an idle iteration publishes the dispatch counters.
+	for p.PollOnce() > 0 && time.Now().Before(deadline) {
+	}
+	_, monDone, monDrops := svc("mon")
+	osdRing, osdDone, osdDrops := svc("osd")
+	t.Logf("mon: %d handed over, %d dropped; osd: %d handed over, %d dropped, %d waiting", monDone, monDrops, osdDone, osdDrops, osdRing)
+	if monDone != nMon || monDrops != 0 {
+		t.Errorf("mon: %d of %d handed to the kernel, %d dropped; want all, none dropped", monDone, nMon, monDrops)
+	}
+	if osdDrops == 0 || osdDone+osdDrops != nOSD || osdRing != 0 {
+		t.Errorf("osd: %d handed over, %d dropped, %d waiting of %d; want every packet handed over or counted as dropped", osdDone, osdDrops, osdRing, nOSD)
 	}
 }
