@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -257,5 +258,23 @@ func TestKernelPriorityDrainOrder(t *testing.T) {
 	}
 	if osdDrops == 0 || osdDone+osdDrops != nOSD || osdRing != 0 {
 		t.Errorf("osd: %d handed over, %d dropped, %d waiting of %d; want every packet handed over or counted as dropped", osdDone, osdDrops, osdRing, nOSD)
+	}
+}
+
+func TestKernelDevargs(t *testing.T) {
+	mac, _ := net.ParseMAC("02:00:00:00:00:05")
+	k := &config.Kernel{Interface: "ens3f0", Driver: config.KernelTap, RxDescriptors: 512}
+	got, err := daemon.KernelDevargs(k, "node0", mac)
+	if want := "net_tap_node0,iface=ens3f0,mac=02:00:00:00:00:05"; err != nil || got != want {
+		t.Errorf("tap: %q, %v; want %q", got, err, want)
+	}
+	k.Driver = config.KernelVirtioUser
+	got, err = daemon.KernelDevargs(k, "node0", mac)
+	if _, statErr := os.Stat("/dev/vhost-net"); statErr != nil {
+		if err == nil || !strings.Contains(err.Error(), "/dev/vhost-net") {
+			t.Errorf("virtio_user without /dev/vhost-net: %q, %v; want an error naming it", got, err)
+		}
+	} else if want := "virtio_user_node0,path=/dev/vhost-net,queues=1,queue_size=512,iface=ens3f0,mac=02:00:00:00:00:05"; err != nil || got != want {
+		t.Errorf("virtio_user: %q, %v; want %q", got, err, want)
 	}
 }
