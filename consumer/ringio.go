@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"fmt"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/cephdpdkd/cephdpdkd/dispatch"
@@ -13,6 +14,12 @@ import (
 // roce.PacketIO interface. Received frames are views of mbuf memory and
 // stay valid until the next RecvBurst, which frees them; sent frames are
 // copied into fresh mbufs.
+//
+// Counts are what RecvBurst took from the ring. Every mbuf taken is handed
+// to the endpoint, so Counts.Drops stays 0: a frame the TX queue refuses
+// is not a drop here, since the caller still holds it and decides (the
+// RoCE transport offers it again, or retransmits); TxRefused counts
+// those.
 type RingIO struct {
 	ring    unsafe.Pointer
 	port    uint16
@@ -21,6 +28,9 @@ type RingIO struct {
 	burst   *pmd.Burst
 	scratch pmd.TxScratch
 	Counts
+	// TxRefused counts frames SendBurst did not transmit: the TX queue
+	// was full or the pool had no mbuf to copy them into.
+	TxRefused atomic.Uint64
 }
 
 // NewRingIO reads r in bursts of up to burst frames and transmits on
@@ -48,8 +58,10 @@ func (io *RingIO) RecvBurst(frames [][]byte) int {
 	return n
 }
 
-// SendBurst copies frames into mbufs and transmits them; frames the queue
-// did not take are counted as drops (the RoCE transport retransmits).
+// SendBurst copies frames into mbufs and transmits them, and returns how
+// many the queue took: a prefix of frames. The rest stay the caller's to
+// send again; they are counted in TxRefused, not as drops (the copies
+// made for them are freed, the frames are not lost).
 func (io *RingIO) SendBurst(frames [][]byte) int {
 	sent := 0
 	for sent < len(frames) {
@@ -59,8 +71,8 @@ func (io *RingIO) SendBurst(frames [][]byte) int {
 		}
 		sent += n
 	}
-	if d := len(frames) - sent; d > 0 {
-		io.Drops.Add(uint64(d))
+	if r := len(frames) - sent; r > 0 {
+		io.TxRefused.Add(uint64(r))
 	}
 	return sent
 }

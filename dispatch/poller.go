@@ -252,7 +252,9 @@ func (p *Poller) classify(b *pmd.Burst) {
 	l := &p.local
 	verdicts := b.Verdicts()
 	for i := range verdicts {
-		svc, reason := p.classifier.Classify(b.Frame(i))
+		// A chained mbuf is classified from its first segment, its
+		// lengths checked against the whole packet.
+		svc, reason := p.classifier.ClassifyChain(b.Frame(i), b.PktLen(i))
 		verdicts[i] = uint8(svc)
 		l.malformed[reason]++
 	}

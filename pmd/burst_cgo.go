@@ -19,7 +19,8 @@ const MaxBurst = C.CDD_MAX_BURST
 type Burst struct {
 	c      *C.struct_cdd_burst
 	data   []unsafe.Pointer
-	length []uint16
+	length []uint16 // first segment
+	pktLen []uint32 // whole packet, all segments
 	svc    []uint8
 }
 
@@ -37,6 +38,7 @@ func NewBurst(size int) (*Burst, error) {
 		c:      c,
 		data:   unsafe.Slice((*unsafe.Pointer)(unsafe.Pointer(&c.data[0])), size),
 		length: unsafe.Slice((*uint16)(unsafe.Pointer(&c.len[0])), size),
+		pktLen: unsafe.Slice((*uint32)(unsafe.Pointer(&c.pkt_len[0])), size),
 		svc:    unsafe.Slice((*uint8)(unsafe.Pointer(&c.svc[0])), size),
 	}, nil
 }
@@ -72,10 +74,16 @@ func (b *Burst) Len() int { return int(b.c.n) }
 func (b *Burst) Bytes() uint64 { return uint64(b.c.bytes) }
 
 // Frame returns packet i's first segment as a slice over mbuf memory. It is
-// valid until the packet is freed or enqueued elsewhere.
+// valid until the packet is freed or enqueued elsewhere. A packet in a
+// chain of mbufs (scattered RX, a frame larger than the data room) is
+// longer than its first segment: see PktLen.
 func (b *Burst) Frame(i int) []byte {
 	return unsafe.Slice((*byte)(b.data[i]), b.length[i])
 }
+
+// PktLen returns the length of packet i, all its segments together: the
+// mbuf's pkt_len. It equals len(Frame(i)) unless the packet is a chain.
+func (b *Burst) PktLen(i int) int { return int(b.pktLen[i]) }
 
 // Verdicts returns the per-packet service slots, for the classifier to fill.
 func (b *Burst) Verdicts() []uint8 { return b.svc[:b.c.n] }
@@ -107,6 +115,30 @@ func TxCopy(port, queue uint16, pool unsafe.Pointer, frames [][]byte, scratch *T
 	}
 	return int(C.cdd_tx_copy(C.uint16_t(port), C.uint16_t(queue), (*C.struct_rte_mempool)(pool),
 		(*C.uint8_t)(unsafe.Pointer(&scratch.buf[0])), (*C.uint16_t)(unsafe.Pointer(&scratch.lens[0])), C.uint16_t(n)))
+}
+
+// TxChain transmits one packet made of segs, each copied into an mbuf of
+// its own from pool and chained (rte_pktmbuf_chain), as a NIC with
+// scattered RX would hand it over. It reports whether the queue took it;
+// if not, the chain is freed. It is for tests: nothing on the data path
+// builds chains.
+func TxChain(port, queue uint16, pool unsafe.Pointer, segs [][]byte) bool {
+	if len(segs) == 0 || len(segs) > MaxBurst {
+		return false
+	}
+	var scratch TxScratch
+	for _, s := range segs {
+		if len(s) > 0xFFFF {
+			return false
+		}
+		scratch.buf = append(scratch.buf, s...)
+		scratch.lens = append(scratch.lens, uint16(len(s)))
+	}
+	if len(scratch.buf) == 0 {
+		return false
+	}
+	return C.cdd_tx_chain(C.uint16_t(port), C.uint16_t(queue), (*C.struct_rte_mempool)(pool),
+		(*C.uint8_t)(unsafe.Pointer(&scratch.buf[0])), (*C.uint16_t)(unsafe.Pointer(&scratch.lens[0])), C.uint16_t(len(segs))) == 1
 }
 
 // TxScratch is reusable packing space for TxCopy, so steady-state

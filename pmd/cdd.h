@@ -101,4 +101,31 @@ static inline uint16_t cdd_tx_copy(uint16_t port, uint16_t queue, struct rte_mem
 	return sent;
 }
 
+/* Transmits one packet of n segments packed back to back in buf, each
+ * copied into an mbuf of its own and chained, the way scattered RX
+ * delivers a large frame. Returns 1 if the queue took it, else frees the
+ * chain and returns 0. For tests. */
+static inline uint16_t cdd_tx_chain(uint16_t port, uint16_t queue, struct rte_mempool *mp,
+				    const uint8_t *buf, const uint16_t *lens, uint16_t n)
+{
+	struct rte_mbuf *head = NULL;
+	for (uint16_t i = 0; i < n; i++) {
+		struct rte_mbuf *m = rte_pktmbuf_alloc(mp);
+		char *dst = m == NULL ? NULL : rte_pktmbuf_append(m, lens[i]);
+		if (dst == NULL || (head != NULL && rte_pktmbuf_chain(head, m) != 0)) {
+			rte_pktmbuf_free(m);
+			rte_pktmbuf_free(head);
+			return 0;
+		}
+		if (head == NULL)
+			head = m;
+		memcpy(dst, buf, lens[i]);
+		buf += lens[i];
+	}
+	if (rte_eth_tx_burst(port, queue, &head, 1) == 1)
+		return 1;
+	rte_pktmbuf_free(head);
+	return 0;
+}
+
 #endif

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cephdpdkd/cephdpdkd/header"
 	"github.com/cephdpdkd/cephdpdkd/roce/wire"
 )
 
@@ -31,8 +32,9 @@ const (
 )
 
 // maxFrameLen fits the largest frame of a 4096-byte path MTU: Ethernet
-// with an 802.1Q tag, IPv6, UDP, BTH, RETH and ImmDt, payload, pad, ICRC.
-const maxFrameLen = 14 + 4 + 40 + 8 + wire.BTHLen + wire.RETHLen + wire.ImmLen + 4096 + 3 + wire.ICRCLen
+// with the most VLAN tags, IPv6, UDP, BTH, RETH and ImmDt, payload, pad,
+// ICRC.
+const maxFrameLen = header.MaxLinkHeaderLen + 40 + 8 + wire.BTHLen + wire.RETHLen + wire.ImmLen + 4096 + 3 + wire.ICRCLen
 
 // EndpointConfig configures an Endpoint.
 type EndpointConfig struct {
@@ -89,7 +91,7 @@ type Endpoint struct {
 	gsiPSN    uint32
 
 	// Hooks for the connection manager and the neighbour table.
-	frameHandler func(frame []byte, now time.Time)
+	frameHandler func(frame []byte, now time.Time) bool
 	neighHandler func(ip netip.Addr, mac [6]byte, now time.Time)
 	eventHandler func(Event)
 	rawFrames    [][]byte
@@ -259,19 +261,25 @@ func (qp *QP) output(buf []byte, now time.Time) int {
 }
 
 // input handles one received frame. Frames that fail to parse, and among
-// them those with a bad ICRC, are dropped silently and counted, as rxe
-// does.
+// them those with a bad ICRC, are dropped silently and counted by reason,
+// as rxe does; so are well-formed frames that are not RoCEv2 and that the
+// frame handler (ARP) does not take.
 func (e *Endpoint) input(frame []byte, now time.Time) {
 	p := &e.rxPkt
 	if err := wire.ParsePacket(frame, p); err != nil {
-		if errors.Is(err, wire.ErrBadICRC) {
+		switch {
+		case errors.Is(err, wire.ErrBadICRC):
 			e.cnt.icrcErrors.Add(1)
 			if qp := e.qps[p.BTH.DestQP]; qp != nil {
 				qp.cnt.icrcErrors.Add(1)
 			}
-		} else if e.frameHandler != nil && errors.Is(err, wire.ErrNotRoCE) {
-			e.frameHandler(frame, now)
-		} else {
+		case errors.Is(err, wire.ErrTooManyVLANs):
+			e.cnt.tooManyVLANs.Add(1)
+		case errors.Is(err, wire.ErrNotRoCE):
+			if e.frameHandler == nil || !e.frameHandler(frame, now) {
+				e.cnt.notRoCE.Add(1)
+			}
+		default:
 			e.cnt.malformed.Add(1)
 		}
 		return
@@ -344,7 +352,7 @@ func (e *Endpoint) SendGSI(av *AddressVector, payload []byte) error {
 		udp = udpSourcePort(1)
 	}
 	hdr := wire.FrameHeader{
-		SrcMAC: e.mac, DstMAC: av.DstMAC, VLAN: av.VLAN, VLANTCI: av.VLANTCI,
+		SrcMAC: e.mac, DstMAC: av.DstMAC, VLANs: av.VLANs,
 		SrcIP: src, DstIP: av.DstIP, TOS: av.TOS, TTL: ttl, UDPSrc: udp,
 	}
 	p := &e.gsiPkt
@@ -365,9 +373,11 @@ func (e *Endpoint) SendGSI(av *AddressVector, payload []byte) error {
 }
 
 // SetFrameHandler installs h to receive, from Poll, every received frame
-// that is well formed but not RoCEv2 (ARP, other IP traffic), instead of
-// counting it as malformed. frame is valid only until h returns.
-func (e *Endpoint) SetFrameHandler(h func(frame []byte, now time.Time)) { e.frameHandler = h }
+// that is well formed but not RoCEv2 (ARP, other IP traffic). h reports
+// whether it took the frame; a frame it did not take, or any such frame
+// without a handler, is dropped and counted (EndpointStats.NotRoCE).
+// frame is valid only until h returns.
+func (e *Endpoint) SetFrameHandler(h func(frame []byte, now time.Time) bool) { e.frameHandler = h }
 
 // SetNeighbourHandler installs h to learn, from Poll, the source IP and
 // MAC address of every valid RoCEv2 frame addressed to the endpoint. It

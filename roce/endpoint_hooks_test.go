@@ -24,24 +24,40 @@ func arpRequest() []byte {
 }
 
 func TestFrameHandler(t *testing.T) {
-	for _, withHandler := range []bool{false, true} {
-		n := newTestNet(t, memlink.Config{}, EndpointConfig{})
-		var got [][]byte
-		var at time.Time
-		if withHandler {
-			n.b.SetFrameHandler(func(f []byte, now time.Time) { got = append(got, append([]byte(nil), f...)); at = now })
-		}
-		if n.la.SendBurst([][]byte{arpRequest(), {1, 2, 3}}) != 2 {
-			t.Fatal("link full")
-		}
-		n.poll()
-		st := n.b.Stats()
-		switch {
-		case withHandler && (len(got) != 1 || len(got[0]) != 60 || !at.Equal(n.now) || st.Malformed != 1):
-			t.Errorf("handler saw %d frames at %v; malformed %d (the 3-byte frame only)", len(got), at, st.Malformed)
-		case !withHandler && st.Malformed != 2:
-			t.Errorf("without a handler: malformed %d, want 2", st.Malformed)
-		}
+	for _, tc := range []struct {
+		name               string
+		handler, takes     bool
+		notRoCE, malformed uint64
+	}{
+		{"no handler", false, false, 1, 1},
+		{"handler takes", true, true, 0, 1},
+		{"handler refuses", true, false, 1, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := newTestNet(t, memlink.Config{}, EndpointConfig{})
+			var got [][]byte
+			var at time.Time
+			if tc.handler {
+				n.b.SetFrameHandler(func(f []byte, now time.Time) bool {
+					got = append(got, append([]byte(nil), f...))
+					at = now
+					return tc.takes
+				})
+			}
+			if n.la.SendBurst([][]byte{arpRequest(), {1, 2, 3}}) != 2 {
+				t.Fatal("link full")
+			}
+			n.poll()
+			st := n.b.Stats()
+			if tc.handler && (len(got) != 1 || len(got[0]) != 60 || !at.Equal(n.now)) {
+				t.Errorf("handler saw %d frames at %v", len(got), at)
+			}
+			// The 3-byte frame is malformed; the ARP frame is not RoCE,
+			// and dropped unless the handler takes it.
+			if st.Malformed != tc.malformed || st.NotRoCE != tc.notRoCE {
+				t.Errorf("malformed %d, not RoCE %d; want %d, %d", st.Malformed, st.NotRoCE, tc.malformed, tc.notRoCE)
+			}
+		})
 	}
 }
 

@@ -78,6 +78,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.rxDropped, es.NotLocal, ep, "not_local")
 		counter(c.rxDropped, es.NoQP, ep, "no_qp")
 		counter(c.rxDropped, es.Unsupported, ep, "unsupported")
+		counter(c.rxDropped, es.TooManyVLANs, ep, "too_many_vlans")
+		counter(c.rxDropped, es.NotRoCE, ep, "not_roce")
 		for _, se := range e.statsEntries() {
 			s := se.cnt.snapshot(se.qpn, se.sendCQ, se.recvCQ)
 			qpn := strconv.FormatUint(uint64(s.QPN), 10)

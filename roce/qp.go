@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/cephdpdkd/cephdpdkd/header"
 	"github.com/cephdpdkd/cephdpdkd/roce/wire"
 )
 
@@ -69,14 +70,15 @@ type QPInitAttr struct {
 // AddressVector says how to reach the remote QP: what goes into the
 // Ethernet, IP and UDP headers of every packet.
 type AddressVector struct {
-	DstMAC  [6]byte
-	DstIP   netip.Addr // the remote GID as an IPv4 (or IPv6) address
-	SrcIP   netip.Addr // the local address; the endpoint's when invalid
-	TOS     uint8      // IPv4 TOS / IPv6 traffic class (verbs traffic_class)
-	TTL     uint8      // IPv4 TTL / IPv6 hop limit (verbs hop_limit); 64 if 0
-	UDPSrc  uint16     // UDP source port; udpSourcePort(qpn) if 0, as rxe
-	VLAN    bool       // send with an 802.1Q tag
-	VLANTCI uint16
+	DstMAC [6]byte
+	DstIP  netip.Addr // the remote GID as an IPv4 (or IPv6) address
+	SrcIP  netip.Addr // the local address; the endpoint's when invalid
+	TOS    uint8      // IPv4 TOS / IPv6 traffic class (verbs traffic_class)
+	TTL    uint8      // IPv4 TTL / IPv6 hop limit (verbs hop_limit); 64 if 0
+	UDPSrc uint16     // UDP source port; udpSourcePort(qpn) if 0, as rxe
+	// VLANs are the VLAN tags to send with, outermost first: those the
+	// peer's frames came in (wire.Packet.VLANs), or none.
+	VLANs header.VLANs
 }
 
 // QPAttrMask selects the fields of a QPAttr that Modify applies.
@@ -385,6 +387,9 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 		if av.SrcIP.Is4() != av.DstIP.Is4() {
 			return fmt.Errorf("roce: modify qp %d: av %v→%v mixes address families: %w", qp.qpn, av.SrcIP, av.DstIP, ErrInvalidArgument)
 		}
+		if av.VLANs.N > header.MaxVLANs {
+			return fmt.Errorf("roce: modify qp %d: %d vlan tags, max %d: %w", qp.qpn, av.VLANs.N, header.MaxVLANs, ErrInvalidArgument)
+		}
 		if av.TTL == 0 {
 			av.TTL = 64
 		}
@@ -393,7 +398,7 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 		}
 		qp.attr.AV = av
 		qp.hdr = wire.FrameHeader{
-			SrcMAC: qp.ep.mac, DstMAC: av.DstMAC, VLAN: av.VLAN, VLANTCI: av.VLANTCI,
+			SrcMAC: qp.ep.mac, DstMAC: av.DstMAC, VLANs: av.VLANs,
 			SrcIP: av.SrcIP, DstIP: av.DstIP, TOS: av.TOS, TTL: av.TTL, UDPSrc: av.UDPSrc,
 		}
 	}

@@ -128,6 +128,7 @@ type endpointCounters struct {
 	rxFrames, txFrames     atomic.Uint64
 	icrcErrors, malformed  atomic.Uint64
 	notLocal, noQP, unsupp atomic.Uint64
+	tooManyVLANs, notRoCE  atomic.Uint64
 	gsiReceived, gsiSent   atomic.Uint64
 	txBusy                 atomic.Uint64
 }
@@ -140,6 +141,8 @@ type EndpointStats struct {
 	NotLocal           uint64 // dropped: another MAC or IP address
 	NoQP               uint64 // dropped: no such QP
 	Unsupported        uint64 // dropped: UC, CNP and other transports
+	TooManyVLANs       uint64 // dropped: more VLAN tags than header.MaxVLANs
+	NotRoCE            uint64 // dropped: well formed, not RoCEv2, not taken by the frame handler (ARP)
 	GSIReceived        uint64 // handed to the GSI handler
 	GSISent            uint64
 	TxBusy             uint64 // polls that left frames unsent because the link was full
@@ -153,6 +156,7 @@ func (e *Endpoint) Stats() EndpointStats {
 		RxFrames: c.rxFrames.Load(), TxFrames: c.txFrames.Load(),
 		ICRCErrors: c.icrcErrors.Load(), Malformed: c.malformed.Load(),
 		NotLocal: c.notLocal.Load(), NoQP: c.noQP.Load(), Unsupported: c.unsupp.Load(),
+		TooManyVLANs: c.tooManyVLANs.Load(), NotRoCE: c.notRoCE.Load(),
 		GSIReceived: c.gsiReceived.Load(), GSISent: c.gsiSent.Load(), TxBusy: c.txBusy.Load(),
 	}
 }

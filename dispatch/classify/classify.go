@@ -4,15 +4,19 @@ import (
 	"encoding/binary"
 	"net/netip"
 	"strconv"
+
+	"github.com/cephdpdkd/cephdpdkd/header"
 )
 
-// Ethertypes the parser understands.
+// Ethertypes the parser understands; the link-layer rules (which
+// ethertypes are VLAN tags, how many a frame may carry) are package
+// header's.
 const (
-	EtherTypeIPv4 uint16 = 0x0800
-	EtherTypeARP  uint16 = 0x0806
-	EtherTypeVLAN uint16 = 0x8100 // IEEE 802.1Q customer tag
-	EtherTypeQinQ uint16 = 0x88a8 // IEEE 802.1ad service tag
-	EtherTypeIPv6 uint16 = 0x86dd
+	EtherTypeIPv4 = header.EtherTypeIPv4
+	EtherTypeARP  = header.EtherTypeARP
+	EtherTypeVLAN = header.EtherTypeVLAN // IEEE 802.1Q customer tag
+	EtherTypeQinQ = header.EtherTypeQinQ // IEEE 802.1ad service tag
+	EtherTypeIPv6 = header.EtherTypeIPv6
 )
 
 // IP protocol numbers used in rules.
@@ -35,15 +39,14 @@ const (
 const (
 	// MaxVLANs is the number of VLAN tags the parser accepts; a frame with
 	// more is malformed.
-	MaxVLANs = 2
+	MaxVLANs = header.MaxVLANs
 	// MaxIPv6ExtHeaders bounds the IPv6 extension header chain so the cost
 	// of parsing a frame stays bounded; a longer chain is malformed.
 	MaxIPv6ExtHeaders = 8
 )
 
 const (
-	ethHeaderLen  = 14
-	vlanTagLen    = 4
+	ethHeaderLen  = header.EthernetHeaderLen
 	arpFixedLen   = 8
 	ipv4MinHeader = 20
 	ipv6HeaderLen = 40
@@ -74,6 +77,11 @@ const (
 	ReasonBadTCPHeader                 // data offset below 5 or beyond the packet
 	ReasonTruncatedUDP                 // packet too short for a UDP header
 	ReasonBadUDPLength                 // UDP length below 8 or beyond the packet
+	// ReasonMultiSegmentHeaders: the packet is a chain of segments (an
+	// mbuf chain: scattered RX, a jumbo frame in small mbufs) and its
+	// headers, up to the transport header, do not all lie in the first
+	// segment, the one the classifier reads.
+	ReasonMultiSegmentHeaders
 
 	// NumReasons is the number of Reason values, ReasonNone included.
 	NumReasons
@@ -114,12 +122,14 @@ func (r Reason) String() string {
 		return "truncated_udp"
 	case ReasonBadUDPLength:
 		return "bad_udp_length"
+	case ReasonMultiSegmentHeaders:
+		return "multi_segment_headers"
 	}
 	return "reason(" + strconv.Itoa(int(r)) + ")"
 }
 
 // Headers is what Parse learns about a frame. Offsets index the frame passed
-// to Parse and never exceed its length.
+// to Parse and never exceed its length (for ParseChain: the packet's).
 type Headers struct {
 	// EtherType is the innermost ethertype, after any VLAN tags.
 	EtherType uint16
@@ -161,7 +171,7 @@ type Headers struct {
 	PayloadOffset int
 	// End is where the packet ends as declared by its IP total or payload
 	// length, or by the ARP header; bytes from End on are link padding. For
-	// other frames End is the frame length.
+	// other frames End is the packet length.
 	End int
 }
 
@@ -171,51 +181,101 @@ func be16(b []byte) uint16 { return binary.BigEndian.Uint16(b) }
 // frame, never retains it and never allocates. It returns ReasonNone if the
 // headers are consistent; otherwise the reason, with h describing the
 // headers parsed up to that point. An ethertype the parser does not know is
-// not an error: h then has only the link-layer fields set.
+// not an error: h then has only the link-layer fields set. The offsets in
+// h index frame and never exceed its length.
 func Parse(frame []byte, h *Headers) Reason {
+	return parse(frame, len(frame), h)
+}
+
+// ParseChain is Parse for a packet of pktLen bytes held in a chain of
+// segments (an mbuf chain) of which first is the first. It reads only
+// first: the headers, up to and including the transport header, must lie
+// in it, or the result is ReasonMultiSegmentHeaders; lengths the headers
+// declare (IP total length, UDP length...) are checked against pktLen.
+// The header offsets in h index first; End may lie beyond it, up to
+// pktLen. If pktLen is below len(first), only its first pktLen bytes
+// are read: Parse(first[:pktLen], h).
+func ParseChain(first []byte, pktLen int, h *Headers) Reason {
+	if pktLen <= len(first) {
+		return Parse(first[:max(pktLen, 0)], h)
+	}
+	return parse(first, pktLen, h)
+}
+
+// parse is ParseChain for pktLen >= len(seg). Every length is checked
+// against pktLen first, for the reason Parse gives a whole frame, then
+// against seg before any byte is read: for a single segment (pktLen ==
+// len(seg)) the second check never fails, and the result is that of the
+// whole-frame parser.
+func parse(seg []byte, pktLen int, h *Headers) Reason {
 	*h = Headers{}
-	if len(frame) < ethHeaderLen {
-		return ReasonTruncatedEthernet
+	et, off, ok := header.InnerEtherType(seg)
+	if !ok {
+		var l header.Link
+		return linkReason(header.ParseLink(seg, &l), len(seg), pktLen)
 	}
-	et := be16(frame[12:14])
-	off := ethHeaderLen
-	for et == EtherTypeVLAN || et == EtherTypeQinQ {
-		if h.VLANs == MaxVLANs {
-			return ReasonTooManyVLANs
-		}
-		if len(frame)-off < vlanTagLen {
-			return ReasonTruncatedVLAN
-		}
-		h.VLANTCI[h.VLANs] = be16(frame[off : off+2])
-		et = be16(frame[off+2 : off+4])
-		h.VLANs++
-		off += vlanTagLen
+	n := (off - ethHeaderLen) / header.VLANTagLen
+	for i := range n {
+		h.VLANTCI[i] = header.Ethernet(seg).Tag(i).TCI
 	}
+	h.VLANs = uint8(n)
 	h.EtherType = et
 	h.L3Offset = off
-	h.End = len(frame)
+	h.End = pktLen
 	switch et {
 	case EtherTypeIPv4:
-		return parseIPv4(frame, h)
+		return parseIPv4(seg, pktLen, h)
 	case EtherTypeIPv6:
-		return parseIPv6(frame, h)
+		return parseIPv6(seg, pktLen, h)
 	case EtherTypeARP:
-		return parseARP(frame, h)
+		return parseARP(seg, pktLen, h)
 	}
 	return ReasonNone
 }
 
-func parseARP(frame []byte, h *Headers) Reason {
-	b := frame[h.L3Offset:]
-	if len(b) < arpFixedLen {
+// linkReason names a link-layer error of header.ParseLink on a segment of
+// segLen bytes of a pktLen-byte packet.
+func linkReason(err error, segLen, pktLen int) Reason {
+	switch {
+	case err == header.ErrTooManyVLANs:
+		return ReasonTooManyVLANs
+	case pktLen > segLen:
+		// Cut off at the end of the segment, not of the packet.
+		return ReasonMultiSegmentHeaders
+	case err == header.ErrTruncatedEthernet:
+		return ReasonTruncatedEthernet
+	}
+	return ReasonTruncatedVLAN
+}
+
+// fits returns ReasonNone if the k bytes from off lie in seg, otherwise
+// ReasonMultiSegmentHeaders; callers have checked that they lie in the
+// packet.
+func fits(seg []byte, off, k int) Reason {
+	if len(seg)-off < k {
+		return ReasonMultiSegmentHeaders
+	}
+	return ReasonNone
+}
+
+func parseARP(seg []byte, pktLen int, h *Headers) Reason {
+	off := h.L3Offset
+	if pktLen-off < arpFixedLen {
 		return ReasonTruncatedARP
 	}
+	if r := fits(seg, off, arpFixedLen); r != ReasonNone {
+		return r
+	}
+	b := seg[off:]
 	hlen, plen := int(b[4]), int(b[5])
 	n := arpFixedLen + 2*hlen + 2*plen
-	if len(b) < n {
+	if pktLen-off < n {
 		return ReasonTruncatedARP
 	}
-	h.End = h.L3Offset + n
+	if r := fits(seg, off, n); r != ReasonNone {
+		return r
+	}
+	h.End = off + n
 	if be16(b[2:4]) == EtherTypeIPv4 && plen == 4 {
 		spa := arpFixedLen + hlen
 		tpa := spa + 4 + hlen
@@ -225,11 +285,15 @@ func parseARP(frame []byte, h *Headers) Reason {
 	return ReasonNone
 }
 
-func parseIPv4(frame []byte, h *Headers) Reason {
-	b := frame[h.L3Offset:]
-	if len(b) < ipv4MinHeader {
+func parseIPv4(seg []byte, pktLen int, h *Headers) Reason {
+	off := h.L3Offset
+	if pktLen-off < ipv4MinHeader {
 		return ReasonTruncatedIPv4
 	}
+	if r := fits(seg, off, ipv4MinHeader); r != ReasonNone {
+		return r
+	}
+	b := seg[off:]
 	ihl := int(b[0]&0x0f) * 4
 	if b[0]>>4 != 4 || ihl < ipv4MinHeader {
 		return ReasonBadIPv4Header
@@ -238,8 +302,11 @@ func parseIPv4(frame []byte, h *Headers) Reason {
 	if total < ihl {
 		return ReasonBadIPv4Length
 	}
-	if total > len(b) {
+	if total > pktLen-off {
 		return ReasonTruncatedIPv4
+	}
+	if r := fits(seg, off, ihl); r != ReasonNone {
+		return r
 	}
 	h.IPVersion = 4
 	h.Proto = b[9]
@@ -248,28 +315,31 @@ func parseIPv4(frame []byte, h *Headers) Reason {
 	ff := be16(b[6:8])
 	h.FragOffset = ff & 0x1fff
 	h.Fragment = ff&0x3fff != 0 // MF set or a nonzero offset
-	h.End = h.L3Offset + total
-	h.L4Offset = h.L3Offset + ihl
-	return parseL4(frame[:h.End], h)
+	h.End = off + total
+	h.L4Offset = off + ihl
+	return parseL4(seg, h)
 }
 
-func parseIPv6(frame []byte, h *Headers) Reason {
-	b := frame[h.L3Offset:]
-	if len(b) < ipv6HeaderLen {
+func parseIPv6(seg []byte, pktLen int, h *Headers) Reason {
+	off := h.L3Offset
+	if pktLen-off < ipv6HeaderLen {
 		return ReasonTruncatedIPv6
 	}
+	if r := fits(seg, off, ipv6HeaderLen); r != ReasonNone {
+		return r
+	}
+	b := seg[off:]
 	if b[0]>>4 != 6 {
 		return ReasonBadIPv6Header
 	}
 	total := ipv6HeaderLen + int(be16(b[4:6]))
-	if total > len(b) {
+	if total > pktLen-off {
 		return ReasonTruncatedIPv6
 	}
-	b = b[:total]
 	h.IPVersion = 6
 	h.Src = netip.AddrFrom16([16]byte(b[8:24]))
 	h.Dst = netip.AddrFrom16([16]byte(b[24:40]))
-	h.End = h.L3Offset + total
+	h.End = off + total
 
 	next := b[6]
 	p := ipv6HeaderLen
@@ -278,8 +348,8 @@ func parseIPv6(frame []byte, h *Headers) Reason {
 		case ipv6HopByHop, ipv6Routing, ipv6Fragment, ipv6AuthHeader, ipv6DestOptions:
 		default:
 			h.Proto = next
-			h.L4Offset = h.L3Offset + p
-			return parseL4(frame[:h.End], h)
+			h.L4Offset = off + p
+			return parseL4(seg, h)
 		}
 		if i == MaxIPv6ExtHeaders {
 			return ReasonTooManyIPv6ExtHeaders
@@ -292,6 +362,9 @@ func parseIPv6(frame []byte, h *Headers) Reason {
 		// Every extension header is at least 8 bytes long.
 		if total-p < 8 {
 			return ReasonBadIPv6ExtHeader
+		}
+		if r := fits(seg, off+p, 8); r != ReasonNone {
+			return r
 		}
 		var n int
 		switch next {
@@ -310,58 +383,76 @@ func parseIPv6(frame []byte, h *Headers) Reason {
 		if n > total-p {
 			return ReasonBadIPv6ExtHeader
 		}
+		if r := fits(seg, off+p, n); r != ReasonNone {
+			return r
+		}
 		next = b[p]
 		p += n
 	}
 }
 
-// parseL4 reads the transport header at h.L4Offset; b ends where the IP
-// packet ends.
-func parseL4(b []byte, h *Headers) Reason {
+// parseL4 reads the transport header at h.L4Offset of a packet that ends
+// at h.End, from seg.
+func parseL4(seg []byte, h *Headers) Reason {
 	h.PayloadOffset = h.L4Offset
 	if h.FragOffset != 0 {
 		// A later fragment: what follows is the middle of a datagram.
 		return ReasonNone
 	}
-	l4 := b[h.L4Offset:]
 	switch h.Proto {
 	case ProtoTCP, ProtoUDP:
 	default:
 		return ReasonNone
 	}
+	off := h.L4Offset
+	n := h.End - off // transport header and payload
 	if h.Fragment {
 		// The first fragment of several: the transport header may be
 		// split across fragments, and UDP length covers the whole
 		// datagram, so only the ports are read, if present.
-		if len(l4) >= 4 {
-			h.SrcPort, h.DstPort = be16(l4[0:2]), be16(l4[2:4])
+		if n >= 4 {
+			if r := fits(seg, off, 4); r != ReasonNone {
+				return r
+			}
+			h.SrcPort, h.DstPort = be16(seg[off:off+2]), be16(seg[off+2:off+4])
 			h.HasPorts = true
 		}
 		return ReasonNone
 	}
 	if h.Proto == ProtoTCP {
-		if len(l4) < tcpMinHeader {
+		if n < tcpMinHeader {
 			return ReasonTruncatedTCP
 		}
+		if r := fits(seg, off, tcpMinHeader); r != ReasonNone {
+			return r
+		}
+		l4 := seg[off:]
 		doff := int(l4[12]>>4) * 4
-		if doff < tcpMinHeader || doff > len(l4) {
+		if doff < tcpMinHeader || doff > n {
 			return ReasonBadTCPHeader
+		}
+		if r := fits(seg, off, doff); r != ReasonNone {
+			return r
 		}
 		h.SrcPort, h.DstPort = be16(l4[0:2]), be16(l4[2:4])
 		h.HasPorts = true
-		h.PayloadOffset = h.L4Offset + doff
+		h.PayloadOffset = off + doff
 		return ReasonNone
 	}
-	if len(l4) < udpHeaderLen {
+	if n < udpHeaderLen {
 		return ReasonTruncatedUDP
 	}
+	if r := fits(seg, off, udpHeaderLen); r != ReasonNone {
+		return r
+	}
+	l4 := seg[off:]
 	// A UDP length below the IP payload is allowed (the rest is ignored,
 	// as Linux does); one beyond it is not.
-	if ulen := int(be16(l4[4:6])); ulen < udpHeaderLen || ulen > len(l4) {
+	if ulen := int(be16(l4[4:6])); ulen < udpHeaderLen || ulen > n {
 		return ReasonBadUDPLength
 	}
 	h.SrcPort, h.DstPort = be16(l4[0:2]), be16(l4[2:4])
 	h.HasPorts = true
-	h.PayloadOffset = h.L4Offset + udpHeaderLen
+	h.PayloadOffset = off + udpHeaderLen
 	return ReasonNone
 }

@@ -3,17 +3,20 @@ package classify
 import (
 	"encoding/binary"
 	"math/bits"
+
+	"github.com/cephdpdkd/cephdpdkd/header"
 )
 
 // Classify runs for every received packet, so it does not go through Parse
 // and Match for the frames it sees most: well-formed IPv4, IPv6 without
-// extension headers, and ARP, untagged or in one 802.1Q tag. For those it
-// reads the few header fields rules look at straight from the frame,
-// checks exactly what Parse checks, and combines tables that Compile has
-// folded, so that a TCP or UDP packet costs a protocol entry and an entry
-// per port, and an address lookup only when the first rule left standing
-// has a prefix. Every other frame, malformed ones included, takes Parse
-// and Match, and Parse names the reason.
+// extension headers, and ARP, untagged or behind up to header.MaxVLANs
+// VLAN tags (802.1Q, QinQ). For those it reads the few header fields rules
+// look at straight from the frame, checks exactly what Parse checks, and
+// combines tables that Compile has folded, so that a TCP or UDP packet
+// costs a protocol entry and an entry per port, and an address lookup only
+// when the first rule left standing has a prefix. Every other frame,
+// malformed ones included, takes Parse and Match, and Parse names the
+// reason.
 //
 // The fast path is one function: on a frame every few nanoseconds, each
 // call it saves is worth keeping the IP cases inline.
@@ -80,8 +83,16 @@ func (c *Classifier) classify(frame []byte) (service int, reason Reason, fast bo
 	}
 	et := be16(frame[12:14])
 	b := frame[ethHeaderLen:]
-	if et == EtherTypeVLAN && len(b) >= vlanTagLen {
-		et, b = be16(b[2:4]), b[vlanTagLen:]
+	if header.IsVLAN(et) {
+		// Untagged frames, the most, skip the loop.
+		var off int
+		var ok bool
+		if et, off, ok = header.InnerEtherType(frame); !ok {
+			// Too many tags or cut off: Parse says which.
+			service, reason = c.classifySlow(frame)
+			return service, reason, false, 0
+		}
+		b = frame[off:]
 	}
 	// Each case sets fast once it has checked what Parse checks; a break
 	// before that leaves the frame to Parse.
@@ -133,8 +144,6 @@ func (c *Classifier) classify(frame []byte) (service int, reason Reason, fast bo
 		fast = true
 	case EtherTypeARP:
 		m, fast = c.classifyARP(b)
-	case EtherTypeVLAN, EtherTypeQinQ:
-		// More tags than the fast path reads.
 	default:
 		m, fast = c.etherType.lookup(et)&c.fast.nonIP, true
 	}

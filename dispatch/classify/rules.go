@@ -238,6 +238,23 @@ func (c *Classifier) Classify(frame []byte) (service int, reason Reason) {
 	return service, reason
 }
 
+// ClassifyChain is Classify for a packet of pktLen bytes held in a chain
+// of segments of which first is the first (see ParseChain): the headers
+// are read from first, lengths checked against pktLen. A packet that fits
+// in first (pktLen <= len(first)) costs what Classify costs.
+func (c *Classifier) ClassifyChain(first []byte, pktLen int) (service int, reason Reason) {
+	if pktLen <= len(first) {
+		return c.Classify(first[:max(pktLen, 0)])
+	}
+	// Rare, so through Parse and Match.
+	var h Headers
+	if reason = parse(first, pktLen, &h); reason != ReasonNone {
+		return c.defaultService, reason
+	}
+	service, _ = c.Match(&h)
+	return service, ReasonNone
+}
+
 // classifySlow is Classify for any frame, through Parse and Match.
 func (c *Classifier) classifySlow(frame []byte) (service int, reason Reason) {
 	var h Headers

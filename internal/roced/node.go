@@ -265,7 +265,9 @@ func (n *Node) status() Status {
 }
 
 // Collectors export the endpoint's per-QP metrics (cephdpdkd_roce_*), the
-// built-in services' (cephdpdkd_roce_app_*) and the Ceph exchange's
+// connection manager's (cephdpdkd_roce_cm_*), the frames the TX queue
+// refused (cephdpdkd_roce_endpoint_tx_refused_total), the built-in
+// services' (cephdpdkd_roce_app_*) and the Ceph exchange's
 // (cephdpdkd_roce_ceph_*).
 func (n *Node) Collectors() []prometheus.Collector {
 	srcs := map[string]app.StatsSource{}
@@ -275,7 +277,10 @@ func (n *Node) Collectors() []prometheus.Collector {
 	for i, s := range n.cephSvcs {
 		srcs["ceph_tcp_"+strconv.Itoa(i)] = s
 	}
-	cs := []prometheus.Collector{roce.NewCollector(n.ep), app.NewCollector(srcs)}
+	cs := []prometheus.Collector{
+		roce.NewCollector(n.ep), cm.NewCollector(n.cm), newCollector(n.ep.IP().String(), n.io),
+		app.NewCollector(srcs),
+	}
 	if n.ceph != nil {
 		cs = append(cs, cephrdma.NewCollector(map[string]*cephrdma.Stack{"ceph": n.ceph}))
 	}

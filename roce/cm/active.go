@@ -112,12 +112,12 @@ func (m *Manager) resolved(c *Conn, mac [6]byte, err error) {
 func (m *Manager) onRep(in *madIn) {
 	rep := &m.rep
 	if err := rep.Decode(in.mad[:]); err != nil {
-		m.cnt.bad.Add(1)
+		m.cnt.drop(DropMalformed)
 		return
 	}
 	c := m.conns[rep.RemoteCommID]
 	if c == nil || c.passive || c.remoteAddr.Addr() != in.srcIP {
-		m.cnt.unmatched.Add(1)
+		m.cnt.drop(DropUnmatched)
 		return
 	}
 	switch c.state {
@@ -128,7 +128,7 @@ func (m *Manager) onRep(in *madIn) {
 		}
 		return
 	default:
-		m.cnt.unmatched.Add(1)
+		m.cnt.drop(DropUnmatched)
 		return
 	}
 	c.remoteID = rep.LocalCommID
@@ -176,7 +176,7 @@ func (m *Manager) onRep(in *madIn) {
 	c.deadline = time.Time{}
 	c.retries = 0
 	m.sendRtu(c)
-	m.cnt.established.Add(1)
+	m.cnt.established[1].Add(1)
 	if c.ev.Connected != nil {
 		c.ev.Connected(c, nil)
 	}

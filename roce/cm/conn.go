@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/cephdpdkd/cephdpdkd/header"
 	"github.com/cephdpdkd/cephdpdkd/roce"
 	"github.com/cephdpdkd/cephdpdkd/roce/wire"
 )
@@ -132,8 +133,7 @@ type Conn struct {
 	remoteMAC         [6]byte
 	remoteQPN         uint32
 	remoteGUID        uint64
-	vlan              bool
-	vlanTCI           uint16
+	vlans             header.VLANs // the REQ's: the passive side answers in its tags
 	tos, ttl          uint8
 	tid               uint64 // of the REQ: REP, RTU and REJ reuse it
 	dreqTID           uint64
@@ -205,10 +205,22 @@ func (c *Conn) String() string {
 	return fmt.Sprintf("cm conn %#08x (%s, qp %d, %v→%v, %v)", c.localID, role, c.qpn, c.localAddr, c.remoteAddr, c.state)
 }
 
+// pending returns the message the connection waits for an answer to: the
+// one its retransmission timer sends again.
+func (c *Conn) pending() Message {
+	switch c.state {
+	case StateReqSent:
+		return MsgREQ
+	case StateRepSent:
+		return MsgREP
+	}
+	return MsgDREQ
+}
+
 // gsiAV returns where the connection's MADs go.
 func (c *Conn) gsiAV() roce.AddressVector {
 	return roce.AddressVector{
 		DstMAC: c.remoteMAC, DstIP: c.remoteAddr.Addr(), SrcIP: c.localAddr.Addr(),
-		TOS: c.tos, TTL: c.ttl, VLAN: c.vlan, VLANTCI: c.vlanTCI,
+		TOS: c.tos, TTL: c.ttl, VLANs: c.vlans,
 	}
 }

@@ -14,12 +14,12 @@ import (
 func (m *Manager) onDreq(in *madIn, tid uint64) {
 	dreq := &m.dreq
 	if err := dreq.Decode(in.mad[:]); err != nil {
-		m.cnt.bad.Add(1)
+		m.cnt.drop(DropMalformed)
 		return
 	}
 	c := m.conns[dreq.RemoteCommID]
 	if c == nil || c.remoteAddr.Addr() != in.srcIP || c.remoteID != dreq.LocalCommID {
-		m.cnt.unmatched.Add(1)
+		m.cnt.drop(DropUnmatched)
 		drep := &m.drep
 		*drep = wire.CMDrep{LocalCommID: dreq.RemoteCommID, RemoteCommID: dreq.LocalCommID}
 		av := m.replyAV(in)
@@ -27,7 +27,7 @@ func (m *Manager) onDreq(in *madIn, tid uint64) {
 		return
 	}
 	if dreq.RemoteQPN != c.qpn {
-		m.cnt.unmatched.Add(1)
+		m.cnt.drop(DropUnmatched)
 		return
 	}
 	switch c.state {
@@ -55,12 +55,12 @@ func (m *Manager) sendDrep(c *Conn, tid uint64) {
 func (m *Manager) onDrep(in *madIn) {
 	drep := &m.drep
 	if err := drep.Decode(in.mad[:]); err != nil {
-		m.cnt.bad.Add(1)
+		m.cnt.drop(DropMalformed)
 		return
 	}
 	c := m.conns[drep.RemoteCommID]
 	if c == nil || c.remoteAddr.Addr() != in.srcIP || c.remoteID != drep.LocalCommID || c.state != StateDisconnecting {
-		m.cnt.unmatched.Add(1)
+		m.cnt.drop(DropUnmatched)
 		return
 	}
 	m.enterTimeWait(c)
@@ -73,7 +73,7 @@ func (m *Manager) onDrep(in *madIn) {
 func (m *Manager) onRej(in *madIn) {
 	rej := &m.rej
 	if err := rej.Decode(in.mad[:]); err != nil {
-		m.cnt.bad.Add(1)
+		m.cnt.drop(DropMalformed)
 		return
 	}
 	var c *Conn
@@ -85,10 +85,10 @@ func (m *Manager) onRej(in *madIn) {
 	}
 	if c == nil || c.remoteAddr.Addr() != in.srcIP ||
 		c.remoteID != 0 && rej.LocalCommID != 0 && rej.LocalCommID != c.remoteID {
-		m.cnt.unmatched.Add(1)
+		m.cnt.drop(DropUnmatched)
 		return
 	}
-	m.cnt.rejRx.Add(1)
+	m.cnt.rejRx[rejIndex(rej.Reason)].Add(1)
 	rerr := &RejectError{
 		Reason:      rej.Reason,
 		ARI:         append([]byte(nil), rej.ARI[:rej.ARILen]...),
@@ -108,12 +108,12 @@ func (m *Manager) onRej(in *madIn) {
 func (m *Manager) onMra(in *madIn) {
 	mra := &m.mra
 	if err := mra.Decode(in.mad[:]); err != nil {
-		m.cnt.bad.Add(1)
+		m.cnt.drop(DropMalformed)
 		return
 	}
 	c := m.conns[mra.RemoteCommID]
 	if c == nil || c.remoteAddr.Addr() != in.srcIP {
-		m.cnt.unmatched.Add(1)
+		m.cnt.drop(DropUnmatched)
 		return
 	}
 	if c.state == StateReqSent && mra.MsgMRAed == wire.CMMsgReq || c.state == StateRepSent && mra.MsgMRAed == wire.CMMsgRep {

@@ -29,7 +29,11 @@
 //	func (m *Manager) Neigh() *neigh.Table
 //	func (m *Manager) Resolve(ip netip.Addr, done func(mac [6]byte, err error)) // cephrdma.Resolver
 //	func (m *Manager) NumConns() int
-//	func (m *Manager) Stats() Stats
+//	func (m *Manager) Stats() Stats // any goroutine
+//	func NewCollector(ms ...*Manager) *Collector // cephdpdkd_roce_cm_* metrics
+//	type Message (MsgREQ..MsgDREP), DropReason (DropMalformed, DropUnmatched,
+//		DropInboxFull, DropSendFailed), Limit (LimitSessions, LimitConns)
+//	func RejectReasonName(r uint16) string // metric label: "no_resources", ...
 //	func CAGUID(mac [6]byte) uint64
 //
 //	type AcceptFunc func(req *ConnRequest) (Accept, error)
@@ -98,6 +102,19 @@
 // vanished must fail so that its buffers are freed. The address vector is
 // the REQ frame's source MAC and IP, with the REQ's traffic class and hop
 // limit as TOS and TTL, and the UDP source port is per QP, as rxe's.
+//
+// VLANs. The endpoint has no VLAN of its own: the passive side answers a
+// REQ in the VLAN tags it came in (802.1Q or QinQ, up to
+// header.MaxVLANs), and the connection's QP and MADs keep them, as the
+// neighbour table answers a who-has in the request's tags. The active
+// side (Dial) resolves and connects untagged.
+//
+// Counters. Stats, and the Collector built on it, count CM MADs by
+// message and direction, REJs by reason, MADs dropped by reason,
+// retransmissions, requests refused for lack of room (LimitSessions: the
+// AcceptFunc returned an error wrapping roce.ErrBusy or ErrTooManyConns,
+// as roce/app's servers do at their session limit; LimitConns:
+// Config.MaxConns), and connections established, failed and ended.
 //
 // Unlike Linux, the passive side stays in RTR until the RTU (or the first
 // packet, the CM's COMM_EST), which is how it learns of an RTU that was

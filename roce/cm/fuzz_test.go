@@ -61,5 +61,25 @@ func FuzzCMInput(f *testing.F) {
 		}
 		n.settle()
 		n.checkClean(n.b, "B")
+		checkStats(t, n.b.m.Stats())
 	})
+}
+
+// checkStats checks what the counters of Stats must agree on.
+func checkStats(t *testing.T, st Stats) {
+	t.Helper()
+	var rx, tx uint64
+	for m := range NumMessages {
+		rx += st.Received[m]
+		tx += st.Sent[m]
+		if st.RetransmitsOf[m] > st.Sent[m] {
+			t.Errorf("%v: %d retransmitted, %d sent", m, st.RetransmitsOf[m], st.Sent[m])
+		}
+	}
+	if rx > st.MADsReceived || tx != st.MADsSent || st.RejectsSent != st.Sent[MsgREJ] ||
+		st.Requests+st.DupRequests > st.Received[MsgREQ] ||
+		st.Refused[LimitSessions]+st.Refused[LimitConns] > st.RejectsSent ||
+		st.Established != st.EstablishedPassive+st.EstablishedActive {
+		t.Errorf("inconsistent stats %+v", st)
+	}
 }

@@ -79,7 +79,14 @@ func newTestNetLink(t testing.TB, lc memlink.Config, ca, cb Config) *testNet {
 
 func newNode(t testing.TB, mac [6]byte, ip netip.Addr, link *memlink.End, cfg Config) *node {
 	t.Helper()
-	ep, err := roce.NewEndpoint(roce.EndpointConfig{MAC: mac, IP: ip, IO: link})
+	return newNodeIO(t, mac, ip, link, link, cfg)
+}
+
+// newNodeIO is newNode with the endpoint's frames going through io, a
+// wrapper of link.
+func newNodeIO(t testing.TB, mac [6]byte, ip netip.Addr, link *memlink.End, io roce.PacketIO, cfg Config) *node {
+	t.Helper()
+	ep, err := roce.NewEndpoint(roce.EndpointConfig{MAC: mac, IP: ip, IO: io})
 	if err != nil {
 		t.Fatal(err)
 	}

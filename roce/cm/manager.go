@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
-	"sync/atomic"
 	"time"
 
+	"github.com/cephdpdkd/cephdpdkd/header"
 	"github.com/cephdpdkd/cephdpdkd/roce"
 	"github.com/cephdpdkd/cephdpdkd/roce/neigh"
 	"github.com/cephdpdkd/cephdpdkd/roce/wire"
@@ -40,36 +40,8 @@ type madIn struct {
 	srcMAC       [6]byte
 	srcIP, dstIP netip.Addr
 	tos          uint8
-	vlan         bool
-	vlanTCI      uint16
+	vlans        header.VLANs // answers go back in the same tags
 	mad          [wire.MADLen]byte
-}
-
-// Stats counts a Manager's work. Counters only grow.
-type Stats struct {
-	Conns        int    // connections in any state
-	Listeners    int    // listened ports
-	MADsReceived uint64 // CM MADs received
-	MADsSent     uint64
-	BadMADs      uint64 // MADs that failed validation
-	Unmatched    uint64 // MADs for no known connection
-	Dropped      uint64 // MADs or events dropped because a poll brought too many
-	SendErrors   uint64 // MADs the link did not take
-	Requests     uint64 // REQs received (duplicates excluded)
-	DupRequests  uint64
-	RejectsSent  uint64
-	RejectsRcvd  uint64
-	Retransmits  uint64 // REQ, REP and DREQ sent again
-	Established  uint64 // connections established, both roles
-	Failed       uint64 // connection attempts that failed
-	Disconnected uint64 // established connections that ended
-}
-
-type counters struct {
-	madRx, madTx, bad, unmatched, dropped, sendErr atomic.Uint64
-	req, dupReq, rejTx, rejRx, retrans             atomic.Uint64
-	established, failed, disconnected              atomic.Uint64
-	conns, listeners                               atomic.Int64
 }
 
 // Manager is the connection manager of one Endpoint. See the package
@@ -160,7 +132,9 @@ func New(ep *roce.Endpoint, cfg Config) (*Manager, error) {
 	}
 	m.tidHi = uint64(m.rng.Uint32()) << 32
 	ep.SetGSIHandler(m.onGSI)
-	ep.SetFrameHandler(func(frame []byte, now time.Time) { nt.HandleFrame(frame, now) })
+	// What the table does not take (not ARP) the endpoint counts as
+	// dropped.
+	ep.SetFrameHandler(nt.HandleFrame)
 	ep.SetNeighbourHandler(nt.Learn)
 	ep.SetEventHandler(m.onEvent)
 	return m, nil
@@ -181,20 +155,6 @@ func (m *Manager) Neigh() *neigh.Table { return m.nt }
 
 // NumConns returns the number of connections in any state.
 func (m *Manager) NumConns() int { return len(m.conns) }
-
-// Stats returns the Manager's counters; it may be called from any
-// goroutine.
-func (m *Manager) Stats() Stats {
-	c := &m.cnt
-	return Stats{
-		Conns: int(c.conns.Load()), Listeners: int(c.listeners.Load()),
-		MADsReceived: c.madRx.Load(), MADsSent: c.madTx.Load(), BadMADs: c.bad.Load(),
-		Unmatched: c.unmatched.Load(), Dropped: c.dropped.Load(), SendErrors: c.sendErr.Load(),
-		Requests: c.req.Load(), DupRequests: c.dupReq.Load(), RejectsSent: c.rejTx.Load(),
-		RejectsRcvd: c.rejRx.Load(), Retransmits: c.retrans.Load(), Established: c.established.Load(),
-		Failed: c.failed.Load(), Disconnected: c.disconnected.Load(),
-	}
-}
 
 // Do queues f to run on the polling goroutine at the start of the next
 // Poll. It is the one Manager method other goroutines may call; it fails
@@ -280,17 +240,17 @@ func (m *Manager) Unlisten(port uint16) error {
 // processing.
 func (m *Manager) onGSI(p *wire.Packet) {
 	if len(p.Payload) < wire.MADLen || p.SrcIP == m.ip {
-		m.cnt.bad.Add(1)
+		m.cnt.drop(DropMalformed)
 		return
 	}
 	if m.inN == len(m.inbox) {
-		m.cnt.dropped.Add(1)
+		m.cnt.drop(DropInboxFull)
 		return
 	}
 	in := &m.inbox[m.inN]
 	m.inN++
 	in.srcMAC, in.srcIP, in.dstIP = p.SrcMAC, p.SrcIP, p.DstIP
-	in.tos, in.vlan, in.vlanTCI = p.TOS, p.VLAN, p.VLANTCI
+	in.tos, in.vlans = p.TOS, p.VLANs
 	copy(in.mad[:], p.Payload[:wire.MADLen])
 }
 
@@ -307,7 +267,7 @@ func (m *Manager) onEvent(ev roce.Event) {
 		}
 	case roce.EventQPFatal:
 		if m.evN == len(m.events) {
-			m.cnt.dropped.Add(1) // the sweep notices the QP's state
+			m.cnt.eventsDrop.Add(1) // the sweep notices the QP's state
 			return
 		}
 		m.events[m.evN] = ev
@@ -346,8 +306,11 @@ func (m *Manager) handleMAD(in *madIn) {
 	m.cnt.madRx.Add(1)
 	h := &m.hdr
 	if err := h.Decode(in.mad[:]); err != nil || !h.IsCM() || h.Method != wire.MADMethodSend {
-		m.cnt.bad.Add(1)
+		m.cnt.drop(DropMalformed)
 		return
+	}
+	if msg, ok := messageOf(h.AttrID); ok {
+		m.cnt.rx[msg].Add(1)
 	}
 	switch h.AttrID {
 	case wire.AttrReq:
@@ -365,7 +328,7 @@ func (m *Manager) handleMAD(in *madIn) {
 	case wire.AttrDREP:
 		m.onDrep(in)
 	default:
-		m.cnt.bad.Add(1)
+		m.cnt.drop(DropMalformed)
 	}
 }
 
@@ -461,7 +424,7 @@ func (m *Manager) expire(c *Conn, now time.Time) {
 	case StateReqSent, StateRepSent, StateDisconnecting:
 		if c.retries < c.maxRetries {
 			c.retries++
-			m.cnt.retrans.Add(1)
+			m.cnt.retrans[c.pending()].Add(1)
 			m.sendMAD(c, c.mad[:])
 			m.setDeadline(c, now.Add(m.cfg.RetransmitTimeout))
 			return
@@ -583,25 +546,31 @@ func (m *Manager) enterTimeWait(c *Conn) {
 	m.setDeadline(c, m.now.Add(m.cfg.TimeWait))
 }
 
-// sendMAD sends a connection's MAD to the peer's QP1.
-func (m *Manager) sendMAD(c *Conn, mad []byte) {
+// sendMAD sends a connection's MAD to the peer's QP1 and reports whether
+// the link took it.
+func (m *Manager) sendMAD(c *Conn, mad []byte) bool {
 	av := c.gsiAV()
-	m.sendTo(&av, mad)
+	return m.sendTo(&av, mad)
 }
 
-func (m *Manager) sendTo(av *roce.AddressVector, mad []byte) {
+// sendTo sends mad, an encoded CM MAD, and reports whether the link took
+// it.
+func (m *Manager) sendTo(av *roce.AddressVector, mad []byte) bool {
 	if err := m.ep.SendGSI(av, mad); err != nil {
-		m.cnt.sendErr.Add(1)
-		return
+		m.cnt.drop(DropSendFailed)
+		return false
 	}
 	m.cnt.madTx.Add(1)
+	if msg, ok := messageOf(binary.BigEndian.Uint16(mad[16:18])); ok { // the attribute ID
+		m.cnt.tx[msg].Add(1)
+	}
+	return true
 }
 
 // replyAV returns the address vector that answers the sender of in.
 func (m *Manager) replyAV(in *madIn) roce.AddressVector {
 	return roce.AddressVector{
-		DstMAC: in.srcMAC, DstIP: in.srcIP, SrcIP: m.ip, TOS: in.tos,
-		VLAN: in.vlan, VLANTCI: in.vlanTCI,
+		DstMAC: in.srcMAC, DstIP: in.srcIP, SrcIP: m.ip, TOS: in.tos, VLANs: in.vlans,
 	}
 }
 
@@ -625,8 +594,9 @@ func (m *Manager) sendRej(c *Conn, reason uint16, msgRejected uint8, ari, priv [
 	}
 	copy(rej.ARI[:], ari)
 	copy(rej.PrivateData[:], priv)
-	m.cnt.rejTx.Add(1)
-	m.sendMAD(c, m.encode(c.tid, rej))
+	if m.sendMAD(c, m.encode(c.tid, rej)) {
+		m.cnt.rejTx[rejIndex(reason)].Add(1)
+	}
 }
 
 // sendRejTimeout sends the REJ with which Linux gives up on a connection:

@@ -15,7 +15,7 @@ import (
 func (m *Manager) onReq(in *madIn, tid uint64) {
 	req := &m.req
 	if err := req.Decode(in.mad[:]); err != nil {
-		m.cnt.bad.Add(1)
+		m.cnt.drop(DropMalformed)
 		return
 	}
 	key := remoteKey{in.srcIP, req.LocalCommID}
@@ -54,6 +54,7 @@ func (m *Manager) onReq(in *madIn, tid uint64) {
 	}
 	m.replaceStale(in.srcIP, req.LocalQPN)
 	if !m.roomForConn() {
+		m.cnt.refused[LimitConns].Add(1)
 		m.rejectReq(in, tid, req, RejNoResources)
 		return
 	}
@@ -67,7 +68,7 @@ func (m *Manager) onReq(in *madIn, tid uint64) {
 	c.remoteMAC = in.srcMAC
 	c.localAddr = netip.AddrPortFrom(m.ip, port)
 	c.remoteAddr = netip.AddrPortFrom(in.srcIP, cma.SrcPort)
-	c.vlan, c.vlanTCI = in.vlan, in.vlanTCI
+	c.vlans = in.vlans
 	c.tos, c.ttl = req.TrafficClass, req.HopLimit
 	c.privLen = copy(c.priv[:], req.PrivateData[wire.CMAHeaderLen:])
 	m.byRemote[key] = c
@@ -88,6 +89,11 @@ func (m *Manager) onReq(in *madIn, tid uint64) {
 		reason, priv := uint16(RejConsumerDefined), []byte(nil)
 		if errors.As(err, &rerr) {
 			reason, priv = rerr.Reason, rerr.PrivateData
+		}
+		if errors.Is(err, roce.ErrBusy) || errors.Is(err, ErrTooManyConns) {
+			// The service is at its session limit (app's servers
+			// refuse with roce.ErrBusy).
+			m.cnt.refused[LimitSessions].Add(1)
 		}
 		m.sendRej(c, reason, wire.CMMsgReq, nil, priv)
 		m.free(c)
@@ -135,7 +141,7 @@ func (m *Manager) onReq(in *madIn, tid uint64) {
 		State: roce.QPStateRTR,
 		AV: roce.AddressVector{
 			DstMAC: in.srcMAC, DstIP: in.srcIP, SrcIP: m.ip, TOS: req.TrafficClass, TTL: req.HopLimit,
-			VLAN: in.vlan, VLANTCI: in.vlanTCI,
+			VLANs: in.vlans,
 		},
 		PathMTU: mtu, DestQPN: req.LocalQPN, RQPSN: c.recvPSN,
 		MaxDestRdAtomic: c.destRdAtomic, MinRNRTimer: m.cfg.MinRNRTimer,
@@ -184,7 +190,7 @@ func (m *Manager) adoptQP(c *Conn, qp *roce.QP) error {
 func (m *Manager) dupReq(c *Conn) {
 	m.cnt.dupReq.Add(1)
 	if !c.passive {
-		m.cnt.unmatched.Add(1)
+		m.cnt.drop(DropUnmatched)
 		return
 	}
 	switch c.state {
@@ -201,8 +207,9 @@ func (m *Manager) rejectReq(in *madIn, tid uint64, req *wire.CMReq, reason uint1
 	*rej = wire.CMRej{RemoteCommID: req.LocalCommID, MsgRejected: wire.CMMsgReq, Reason: reason}
 	av := m.replyAV(in)
 	av.TTL = req.HopLimit
-	m.cnt.rejTx.Add(1)
-	m.sendTo(&av, m.encode(tid, rej))
+	if m.sendTo(&av, m.encode(tid, rej)) {
+		m.cnt.rejTx[rejIndex(reason)].Add(1)
+	}
 }
 
 // replaceStale ends the connection the peer at ip had on QP qpn: a new
@@ -241,7 +248,7 @@ func (m *Manager) establishPassive(c *Conn) {
 	c.state = StateEstablished
 	c.deadline = time.Time{}
 	c.retries = 0
-	m.cnt.established.Add(1)
+	m.cnt.established[0].Add(1)
 	if c.ev.Connected != nil {
 		c.ev.Connected(c, nil)
 	}
@@ -251,12 +258,12 @@ func (m *Manager) establishPassive(c *Conn) {
 func (m *Manager) onRtu(in *madIn) {
 	rtu := &m.rtu
 	if err := rtu.Decode(in.mad[:]); err != nil {
-		m.cnt.bad.Add(1)
+		m.cnt.drop(DropMalformed)
 		return
 	}
 	c := m.conns[rtu.RemoteCommID]
 	if c == nil || !c.passive || c.remoteAddr.Addr() != in.srcIP || c.remoteID != rtu.LocalCommID {
-		m.cnt.unmatched.Add(1)
+		m.cnt.drop(DropUnmatched)
 		return
 	}
 	if c.state == StateRepSent {

@@ -9,6 +9,12 @@
 // Resolve never calls back synchronously: answers, cached ones included,
 // are delivered by the next Poll, so callers never re-enter themselves.
 //
+// ARP frames are read untagged or behind up to header.MaxVLANs VLAN tags
+// (802.1Q, QinQ), the classifier's rules, and a reply carries the tags of
+// its request. Who-has probes and announcements go out untagged.
+// HandleFrame reports false for anything else (another ethertype, more
+// tags), for its caller to count.
+//
 // A Table belongs to the goroutine that polls the endpoint: HandleFrame,
 // Learn, Lookup, Resolve and Poll must all run there. Stats may be read
 // from any goroutine. ARP frames are parsed and answered without

@@ -4,11 +4,15 @@ import (
 	"net/netip"
 	"testing"
 	"time"
+
+	"github.com/cephdpdkd/cephdpdkd/header"
 )
 
 func FuzzARP(f *testing.F) {
 	f.Add(arpFrame(f, whoHas(ourIP, peerIP, peerMAC)))
-	f.Add(arpFrame(f, ARP{DstMAC: ourMAC, SrcMAC: peerMAC, VLAN: true, VLANTCI: 3, Op: OpReply, SenderMAC: peerMAC, SenderIP: peerIP, TargetMAC: ourMAC, TargetIP: ourIP}))
+	f.Add(arpFrame(f, ARP{DstMAC: ourMAC, SrcMAC: peerMAC, VLANs: header.Dot1Q(3), Op: OpReply, SenderMAC: peerMAC, SenderIP: peerIP, TargetMAC: ourMAC, TargetIP: ourIP}))
+	f.Add(arpFrame(f, ARP{DstMAC: broadcastMAC, SrcMAC: peerMAC, VLANs: header.QinQ(200, 100), Op: OpRequest, SenderMAC: peerMAC, SenderIP: peerIP, TargetIP: ourIP}))
+	f.Add(threeTags(f, whoHas(ourIP, peerIP, peerMAC)))
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0x08, 0x06})
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		var a ARP

@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"testing"
 	"time"
+
+	"github.com/cephdpdkd/cephdpdkd/header"
 )
 
 var (
@@ -78,7 +80,10 @@ func TestARPRoundTrip(t *testing.T) {
 	}{
 		{"request", whoHas(ourIP, peerIP, peerMAC)},
 		{"reply", ARP{DstMAC: peerMAC, SrcMAC: ourMAC, Op: OpReply, SenderMAC: ourMAC, SenderIP: ourIP, TargetMAC: peerMAC, TargetIP: peerIP}},
-		{"vlan", ARP{DstMAC: broadcastMAC, SrcMAC: peerMAC, VLAN: true, VLANTCI: 0x2064, Op: OpRequest, SenderMAC: peerMAC, SenderIP: peerIP, TargetIP: ourIP}},
+		{"vlan", ARP{DstMAC: broadcastMAC, SrcMAC: peerMAC, VLANs: header.Dot1Q(0x2064), Op: OpRequest, SenderMAC: peerMAC, SenderIP: peerIP, TargetIP: ourIP}},
+		{"qinq", ARP{DstMAC: broadcastMAC, SrcMAC: peerMAC, VLANs: header.QinQ(0x00c8, 0x2064), Op: OpRequest, SenderMAC: peerMAC, SenderIP: peerIP, TargetIP: ourIP}},
+		{"802.1q over 802.1q", ARP{DstMAC: peerMAC, SrcMAC: ourMAC, Op: OpReply, SenderMAC: ourMAC, SenderIP: ourIP, TargetMAC: peerMAC, TargetIP: peerIP,
+			VLANs: header.VLANs{N: 2, Tags: [header.MaxVLANs]header.VLANTag{{TPID: header.EtherTypeVLAN, TCI: 10}, {TPID: header.EtherTypeVLAN, TCI: 20}}}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := arpFrame(t, tc.a)
@@ -94,6 +99,15 @@ func TestARPRoundTrip(t *testing.T) {
 			}
 		})
 	}
+}
+
+// threeTags returns a as a frame with one VLAN tag more than header
+// allows.
+func threeTags(t testing.TB, a ARP) []byte {
+	t.Helper()
+	a.VLANs = header.QinQ(200, 100)
+	f := arpFrame(t, a)
+	return append(append(f[:12:12], 0x81, 0x00, 0x00, 0x07), f[12:]...)
 }
 
 func TestParseARPErrors(t *testing.T) {
@@ -113,6 +127,8 @@ func TestParseARPErrors(t *testing.T) {
 		{"short arp", good[:14+27], ErrTruncated},
 		{"ipv4", mod(func(b []byte) { b[12], b[13] = 0x08, 0x00 }), ErrNotARP},
 		{"vlan short", mod(func(b []byte) { b[12], b[13] = 0x81, 0x00 })[:16], ErrTruncated},
+		{"qinq short", arpFrame(t, ARP{VLANs: header.QinQ(1, 2), SenderIP: peerIP, TargetIP: ourIP})[:20], ErrTruncated},
+		{"three tags", threeTags(t, whoHas(ourIP, peerIP, peerMAC)), header.ErrTooManyVLANs},
 		{"hardware type", mod(func(b []byte) { b[15] = 6 }), ErrUnsupported},
 		{"protocol", mod(func(b []byte) { b[16] = 0x86 }), ErrUnsupported},
 		{"address length", mod(func(b []byte) { b[19] = 16 }), ErrUnsupported},
@@ -142,7 +158,8 @@ func TestHandleFrame(t *testing.T) {
 		wantLearn bool
 	}{
 		{"who-has us", whoHas(ourIP, peerIP, peerMAC), true, true},
-		{"who-has us tagged", func() ARP { a := whoHas(ourIP, peerIP, peerMAC); a.VLAN, a.VLANTCI = true, 7; return a }(), true, true},
+		{"who-has us tagged", func() ARP { a := whoHas(ourIP, peerIP, peerMAC); a.VLANs = header.Dot1Q(100); return a }(), true, true},
+		{"who-has us qinq", func() ARP { a := whoHas(ourIP, peerIP, peerMAC); a.VLANs = header.QinQ(200, 100); return a }(), true, true},
 		{"who-has other", whoHas(other, peerIP, peerMAC), false, false},
 		{"probe for us", whoHas(ourIP, netip.IPv4Unspecified(), peerMAC), true, false},
 		{"conflict", whoHas(ourIP, ourIP, peerMAC), false, false},
@@ -162,7 +179,7 @@ func TestHandleFrame(t *testing.T) {
 			if tc.wantReply {
 				r := sent[0]
 				want := ARP{
-					DstMAC: tc.in.SenderMAC, SrcMAC: ourMAC, VLAN: tc.in.VLAN, VLANTCI: tc.in.VLANTCI, Op: OpReply,
+					DstMAC: tc.in.SenderMAC, SrcMAC: ourMAC, VLANs: tc.in.VLANs, Op: OpReply,
 					SenderMAC: ourMAC, SenderIP: ourIP, TargetMAC: tc.in.SenderMAC, TargetIP: tc.in.SenderIP,
 				}
 				if r != want {
@@ -181,6 +198,13 @@ func TestHandleFrame(t *testing.T) {
 		f[13] = 0x00 // IPv4
 		if tb.HandleFrame(f, t0) {
 			t.Error("non-ARP frame consumed")
+		}
+	})
+	t.Run("too many tags", func(t *testing.T) {
+		// Not ARP as far as the table goes: the caller counts it.
+		tb, s := newTable(t, nil)
+		if tb.HandleFrame(threeTags(t, whoHas(ourIP, peerIP, peerMAC)), t0) || len(s.frames) != 0 || tb.Len() != 0 {
+			t.Error("frame with three tags consumed")
 		}
 	})
 	t.Run("refresh known only", func(t *testing.T) {

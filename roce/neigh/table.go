@@ -230,7 +230,7 @@ func usable(ip netip.Addr) bool {
 func (t *Table) reply(req *ARP) {
 	r := &t.tx
 	*r = ARP{
-		DstMAC: req.SenderMAC, SrcMAC: t.cfg.MAC, VLAN: req.VLAN, VLANTCI: req.VLANTCI,
+		DstMAC: req.SenderMAC, SrcMAC: t.cfg.MAC, VLANs: req.VLANs,
 		Op: OpReply, SenderMAC: t.cfg.MAC, SenderIP: t.ip, TargetMAC: req.SenderMAC, TargetIP: req.SenderIP,
 	}
 	if t.send(r) {

@@ -1,8 +1,9 @@
-// Package wire encodes and decodes RoCEv2 frames: Ethernet/IPv4 or
-// IPv6/UDP 4791, the InfiniBand base and extension transport headers,
-// the invariant CRC, the communication-manager MADs rdma_cm exchanges on
-// QP1, the rdma_cm private-data header and the Ceph async+rdma QP
-// record. It also registers gopacket layers for these headers.
+// Package wire encodes and decodes RoCEv2 frames: Ethernet (untagged,
+// 802.1Q or QinQ, by package header's rules), IPv4 or IPv6, UDP 4791,
+// the InfiniBand base and extension transport headers, the invariant
+// CRC, the communication-manager MADs rdma_cm exchanges on QP1, the
+// rdma_cm private-data header and the Ceph async+rdma QP record. It also
+// registers gopacket layers for these headers.
 //
 // Decoders read from the caller's bytes without allocating; encoders
 // write into the caller's buffer. Header Decode methods return an error
@@ -55,7 +56,7 @@
 //	  LayerTypeDETH, LayerTypeImmDt, LayerTypeIETH, LayerTypeAtomicETH,
 //	  LayerTypeAtomicAckETH, LayerTypeMAD, LayerTypeCM
 //	type BTHLayer, ExtLayer, MADLayer, CMLayer
-//	var ErrTruncated, ErrNotRoCE, ErrBadICRC, ErrBadPad, ErrBadTVer,
+//	var ErrTruncated, ErrTooManyVLANs, ErrNotRoCE, ErrBadICRC, ErrBadPad, ErrBadTVer,
 //	  ErrUnknownOpcode, ErrBadLength, ErrBadChecksum, ErrShortBuffer,
 //	  ErrBadAddress, ErrBadMAD, ErrBadRecord
 package wire

@@ -1,6 +1,10 @@
 package wire
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/cephdpdkd/cephdpdkd/header"
+)
 
 // Sentinel errors. Parsers return either one of these or a package-level
 // error wrapping one of them, so callers test with errors.Is and the
@@ -8,6 +12,9 @@ import "errors"
 var (
 	// ErrTruncated: the input ends before a header or length field says it should.
 	ErrTruncated = errors.New("wire: truncated")
+	// ErrTooManyVLANs: the frame carries more than header.MaxVLANs VLAN
+	// tags. It is header.ErrTooManyVLANs, so either matches.
+	ErrTooManyVLANs = header.ErrTooManyVLANs
 	// ErrNotRoCE: the frame is well formed but is not a RoCEv2 packet
 	// (other EtherType, IP protocol, UDP port, or a fragment).
 	ErrNotRoCE = errors.New("wire: not a RoCEv2 packet")
@@ -49,6 +56,7 @@ func wrap(msg string, sentinel error) error { return &wireError{msg, sentinel} }
 // Wrapped variants built once, so that returning them costs nothing.
 var (
 	errShortEth     = wrap("wire: truncated ethernet header", ErrTruncated)
+	errShortVLAN    = wrap("wire: truncated vlan tag", ErrTruncated)
 	errShortIPv4    = wrap("wire: truncated ipv4 header", ErrTruncated)
 	errShortIPv6    = wrap("wire: truncated ipv6 header", ErrTruncated)
 	errShortUDP     = wrap("wire: truncated udp header", ErrTruncated)

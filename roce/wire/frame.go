@@ -4,14 +4,17 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+
+	"github.com/cephdpdkd/cephdpdkd/header"
 )
 
 // FrameHeader is the per-flow part of a frame that BuildFrame writes:
 // everything below the BTH.
 type FrameHeader struct {
 	SrcMAC, DstMAC [6]byte
-	VLAN           bool   // write an 802.1Q tag
-	VLANTCI        uint16 // its tag control information
+	// VLANs are the VLAN tags to write, outermost first: those of the
+	// frame being answered (Packet.VLANs), or none.
+	VLANs header.VLANs
 
 	// SrcIP and DstIP select the IP version: IPv4 when both are IPv4 or
 	// IPv4-mapped IPv6 (GID form), IPv6 otherwise.
@@ -27,8 +30,9 @@ type FrameHeader struct {
 func PadLen(n int) int { return -n & 3 }
 
 // FrameLen returns the length of an untagged frame carrying op with
-// payloadLen bytes of payload, pad and ICRC included; add 4 for an
-// 802.1Q tag. Unknown opcodes count no extension headers.
+// payloadLen bytes of payload, pad and ICRC included; add
+// header.VLANTagLen per VLAN tag. Unknown opcodes count no extension
+// headers.
 func FrameLen(op Opcode, payloadLen int, ipv6 bool) int {
 	n := ethHdrLen + ipv4MinHdrLen
 	if ipv6 {
@@ -38,7 +42,7 @@ func FrameLen(op Opcode, payloadLen int, ipv6 bool) int {
 }
 
 // BuildFrame writes a complete RoCEv2 frame into buf and returns its
-// length: Ethernet (optionally 802.1Q), IPv4 (DF set, header checksum
+// length: Ethernet with h.VLANs' tags, IPv4 (DF set, header checksum
 // computed, no options) or IPv6, UDP to port 4791 with checksum 0, the
 // BTH from p.BTH, the extension headers p.BTH.Opcode calls for taken from
 // p (RETH, AETH, DETH, Atomic, AtomicAck, Imm, IETH), payload, zero pad
@@ -60,26 +64,22 @@ func BuildFrame(buf []byte, h *FrameHeader, p *Packet, payload []byte) (int, err
 		return 0, errAddrFamily
 	}
 	ipv6 := !src.Is4()
-	n := FrameLen(op, len(payload), ipv6)
-	if h.VLAN {
-		n += vlanTagLen
+	if h.VLANs.N > header.MaxVLANs {
+		return 0, fmt.Errorf("build frame: %d vlan tags: %w", h.VLANs.N, ErrTooManyVLANs)
 	}
+	n := FrameLen(op, len(payload), ipv6) + h.VLANs.Len()
 	if len(buf) < n {
 		return 0, ErrShortBuffer
 	}
 	b := buf[:n]
 
-	copy(b[0:6], h.DstMAC[:])
-	copy(b[6:12], h.SrcMAC[:])
-	off := 12
-	if h.VLAN {
-		binary.BigEndian.PutUint16(b[12:14], etherTypeVLAN)
-		binary.BigEndian.PutUint16(b[14:16], h.VLANTCI)
-		off += vlanTagLen
-	}
-	ipOff := off + 2
+	et := header.EtherTypeIPv4
 	if ipv6 {
-		binary.BigEndian.PutUint16(b[off:], etherTypeIPv6)
+		et = header.EtherTypeIPv6
+	}
+	ipOff := header.PutLink(b, h.DstMAC, h.SrcMAC, &h.VLANs, et)
+	var off int
+	if ipv6 {
 		ip := b[ipOff : ipOff+ipv6HdrLen]
 		plen := n - ipOff - ipv6HdrLen
 		if plen > 0xFFFF {
@@ -94,7 +94,6 @@ func BuildFrame(buf []byte, h *FrameHeader, p *Packet, payload []byte) (int, err
 		copy(ip[24:40], b16[:])
 		off = ipOff + ipv6HdrLen
 	} else {
-		binary.BigEndian.PutUint16(b[off:], etherTypeIPv4)
 		ip := b[ipOff : ipOff+ipv4MinHdrLen]
 		tl := n - ipOff
 		if tl > 0xFFFF {

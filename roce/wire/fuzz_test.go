@@ -9,11 +9,14 @@ import (
 	"testing"
 
 	"github.com/google/gopacket"
+
+	"github.com/cephdpdkd/cephdpdkd/header"
 )
 
 var sentinels = []error{
 	ErrTruncated, ErrNotRoCE, ErrBadICRC, ErrBadPad, ErrBadTVer, ErrUnknownOpcode,
 	ErrBadLength, ErrBadChecksum, ErrShortBuffer, ErrBadAddress, ErrBadMAD, ErrBadRecord,
+	ErrTooManyVLANs,
 }
 
 func isSentinel(err error) bool {
@@ -43,10 +46,13 @@ func FuzzParsePacket(f *testing.F) {
 		}
 		f.Add(rcFrame(f, op, payload))
 	}
-	v6 := FrameHeader{SrcIP: netip.MustParseAddr("fe80::1"), DstIP: netip.MustParseAddr("fe80::2"), VLAN: true}
+	v6 := FrameHeader{SrcIP: netip.MustParseAddr("fe80::1"), DstIP: netip.MustParseAddr("fe80::2"), VLANs: header.Dot1Q(0)}
 	buf := make([]byte, 256)
 	n, _ := BuildFrame(buf, &v6, &Packet{BTH: BTH{Opcode: OpRCSendLastImm}}, []byte("a"))
 	f.Add(buf[:n])
+	qinq := FrameHeader{SrcIP: netip.MustParseAddr("10.0.0.1"), DstIP: netip.MustParseAddr("10.0.0.2"), VLANs: header.QinQ(200, 100)}
+	n, _ = BuildFrame(buf, &qinq, &Packet{BTH: BTH{Opcode: OpRCSendOnly}}, []byte("qinq"))
+	f.Add(bytes.Clone(buf[:n]))
 
 	RegisterLayers()
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -93,7 +99,7 @@ func checkParse(t *testing.T, data []byte) {
 		return // BuildFrame would send these as IPv4
 	}
 	h := headerOf(&p)
-	out := make([]byte, FrameLen(p.BTH.Opcode, len(p.Payload), p.SrcIP.Is6())+4)
+	out := make([]byte, FrameLen(p.BTH.Opcode, len(p.Payload), p.SrcIP.Is6())+p.VLANs.Len())
 	n, err := BuildFrame(out, &h, &p, p.Payload)
 	if err != nil {
 		t.Fatalf("BuildFrame of parsed packet: %v", err)

@@ -3,6 +3,8 @@ package wire
 import (
 	"encoding/binary"
 	"hash/crc32"
+
+	"github.com/cephdpdkd/cephdpdkd/header"
 )
 
 // ICRC is the RoCEv2 invariant CRC: the Ethernet CRC-32 (crc32.IEEE) over
@@ -91,30 +93,23 @@ var (
 )
 
 // icrcRegion returns the offsets of the IP header and of the ICRC trailer
-// in an Ethernet frame carrying IPv4 or IPv6 (optionally behind one
-// 802.1Q tag). The trailer ends where the IP length field says, so
-// Ethernet padding of short frames is excluded.
+// in an Ethernet frame carrying IPv4 or IPv6 (untagged or behind up to
+// header.MaxVLANs VLAN tags). The trailer ends where the IP length field
+// says, so Ethernet padding of short frames is excluded.
 func icrcRegion(frame []byte) (ipOff, icrcOff int, err error) {
-	if len(frame) < ethHdrLen {
-		return 0, 0, errShortEth
+	var l header.Link
+	if err := header.ParseLink(frame, &l); err != nil {
+		return 0, 0, linkError(err)
 	}
-	ipOff = ethHdrLen
-	et := binary.BigEndian.Uint16(frame[12:14])
-	if et == etherTypeVLAN {
-		if len(frame) < ethHdrLen+vlanTagLen {
-			return 0, 0, errShortEth
-		}
-		ipOff += vlanTagLen
-		et = binary.BigEndian.Uint16(frame[16:18])
-	}
+	ipOff, et := l.Len, l.EtherType
 	var end int
 	switch et {
-	case etherTypeIPv4:
+	case header.EtherTypeIPv4:
 		if len(frame) < ipOff+ipv4MinHdrLen {
 			return 0, 0, errShortIPv4
 		}
 		end = ipOff + int(binary.BigEndian.Uint16(frame[ipOff+2:]))
-	case etherTypeIPv6:
+	case header.EtherTypeIPv6:
 		if len(frame) < ipOff+ipv6HdrLen {
 			return 0, 0, errShortIPv6
 		}

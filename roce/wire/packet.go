@@ -3,15 +3,13 @@ package wire
 import (
 	"encoding/binary"
 	"net/netip"
+
+	"github.com/cephdpdkd/cephdpdkd/header"
 )
 
 const (
-	ethHdrLen     = 14
-	vlanTagLen    = 4
-	etherTypeIPv4 = 0x0800
-	etherTypeIPv6 = 0x86DD
-	etherTypeVLAN = 0x8100
-	ipProtoUDP    = 17
+	ethHdrLen  = header.EthernetHeaderLen
+	ipProtoUDP = 17
 )
 
 // Packet is a decoded RoCEv2 frame. ParsePacket fills it in one pass
@@ -19,8 +17,9 @@ const (
 // as long as the frame bytes are.
 type Packet struct {
 	DstMAC, SrcMAC [6]byte
-	VLAN           bool   // an 802.1Q tag was present
-	VLANTCI        uint16 // its tag control information (PCP, DEI, VID)
+	// VLANs are the frame's VLAN tags (802.1Q, QinQ), outermost first;
+	// an answer carries the same (FrameHeader.VLANs).
+	VLANs header.VLANs
 
 	SrcIP, DstIP netip.Addr // 4-byte addresses for IPv4 frames
 	TOS          uint8      // IPv4 TOS or IPv6 traffic class, ECN bits included
@@ -46,40 +45,33 @@ type Packet struct {
 	ICRC    uint32 // the trailer as received
 }
 
-// ParsePacket decodes an Ethernet frame (optionally with one 802.1Q tag)
+// ParsePacket decodes an Ethernet frame, untagged or behind up to
+// header.MaxVLANs VLAN tags (802.1Q, QinQ: the classifier's rules),
 // carrying IPv4 or IPv6, UDP to port 4791, a BTH with extension headers,
 // payload, pad and ICRC. Bytes after the IP datagram (Ethernet padding)
 // are ignored.
 //
 // It checks every length, the IPv4 header checksum, TVer, that the
 // opcode is known, PadCnt against the bytes left, and the ICRC. Errors
-// wrap ErrTruncated, ErrNotRoCE, ErrBadLength, ErrBadChecksum, ErrBadTVer,
-// ErrUnknownOpcode, ErrBadPad or ErrBadICRC. When only the ICRC is wrong,
-// p is fully decoded before ErrBadICRC is returned, so callers can log
-// what they drop.
+// wrap ErrTruncated, ErrTooManyVLANs, ErrNotRoCE, ErrBadLength,
+// ErrBadChecksum, ErrBadTVer, ErrUnknownOpcode, ErrBadPad or ErrBadICRC.
+// When only the ICRC is wrong, p is fully decoded before ErrBadICRC is
+// returned, so callers can log what they drop.
 func ParsePacket(frame []byte, p *Packet) error {
 	*p = Packet{}
-	if len(frame) < ethHdrLen {
-		return errShortEth
+	var l header.Link
+	if err := header.ParseLink(frame, &l); err != nil {
+		return linkError(err)
 	}
-	copy(p.DstMAC[:], frame[0:6])
-	copy(p.SrcMAC[:], frame[6:12])
-	off := ethHdrLen
-	et := binary.BigEndian.Uint16(frame[12:14])
-	if et == etherTypeVLAN {
-		if len(frame) < ethHdrLen+vlanTagLen {
-			return errShortEth
-		}
-		p.VLAN = true
-		p.VLANTCI = binary.BigEndian.Uint16(frame[14:16])
-		et = binary.BigEndian.Uint16(frame[16:18])
-		off += vlanTagLen
-	}
+	e := header.Ethernet(frame)
+	p.DstMAC, p.SrcMAC = e.Destination(), e.Source()
+	p.VLANs = l.VLANs
+	off, et := l.Len, l.EtherType
 
 	ipOff := off
 	var end int // end of the IP datagram
 	switch et {
-	case etherTypeIPv4:
+	case header.EtherTypeIPv4:
 		h := frame[off:]
 		if len(h) < ipv4MinHdrLen {
 			return errShortIPv4
@@ -122,7 +114,7 @@ func ParsePacket(frame []byte, p *Packet) error {
 		p.DstIP = netip.AddrFrom4([4]byte(h[16:20]))
 		off += ihl
 		end = ipOff + tl
-	case etherTypeIPv6:
+	case header.EtherTypeIPv6:
 		h := frame[off:]
 		if len(h) < ipv6HdrLen {
 			return errShortIPv6
@@ -228,6 +220,17 @@ func ParsePacket(frame []byte, p *Packet) error {
 		return ErrBadICRC
 	}
 	return nil
+}
+
+// linkError maps an error of header.ParseLink to this package's.
+func linkError(err error) error {
+	switch err {
+	case header.ErrTruncatedEthernet:
+		return errShortEth
+	case header.ErrTruncatedVLAN:
+		return errShortVLAN
+	}
+	return ErrTooManyVLANs
 }
 
 // ipv4Checksum returns the one's complement of the one's complement sum

@@ -6,12 +6,14 @@ import (
 	"errors"
 	"net/netip"
 	"testing"
+
+	"github.com/cephdpdkd/cephdpdkd/header"
 )
 
 // headerOf returns the FrameHeader that rebuilds the frame p was parsed from.
 func headerOf(p *Packet) FrameHeader {
 	return FrameHeader{
-		SrcMAC: p.SrcMAC, DstMAC: p.DstMAC, VLAN: p.VLAN, VLANTCI: p.VLANTCI,
+		SrcMAC: p.SrcMAC, DstMAC: p.DstMAC, VLANs: p.VLANs,
 		SrcIP: p.SrcIP, DstIP: p.DstIP, TOS: p.TOS, TTL: p.TTL, IPID: p.IPID,
 		FlowLabel: p.FlowLabel, UDPSrc: p.UDPSrc,
 	}
@@ -223,30 +225,63 @@ func TestParseBadICRCStillDecodes(t *testing.T) {
 	}
 }
 
+// TestParseVLAN builds and parses frames in the tag stacks the classifier
+// hands to the RoCE ring, and refuses one tag more.
 func TestParseVLAN(t *testing.T) {
-	h := FrameHeader{
-		VLAN: true, VLANTCI: 0x6064,
-		SrcIP: netip.MustParseAddr("::ffff:10.0.0.1"), DstIP: netip.MustParseAddr("::ffff:10.0.0.2"),
-		TTL: 64, UDPSrc: 0xC000,
+	for _, tc := range []struct {
+		name  string
+		vlans header.VLANs
+	}{
+		{"802.1q", header.Dot1Q(0x6064)},
+		{"qinq", header.QinQ(0x00c8, 0x6064)},
+		{"802.1q over 802.1q", header.VLANs{N: 2, Tags: [header.MaxVLANs]header.VLANTag{{TPID: header.EtherTypeVLAN, TCI: 10}, {TPID: header.EtherTypeVLAN, TCI: 20}}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := FrameHeader{
+				VLANs: tc.vlans,
+				SrcIP: netip.MustParseAddr("::ffff:10.0.0.1"), DstIP: netip.MustParseAddr("::ffff:10.0.0.2"),
+				TTL: 64, UDPSrc: 0xC000,
+			}
+			p := Packet{BTH: BTH{Opcode: OpRCReadRequest, PKey: 0xFFFF, DestQP: 5, PSN: 10}, RETH: RETH{VA: 1, RKey: 2, DMALen: 4096}}
+			buf := make([]byte, 128)
+			n, err := BuildFrame(buf, &h, &p, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n != FrameLen(OpRCReadRequest, 0, false)+tc.vlans.Len() {
+				t.Fatalf("length %d", n)
+			}
+			var q Packet
+			if err := ParsePacket(buf[:n], &q); err != nil {
+				t.Fatal(err)
+			}
+			if q.VLANs != tc.vlans || q.SrcIP != netip.MustParseAddr("10.0.0.1") || q.RETH != p.RETH {
+				t.Fatalf("got %+v", q)
+			}
+			if !VerifyICRC(buf[:n]) {
+				t.Fatal("VerifyICRC on tagged frame")
+			}
+			// Tags added up to one too many: refused, with its own error.
+			three := bytes.Clone(buf[:12])
+			for range header.MaxVLANs + 1 - int(tc.vlans.N) {
+				three = append(three, 0x81, 0x00, 0x00, 0x07)
+			}
+			three = append(three, buf[12:n]...)
+			if err := ParsePacket(three, &q); !errors.Is(err, ErrTooManyVLANs) || errors.Is(err, ErrNotRoCE) {
+				t.Errorf("three tags: %v, want %v", err, ErrTooManyVLANs)
+			}
+			if _, err := FrameICRC(three); !errors.Is(err, ErrTooManyVLANs) {
+				t.Errorf("FrameICRC of three tags: %v", err)
+			}
+			// Cut inside the tags: truncated.
+			if err := ParsePacket(buf[:12+tc.vlans.Len()], &q); !errors.Is(err, ErrTruncated) {
+				t.Errorf("cut after the tags: %v", err)
+			}
+		})
 	}
-	p := Packet{BTH: BTH{Opcode: OpRCReadRequest, PKey: 0xFFFF, DestQP: 5, PSN: 10}, RETH: RETH{VA: 1, RKey: 2, DMALen: 4096}}
-	buf := make([]byte, 128)
-	n, err := BuildFrame(buf, &h, &p, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n != FrameLen(OpRCReadRequest, 0, false)+4 {
-		t.Fatalf("length %d", n)
-	}
-	var q Packet
-	if err := ParsePacket(buf[:n], &q); err != nil {
-		t.Fatal(err)
-	}
-	if !q.VLAN || q.VLANTCI != 0x6064 || q.SrcIP != netip.MustParseAddr("10.0.0.1") || q.RETH != p.RETH {
-		t.Fatalf("got %+v", q)
-	}
-	if !VerifyICRC(buf[:n]) {
-		t.Fatal("VerifyICRC on tagged frame")
+	h := FrameHeader{VLANs: header.VLANs{N: 3}, SrcIP: netip.MustParseAddr("10.0.0.1"), DstIP: netip.MustParseAddr("10.0.0.2")}
+	if _, err := BuildFrame(make([]byte, 128), &h, &Packet{BTH: BTH{Opcode: OpRCAck}}, nil); !errors.Is(err, ErrTooManyVLANs) {
+		t.Errorf("BuildFrame with 3 tags: %v", err)
 	}
 }
 
