@@ -83,6 +83,7 @@ type qpOpts struct {
 	retry, rnrRetry     uint8
 	minRNR              uint8
 	rdAtomic            int
+	noRNR               bool
 }
 
 func defaultQPOpts() qpOpts {
@@ -118,6 +119,7 @@ func (n *testNet) newQP(pd *PD, o qpOpts, events *[]Event) (*QP, [2]*CQ) {
 		SendCQ: scq, RecvCQ: rcq,
 		Cap:     QPCap{MaxSendWR: o.sendDepth, MaxRecvWR: o.recvDept, MaxSendSGE: o.sges, MaxRecvSGE: o.sges},
 		OnEvent: func(ev Event) { *events = append(*events, ev) },
+		NoRNR:   o.noRNR,
 	})
 	if err != nil {
 		n.tb.Fatal(err)

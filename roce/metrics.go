@@ -13,10 +13,10 @@ import (
 type Collector struct {
 	eps []*Endpoint
 
-	packets, bytes, retransmits, timeouts     *prometheus.Desc
-	rnrNaks, naks, icrc, dropped, duplicates  *prometheus.Desc
-	outOfSeq, stale, cqDepth, sendBufs, state *prometheus.Desc
-	sendBufsInUse, frames, rxDropped          *prometheus.Desc
+	packets, bytes, retransmits, timeouts       *prometheus.Desc
+	rnrNaks, naks, icrc, dropped, duplicates    *prometheus.Desc
+	outOfSeq, stale, cqDepth, sendBufs, state   *prometheus.Desc
+	sendBufsInUse, frames, rxDropped, rnrSilent *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*Collector)(nil)
@@ -34,6 +34,7 @@ func NewCollector(eps ...*Endpoint) *Collector {
 		retransmits:   d("retransmits_total", "Request packets sent again (go-back-N).", qp...),
 		timeouts:      d("timeouts_total", "Retransmit timer expiries.", qp...),
 		rnrNaks:       d("rnr_naks_total", "RNR NAKs sent and received.", "endpoint", "qpn", "direction"),
+		rnrSilent:     d("rnr_silent_drops_total", "Requests dropped unanswered because no receive was posted, on QPs that never send RNR NAKs (bridged Ceph peers).", qp...),
 		naks:          d("naks_total", "NAKs sent and received, by code.", "endpoint", "qpn", "direction", "code"),
 		icrc:          d("icrc_errors_total", "Frames for the QP dropped for a bad ICRC.", qp...),
 		dropped:       d("qp_dropped_total", "Frames for the QP dropped for its state, source address or P_Key.", qp...),
@@ -54,7 +55,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.packets, c.bytes, c.retransmits, c.timeouts, c.rnrNaks, c.naks, c.icrc, c.dropped,
 		c.duplicates, c.outOfSeq, c.stale, c.cqDepth, c.sendBufs, c.sendBufsInUse, c.state,
-		c.frames, c.rxDropped,
+		c.frames, c.rxDropped, c.rnrSilent,
 	} {
 		ch <- d
 	}
@@ -91,6 +92,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			counter(c.timeouts, s.Timeouts, ep, qpn)
 			counter(c.rnrNaks, s.RNRNaksSent, ep, qpn, "sent")
 			counter(c.rnrNaks, s.RNRNaksReceived, ep, qpn, "received")
+			counter(c.rnrSilent, s.RNRSilentDrops, ep, qpn)
 			for k := range numNakClasses {
 				counter(c.naks, s.NaksSent[k], ep, qpn, "sent", k.String())
 				counter(c.naks, s.NaksReceived[k], ep, qpn, "received", k.String())

@@ -65,6 +65,11 @@ type QPInitAttr struct {
 	SigAll bool
 	// OnEvent, if set, receives the QP's asynchronous events, from Poll.
 	OnEvent func(ev Event)
+	// NoRNR makes the responder drop a request that finds no receive
+	// posted without answering, instead of sending an RNR NAK: the
+	// requester's retransmit timer sends it again. For peers that treat
+	// an RNR NAK as fatal (Ceph's rdma_cm clients ask for rnr_retry 0).
+	NoRNR bool
 }
 
 // AddressVector says how to reach the remote QP: what goes into the
@@ -229,6 +234,7 @@ type QP struct {
 	sendCQ  *CQ
 	recvCQ  *CQ
 	sigAll  bool
+	noRNR   bool
 	onEvent func(Event)
 	cap     QPCap
 
@@ -286,6 +292,7 @@ func (pd *PD) CreateQP(attr *QPInitAttr) (*QP, error) {
 		sendCQ:  attr.SendCQ,
 		recvCQ:  attr.RecvCQ,
 		sigAll:  attr.SigAll,
+		noRNR:   attr.NoRNR,
 		onEvent: attr.OnEvent,
 		cap:     c,
 		sq:      make([]sendWQE, c.MaxSendWR),

@@ -170,6 +170,34 @@ func TestRNRBackoff(t *testing.T) {
 	}
 }
 
+// TestNoRNRSilentDrop: a NoRNR responder without a receive posted drops
+// the SEND unanswered instead of sending an RNR NAK (which kills a Ceph
+// client's QP); the requester's retransmit timer resends it, and it is
+// delivered once a buffer is posted.
+func TestNoRNRSilentDrop(t *testing.T) {
+	n := newTestNet(t, testLink(0), EndpointConfig{})
+	o := defaultQPOpts()
+	o.noRNR = true
+	o.timeout = 8 // about 1 ms
+	p := n.newPair(o)
+	src, dst := sendSetup(t, n, p, 3000, false)
+	n.run(100000, func() bool { return p.a.Stats().Timeouts >= 2 })
+	if p.bcqs[1].Len() != 0 {
+		t.Fatal("completed without a receive buffer")
+	}
+	sa, sb := p.a.Stats(), p.b.Stats()
+	if sa.RNRNaksReceived != 0 || sb.RNRNaksSent != 0 {
+		t.Errorf("RNR NAKs: %d sent, %d received; want none", sb.RNRNaksSent, sa.RNRNaksReceived)
+	}
+	if sb.RNRSilentDrops < 2 {
+		t.Errorf("%d silent drops; want one per attempt", sb.RNRSilentDrops)
+	}
+	if err := p.b.PostRecv(&RecvWR{ID: 1, SGList: []SGE{dst.SGE(0, dst.Len())}}); err != nil {
+		t.Fatal(err)
+	}
+	checkDelivered(t, n, p, src, dst)
+}
+
 // TestMaxRNRWait: a responder advertising RNR timer 0 (655 ms, what
 // rdma_cm leaves Linux peers with) is retried after MaxRNRWait instead.
 func TestMaxRNRWait(t *testing.T) {

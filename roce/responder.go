@@ -150,8 +150,12 @@ func (qp *QP) respInput(p *wire.Packet) {
 		return
 	}
 	if op.ConsumesRecvWQE() && qp.rqHead == qp.rqTail {
-		// Receiver not ready: drop, keep ePSN, tell the requester when
-		// to try again.
+		// Receiver not ready: drop, keep ePSN, and tell the requester
+		// when to try again, or let its retransmit timer tell it.
+		if qp.noRNR {
+			qp.cnt.rnrSilent.Add(1)
+			return
+		}
 		r.queueCtl(ctlRNR, wire.RNRNakSyndrome(qp.attr.MinRNRTimer), psn)
 		return
 	}

@@ -38,6 +38,9 @@ type SessionConfig struct {
 	Timeout        uint8  // retransmit timeout code
 	RetryCount     uint8  // 7: unlimited
 	RNRRetry       uint8  // 7: unlimited
+	// NoRNR: a request finding no receive posted is dropped unanswered
+	// instead of RNR-NAKed (see QPInitAttr.NoRNR).
+	NoRNR bool
 	// OnEvent, if set, receives the QP's and CQs' asynchronous events.
 	OnEvent func(Event)
 	// OnCompletion, if set, is called from Poll when either CQ got
@@ -107,7 +110,7 @@ func NewSessionQP(pd *PD, cfg SessionConfig) (*QP, error) {
 	}
 	qp, err := pd.CreateQP(&QPInitAttr{
 		SendCQ: scq, RecvCQ: rcq, OnEvent: cfg.OnEvent,
-		Cap: QPCap{MaxSendWR: cfg.SendQueueDepth, MaxRecvWR: cfg.RecvQueueDepth},
+		Cap: QPCap{MaxSendWR: cfg.SendQueueDepth, MaxRecvWR: cfg.RecvQueueDepth}, NoRNR: cfg.NoRNR,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("roce: session qp: %w", err)

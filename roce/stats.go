@@ -51,6 +51,7 @@ type qpCounters struct {
 	txPackets, txBytes, rxPackets, rxBytes atomic.Uint64
 	retransmits, timeouts                  atomic.Uint64
 	rnrNakSent, rnrNakRecv                 atomic.Uint64
+	rnrSilent                              atomic.Uint64
 	nakSent, nakRecv                       [numNakClasses]atomic.Uint64
 	icrcErrors, dropped                    atomic.Uint64
 	duplicates, outOfSequence              atomic.Uint64
@@ -70,6 +71,7 @@ type QPStats struct {
 	Timeouts           uint64 // retransmit timer expiries
 	RNRNaksSent        uint64
 	RNRNaksReceived    uint64
+	RNRSilentDrops     uint64                // requests dropped unanswered with no receive posted (NoRNR)
 	NaksSent           [numNakClasses]uint64 // indexed by NakClass
 	NaksReceived       [numNakClasses]uint64
 	ICRCErrors         uint64 // frames for this QP dropped for a bad ICRC
@@ -94,6 +96,7 @@ func (c *qpCounters) snapshot(qpn uint32, sendCQ, recvCQ *CQ) QPStats {
 		Retransmits:      c.retransmits.Load(),
 		Timeouts:         c.timeouts.Load(),
 		RNRNaksSent:      c.rnrNakSent.Load(),
+		RNRSilentDrops:   c.rnrSilent.Load(),
 		RNRNaksReceived:  c.rnrNakRecv.Load(),
 		ICRCErrors:       c.icrcErrors.Load(),
 		Dropped:          c.dropped.Load(),
