@@ -153,7 +153,11 @@ func (qp *QP) respInput(p *wire.Packet) {
 		// Receiver not ready: drop, keep ePSN, and tell the requester
 		// when to try again, or let its retransmit timer tell it.
 		if qp.noRNR {
+			// No NAK for the rest of the burst either: a sequence NAK
+			// would have the requester resend at once, into the same
+			// empty queue, spending its retries in microseconds.
 			qp.cnt.rnrSilent.Add(1)
+			r.nakSent = true
 			return
 		}
 		r.queueCtl(ctlRNR, wire.RNRNakSyndrome(qp.attr.MinRNRTimer), psn)

@@ -317,6 +317,18 @@ func (s *Session) Send(p []byte) (int, error) {
 	return sent, nil
 }
 
+// Unacknowledged reaps the send CQ and returns how many SENDs the peer
+// has not acknowledged yet: 0 means everything sent has arrived.
+func (s *Session) Unacknowledged() (int, error) {
+	if s.err != nil {
+		return 0, s.err
+	}
+	if err := s.reap(); err != nil {
+		return 0, err
+	}
+	return s.SendBuffersInUse(), nil
+}
+
 // fits returns how many bytes the free send buffers and queue slots take.
 func (s *Session) fits() int {
 	return min(len(s.free), s.qp.SendQueueFree()) * s.cfg.BufferSize

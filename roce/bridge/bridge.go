@@ -1,0 +1,458 @@
+// Package bridge relays Ceph's RoCE clients to the Ceph daemons' TCP
+// endpoints. A Ceph client in rdma_cm mode (ms_async_rdma_cm) connects
+// to the node's address and a Ceph port; the bridge accepts the
+// connection only once a kernel TCP connection to the same address and
+// port is up, where ceph-mon or ceph-osd listens, and then copies the two
+// byte streams both ways through a flow-controlled roce.Session. msgr2
+// sees the address it dialled, so its identity check passes.
+//
+// Everything but the TCP reads and writes runs on the goroutine that
+// polls the connection manager. Each connection has a reader and a writer
+// goroutine for its TCP socket, and a fixed set of chunks per direction:
+// its memory is bounded, and a slow side stalls the other instead of
+// buffering without end. The RoCE side never sends an RNR NAK (Ceph's
+// clients allow none): when the TCP side lags, receives stay unposted and
+// the requests that find none are dropped unanswered, so the client's
+// retransmit timer paces it.
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/cephdpdkd/cephdpdkd/roce"
+	"github.com/cephdpdkd/cephdpdkd/roce/cm"
+)
+
+// Defaults.
+const (
+	DefaultMaxConns    = 256
+	DefaultChunks      = 8
+	DefaultDialTimeout = 2 * time.Second
+	// closeTimeout bounds how long an orderly close may wait for the TCP
+	// side to take the last bytes.
+	closeTimeout = 10 * time.Second
+)
+
+// Dialer opens the TCP connection a RoCE connection is bridged to.
+type Dialer func(ctx context.Context, addr netip.AddrPort) (net.Conn, error)
+
+// Config sizes the bridge.
+type Config struct {
+	// Session sizes each connection's registered buffers. BufferSize is
+	// the largest SEND sent to the peer: Ceph's ms_async_rdma_buffer_size.
+	Session roce.SessionConfig
+	// Dial connects to the Ceph daemon; it runs on the polling goroutine,
+	// bounded by DialTimeout, so it must be a connection to a local
+	// address.
+	Dial        Dialer
+	DialTimeout time.Duration
+	// MaxConns bounds the bridged connections; more are rejected.
+	MaxConns int
+	// Chunks of Session.BufferSize bytes buffer each direction of a
+	// connection between RoCE and TCP.
+	Chunks int
+	Log    *slog.Logger
+}
+
+// Bridge serves the bridged ports of one connection manager.
+type Bridge struct {
+	cfg   Config
+	m     *cm.Manager
+	pd    *roce.PD
+	conns map[*cm.Conn]*conn
+	wg    sync.WaitGroup
+	shut  bool
+	cnt   counters
+}
+
+// New creates a bridge on m's endpoint.
+func New(m *cm.Manager, cfg Config) (*Bridge, error) {
+	if cfg.Dial == nil {
+		return nil, errors.New("bridge: no dialer")
+	}
+	if cfg.MaxConns <= 0 {
+		cfg.MaxConns = DefaultMaxConns
+	}
+	if cfg.Chunks <= 0 {
+		cfg.Chunks = DefaultChunks
+	}
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = DefaultDialTimeout
+	}
+	if cfg.Session.BufferSize <= 0 {
+		cfg.Session.BufferSize = roce.DefaultBufferSize
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	// Ceph's clients allow no RNR NAK.
+	cfg.Session.NoRNR = true
+	return &Bridge{cfg: cfg, m: m, pd: m.Endpoint().NewPD(), conns: map[*cm.Conn]*conn{}}, nil
+}
+
+// Listen bridges connections to port.
+func (b *Bridge) Listen(port uint16) error {
+	return b.m.Listen(port, b.accept)
+}
+
+// accept runs for a REQ: it dials the daemon at the address and port the
+// client targeted, and rejects the request when nothing listens there.
+func (b *Bridge) accept(req *cm.ConnRequest) (cm.Accept, error) {
+	target := netip.AddrPortFrom(req.LocalAddr, req.Port)
+	switch {
+	case b.shut:
+		return cm.Accept{}, cm.Reject(cm.RejConsumerDefined, nil)
+	case len(b.conns) >= b.cfg.MaxConns:
+		b.cnt.refused[refusedMaxConns].Add(1)
+		b.cfg.Log.Warn("bridge: refusing a connection: at max_sessions", "peer", req.RemoteAddr, "target", target, "max", b.cfg.MaxConns)
+		return cm.Accept{}, fmt.Errorf("bridge: %d connections: %w", len(b.conns), roce.ErrBusy)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.DialTimeout)
+	nc, err := b.cfg.Dial(ctx, target)
+	cancel()
+	if err != nil {
+		reason := refusedDialFailed
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			reason = refusedNoListener
+		} else if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+			reason = refusedNoFDs
+		}
+		b.cnt.refused[reason].Add(1)
+		b.cfg.Log.Warn("bridge: refusing a connection: cannot reach the daemon", "peer", req.RemoteAddr, "target", target, "err", err)
+		// The client fails at once instead of after its retries.
+		return cm.Accept{}, cm.Reject(cm.RejInvalidServiceID, nil)
+	}
+	c, err := b.newConn(req, target, nc)
+	if err != nil {
+		nc.Close()
+		b.cnt.refused[refusedNoResources].Add(1)
+		b.cfg.Log.Warn("bridge: refusing a connection: no resources", "peer", req.RemoteAddr, "target", target, "err", err)
+		return cm.Accept{}, cm.Reject(cm.RejNoResources, nil)
+	}
+	b.conns[req.Conn] = c
+	b.cnt.accepted.Add(1)
+	b.cnt.active.Add(1)
+	return cm.Accept{QP: c.qp, Events: cm.Events{
+		Connected: func(cc *cm.Conn, err error) {
+			if err != nil {
+				b.end(cc, fmt.Errorf("connection attempt: %w", err))
+				return
+			}
+			c.up = true
+		},
+		Disconnected: func(cc *cm.Conn, err error) { b.end(cc, err) },
+	}}, nil
+}
+
+// Poll moves what can be moved on every connection and returns the work
+// done.
+func (b *Bridge) Poll(time.Time) int {
+	work := 0
+	for cc, c := range b.conns {
+		if !c.up || c.disconnecting {
+			continue
+		}
+		n, err := c.pump()
+		work += n
+		switch {
+		case err != nil:
+			// The QP or the session failed: RST the daemon's side; the
+			// connection manager reports the end and frees the rest.
+			b.cnt.errors[errQP].Add(1)
+			c.rst = true
+			b.disconnect(cc, c, err)
+		case c.tcpDone && c.out == nil:
+			// The daemon closed (FIN or RST): once the client has
+			// acknowledged everything it sent, DREQ.
+			if left, err := c.sess.Unacknowledged(); err != nil || left == 0 {
+				b.disconnect(cc, c, err)
+			}
+		}
+	}
+	return work
+}
+
+func (b *Bridge) disconnect(cc *cm.Conn, c *conn, cause error) {
+	c.disconnecting = true
+	if cause != nil {
+		c.cause = cause
+	}
+	if err := b.m.Disconnect(cc); err != nil {
+		b.end(cc, err)
+	}
+}
+
+// end tears a connection down once the connection manager is done with
+// it: an orderly end closes the TCP side after the bytes already
+// received from the client, a failure resets it.
+func (b *Bridge) end(cc *cm.Conn, err error) {
+	c, ok := b.conns[cc]
+	if !ok {
+		return
+	}
+	delete(b.conns, cc)
+	b.cnt.active.Add(-1)
+	if err == nil {
+		err = c.cause
+	}
+	switch {
+	case err != nil || c.rst:
+		if err != nil && !c.rst {
+			b.cnt.errors[errQP].Add(1)
+		}
+		b.cfg.Log.Info("bridge: connection failed", "target", c.target, "peer", cc.RemoteAddr(), "err", err)
+		c.close(true)
+	default:
+		if c.up {
+			c.pump() // what the client sent before its DREQ
+		}
+		c.close(false)
+	}
+	b.cnt.closed.Add(1)
+}
+
+// Stats returns the bridge's counters; safe from any goroutine.
+func (b *Bridge) Stats() Stats { return b.cnt.snapshot() }
+
+// Conns returns the bridged connections; call it on the polling goroutine.
+func (b *Bridge) Conns() int { return len(b.conns) }
+
+// Shutdown resets every connection, frees their QPs and buffers, and
+// waits for their goroutines. Call it after the last Poll.
+func (b *Bridge) Shutdown() error {
+	b.shut = true
+	for cc, c := range b.conns {
+		delete(b.conns, cc)
+		b.cnt.active.Add(-1)
+		c.close(true)
+	}
+	b.wg.Wait()
+	if err := b.pd.Dealloc(); err != nil {
+		return fmt.Errorf("bridge: shutdown: %w", err)
+	}
+	return nil
+}
+
+// conn is one bridged connection.
+type conn struct {
+	b      *Bridge
+	target netip.AddrPort
+	qp     *roce.QP
+	scq    *roce.CQ
+	rcq    *roce.CQ
+	sess   *roce.Session
+	tcp    net.Conn
+
+	up            bool // established: data may flow
+	disconnecting bool
+	rst           bool  // end with a TCP reset
+	cause         error // why the bridge disconnected
+
+	// TCP → RoCE: the reader fills chunks from inFree and hands them
+	// over on in; out is the chunk being sent.
+	in      chan []byte
+	inFree  chan []byte
+	out     []byte
+	tcpDone bool // the reader ended (in closed and drained)
+
+	// RoCE → TCP: chunks from toFree are filled from the session and
+	// handed to the writer on toTCP.
+	toTCP  chan []byte
+	toFree chan []byte
+
+	stalled [numStalls]bool // a stall is counted when it starts
+
+	quit     chan struct{}
+	released bool
+}
+
+func (b *Bridge) newConn(req *cm.ConnRequest, target netip.AddrPort, nc net.Conn) (_ *conn, err error) {
+	k, bs := b.cfg.Chunks, b.cfg.Session.BufferSize
+	c := &conn{b: b, target: target, tcp: nc,
+		in: make(chan []byte, k), inFree: make(chan []byte, k),
+		toTCP: make(chan []byte, k), toFree: make(chan []byte, k),
+		quit: make(chan struct{}),
+	}
+	for range k {
+		c.inFree <- make([]byte, bs)
+		c.toFree <- make([]byte, bs)
+	}
+	if c.qp, err = roce.NewSessionQP(b.pd, b.cfg.Session); err != nil {
+		return nil, err
+	}
+	c.scq, c.rcq = c.qp.SendCQ(), c.qp.RecvCQ()
+	if c.sess, err = roce.NewSession(c.qp, b.cfg.Session); err != nil {
+		c.releaseRoCE()
+		return nil, err
+	}
+	b.wg.Add(2)
+	go c.read()
+	go c.write()
+	return c, nil
+}
+
+// pump moves data both ways without blocking and returns the bytes moved.
+func (c *conn) pump() (int, error) {
+	cnt := &c.b.cnt
+	moved := 0
+	// RoCE → TCP.
+	for {
+		var buf []byte
+		select {
+		case buf = <-c.toFree:
+			c.stalled[stallTCPWrite] = false
+		default:
+			if c.sess.Buffered() > 0 && !c.stalled[stallTCPWrite] {
+				c.stalled[stallTCPWrite] = true
+				cnt.stalls[stallTCPWrite].Add(1)
+			}
+		}
+		if buf == nil {
+			break
+		}
+		n, err := c.sess.Recv(buf[:cap(buf)])
+		if n > 0 {
+			c.toTCP <- buf[:n] // never blocks: as many slots as chunks
+			moved += n
+			cnt.toTCP.Add(uint64(n))
+		} else {
+			c.toFree <- buf
+		}
+		if errors.Is(err, roce.ErrWouldBlock) {
+			break
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = fmt.Errorf("bridge: unexpected zero-length SEND from the client: %w", err)
+			}
+			return moved, err
+		}
+	}
+	// TCP → RoCE.
+	for {
+		if c.out == nil {
+			if c.tcpDone {
+				break
+			}
+			select {
+			case buf, ok := <-c.in:
+				if !ok {
+					c.tcpDone = true
+				} else {
+					c.out = buf
+				}
+			default:
+			}
+			if c.out == nil {
+				break
+			}
+		}
+		n, err := c.sess.Send(c.out)
+		if n > 0 {
+			c.stalled[stallRoCESend] = false
+			moved += n
+			cnt.toRoCE.Add(uint64(n))
+			if n == len(c.out) {
+				c.inFree <- c.out[:cap(c.out)]
+				c.out = nil
+				continue
+			}
+			c.out = c.out[n:]
+		}
+		if errors.Is(err, roce.ErrWouldBlock) || err == nil {
+			if !c.stalled[stallRoCESend] {
+				c.stalled[stallRoCESend] = true
+				cnt.stalls[stallRoCESend].Add(1)
+			}
+			break
+		}
+		return moved, err
+	}
+	return moved, nil
+}
+
+// read copies the daemon's bytes into chunks for the poll loop. Waiting
+// for a free chunk is the backpressure on the daemon: its TCP window
+// closes.
+func (c *conn) read() {
+	defer c.b.wg.Done()
+	defer close(c.in)
+	for {
+		var buf []byte
+		select {
+		case buf = <-c.inFree:
+		case <-c.quit:
+			return
+		}
+		n, err := c.tcp.Read(buf[:cap(buf)])
+		if n > 0 {
+			c.in <- buf[:n]
+		} else {
+			c.inFree <- buf
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				c.b.cnt.errors[errTCPRead].Add(1)
+			}
+			return
+		}
+	}
+}
+
+// write sends the client's bytes to the daemon until toTCP is closed,
+// then closes the socket.
+func (c *conn) write() {
+	defer c.b.wg.Done()
+	failed := false
+	for buf := range c.toTCP {
+		if !failed {
+			if _, err := c.tcp.Write(buf); err != nil {
+				failed = true
+				if !errors.Is(err, net.ErrClosed) {
+					c.b.cnt.errors[errTCPWrite].Add(1)
+				}
+			}
+		}
+		c.toFree <- buf[:cap(buf)]
+	}
+	c.tcp.Close()
+}
+
+// close ends the TCP side (a reset, or a close after the last bytes) and
+// frees the RoCE side. The connection manager no longer uses the QP.
+func (c *conn) close(reset bool) {
+	if c.released {
+		return
+	}
+	c.released = true
+	if reset {
+		if tc, ok := c.tcp.(*net.TCPConn); ok {
+			tc.SetLinger(0)
+		}
+		c.tcp.Close()
+	} else {
+		c.tcp.SetWriteDeadline(time.Now().Add(closeTimeout))
+	}
+	close(c.quit)
+	close(c.toTCP)
+	c.releaseRoCE()
+}
+
+func (c *conn) releaseRoCE() {
+	c.qp.Modify(&roce.QPAttr{State: roce.QPStateError}, roce.QPAttrState)
+	if c.sess != nil {
+		c.sess.Release()
+	}
+	c.qp.Destroy()
+	c.scq.Destroy()
+	c.rcq.Destroy()
+}

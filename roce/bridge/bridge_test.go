@@ -1,0 +1,363 @@
+package bridge
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"io"
+	"net"
+	"net/netip"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/cephdpdkd/cephdpdkd/roce"
+	"github.com/cephdpdkd/cephdpdkd/roce/cm"
+	"github.com/cephdpdkd/cephdpdkd/roce/memlink"
+)
+
+var (
+	macC = [6]byte{0x02, 0, 0, 0, 0, 0x0C}
+	macS = [6]byte{0x02, 0, 0, 0, 0, 0x05}
+	ipC  = netip.MustParseAddr("10.0.0.1")
+	ipS  = netip.MustParseAddr("10.0.0.2")
+)
+
+// testNet is a client endpoint and a bridging endpoint on a memlink; the
+// bridge dials real loopback TCP, so everything runs on the wall clock.
+type testNet struct {
+	t       *testing.T
+	cliM    *cm.Manager
+	srvM    *cm.Manager
+	cliPD   *roce.PD
+	b       *Bridge
+	alloc   *roce.HeapAllocator
+	cliCfg  roce.SessionConfig
+	tcpPort uint16 // where the test's TCP server listens on 127.0.0.1
+}
+
+func newTestNet(t *testing.T, cfg Config) *testNet {
+	return newTestNetTimeout(t, cfg, 8)
+}
+
+// newTestNetTimeout sets the client's transport timeout code: the time
+// it waits before sending again a SEND the bridge dropped unanswered.
+func newTestNetTimeout(t *testing.T, cfg Config, timeout uint8) *testNet {
+	t.Helper()
+	la, lb := memlink.New(memlink.Config{Seed: 3})
+	epC, err := roce.NewEndpoint(roce.EndpointConfig{MAC: macC, IP: ipC, IO: la})
+	if err != nil {
+		t.Fatal(err)
+	}
+	epS, err := roce.NewEndpoint(roce.EndpointConfig{MAC: macS, IP: ipS, IO: lb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &testNet{t: t, alloc: &roce.HeapAllocator{}}
+	// Transport timeout code 8 (about 1 ms): a SEND the bridge drops
+	// unanswered is sent again soon.
+	cmCfg := cm.Config{Seed: 1, RetransmitTimeout: 200 * time.Millisecond, MaxRetries: 4, TimeWait: 10 * time.Millisecond,
+		Timeout: timeout, RetryCount: 7}
+	if n.cliM, err = cm.New(epC, cmCfg); err != nil {
+		t.Fatal(err)
+	}
+	cmCfg.Seed++
+	if n.srvM, err = cm.New(epS, cmCfg); err != nil {
+		t.Fatal(err)
+	}
+	n.cliPD = epC.NewPD()
+	n.cliCfg = roce.DefaultSessionConfig()
+	n.cliCfg.BufferSize, n.cliCfg.SendBuffers, n.cliCfg.RecvBuffers = 16<<10, 16, 16
+	n.cliCfg.RNRRetry = 0
+	n.cliCfg.Allocator = n.alloc
+	// The bridge reaches "the node's address" on loopback: the test's
+	// TCP server stands in for a Ceph daemon.
+	cfg.Dial = func(ctx context.Context, addr netip.AddrPort) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), addr.Port()).String())
+	}
+	cfg.Session = roce.DefaultSessionConfig()
+	// More receives posted than the client has SENDs in flight: a
+	// bridge that keeps up never drops one.
+	cfg.Session.BufferSize, cfg.Session.SendBuffers, cfg.Session.RecvBuffers = 16<<10, 8, 32
+	cfg.Session.Allocator = n.alloc
+	if n.b, err = New(n.srvM, cfg); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func (n *testNet) poll() int {
+	now := time.Now()
+	return n.cliM.Poll(now) + n.srvM.Poll(now) + n.b.Poll(now)
+}
+
+// run polls until done or the wall-clock limit.
+func (n *testNet) run(limit time.Duration, done func() bool) {
+	n.t.Helper()
+	end := time.Now().Add(limit)
+	for !done() {
+		if time.Now().After(end) {
+			n.t.Fatalf("not done within %v; bridge %+v", limit, n.b.Stats())
+		}
+		if n.poll() == 0 {
+			runtime.Gosched()
+		}
+	}
+}
+
+// server listens on loopback and hands each accepted connection to serve.
+func (n *testNet) server(serve func(net.Conn)) {
+	n.t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	n.t.Cleanup(func() { ln.Close() })
+	n.tcpPort = uint16(ln.Addr().(*net.TCPAddr).Port)
+	if err := n.b.Listen(n.tcpPort); err != nil {
+		n.t.Fatal(err)
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go serve(c)
+		}
+	}()
+}
+
+// client is the active side: a session over a connection to the bridge.
+type client struct {
+	qp           *roce.QP
+	sess         *roce.Session
+	conn         *cm.Conn
+	connErr      error
+	connected    bool
+	disconnected bool
+	discErr      error
+	released     bool
+}
+
+func (n *testNet) dial(port uint16) *client {
+	n.t.Helper()
+	c := &client{}
+	var err error
+	if c.qp, err = roce.NewSessionQP(n.cliPD, n.cliCfg); err != nil {
+		n.t.Fatal(err)
+	}
+	if c.sess, err = roce.NewSession(c.qp, n.cliCfg); err != nil {
+		n.t.Fatal(err)
+	}
+	c.conn, err = n.cliM.Dial(ipS, port, c.qp, nil, cm.Events{
+		Connected: func(_ *cm.Conn, err error) {
+			c.connected, c.connErr = true, err
+			if err != nil {
+				c.release()
+			}
+		},
+		Disconnected: func(_ *cm.Conn, err error) { c.disconnected = true; c.discErr = err; c.release() },
+	})
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	return c
+}
+
+func (c *client) release() {
+	if c.released {
+		return
+	}
+	c.released = true
+	scq, rcq := c.qp.SendCQ(), c.qp.RecvCQ()
+	c.sess.Release()
+	c.qp.Destroy()
+	scq.Destroy()
+	rcq.Destroy()
+}
+
+// TestBridgeStream: a 4 MiB stream crosses the bridge to a TCP echo
+// server and back intact; the client's DREQ closes the TCP connection;
+// nothing is left registered.
+func TestBridgeStream(t *testing.T) {
+	n := newTestNet(t, Config{Chunks: 4})
+	closed := make(chan struct{})
+	n.server(func(c net.Conn) {
+		io.Copy(c, c) // until the bridge closes its side
+		c.Close()
+		close(closed)
+	})
+	c := n.dial(n.tcpPort)
+	n.run(5*time.Second, func() bool { return c.connected })
+	if c.connErr != nil {
+		t.Fatal(c.connErr)
+	}
+	msg := make([]byte, 4<<20)
+	rand.Read(msg)
+	var got []byte
+	sent := 0
+	buf := make([]byte, 64<<10)
+	n.run(30*time.Second, func() bool {
+		if sent < len(msg) {
+			k, err := c.sess.Send(msg[sent:])
+			if err != nil && !errors.Is(err, roce.ErrWouldBlock) {
+				t.Fatal(err)
+			}
+			sent += k
+		}
+		k, err := c.sess.Recv(buf)
+		if err != nil && !errors.Is(err, roce.ErrWouldBlock) {
+			t.Fatal(err)
+		}
+		got = append(got, buf[:k]...)
+		return len(got) >= len(msg)
+	})
+	if !bytes.Equal(got, msg) {
+		t.Fatal("the echo differs from what was sent")
+	}
+	if err := n.cliM.Disconnect(c.conn); err != nil {
+		t.Fatal(err)
+	}
+	n.run(5*time.Second, func() bool { return c.disconnected && n.b.Conns() == 0 })
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the TCP side was not closed after the client's DREQ")
+	}
+	st := n.b.Stats()
+	if st.BytesToTCP != uint64(len(msg)) || st.BytesToRoCE != uint64(len(msg)) || st.Active != 0 || st.Closed != 1 {
+		t.Errorf("stats %+v", st)
+	}
+	if err := n.b.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	if n.alloc.InUse() != 0 {
+		t.Errorf("%d bytes of buffers left", n.alloc.InUse())
+	}
+}
+
+// TestBridgeNoListener: a request for a port where nothing listens is
+// rejected at once.
+func TestBridgeNoListener(t *testing.T) {
+	n := newTestNet(t, Config{})
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	port := uint16(ln.Addr().(*net.TCPAddr).Port)
+	ln.Close() // nothing listens there now
+	if err := n.b.Listen(port); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	c := n.dial(port)
+	n.run(5*time.Second, func() bool { return c.connected })
+	if !errors.Is(c.connErr, cm.ErrRejected) {
+		t.Fatalf("connection attempt: %v; want a REJ", c.connErr)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("rejected after %v", d)
+	}
+	if st := n.b.Stats(); st.Refused["no_listener"] != 1 || st.Active != 0 {
+		t.Errorf("stats %+v", st)
+	}
+	n.b.Shutdown()
+}
+
+// TestBridgeDaemonCloses: the daemon sends a banner and closes; the
+// client gets the banner, then the bridge's DREQ.
+func TestBridgeDaemonCloses(t *testing.T) {
+	n := newTestNet(t, Config{})
+	banner := []byte("ceph v2\n\x10\x00\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00")
+	n.server(func(c net.Conn) {
+		c.Write(banner)
+		c.Close()
+	})
+	c := n.dial(n.tcpPort)
+	var got []byte
+	buf := make([]byte, 1024)
+	n.run(5*time.Second, func() bool {
+		if c.connected && !c.released {
+			k, _ := c.sess.Recv(buf)
+			got = append(got, buf[:k]...)
+		}
+		return c.disconnected
+	})
+	if !bytes.Equal(got, banner) {
+		t.Errorf("got %q before the disconnect; want the banner", got)
+	}
+	n.run(5*time.Second, func() bool { return n.b.Conns() == 0 })
+	n.b.Shutdown()
+	if n.alloc.InUse() != 0 {
+		t.Errorf("%d bytes of buffers left", n.alloc.InUse())
+	}
+}
+
+// TestBridgeBackpressure: the daemon reads nothing for 150 ms; the
+// client's stream stalls without a single RNR NAK (its SENDs are dropped
+// unanswered and sent again on its 67 ms timer, within its 7 retries),
+// the bridge holds no more than its chunks, and every byte arrives once
+// the daemon reads. A daemon that stalls longer than the client's retry
+// budget fails the client's connection.
+func TestBridgeBackpressure(t *testing.T) {
+	n := newTestNetTimeout(t, Config{Chunks: 2}, 14)
+	release := make(chan struct{})
+	var received bytes.Buffer
+	done := make(chan struct{})
+	n.server(func(c net.Conn) {
+		<-release
+		io.Copy(&received, c)
+		close(done)
+	})
+	c := n.dial(n.tcpPort)
+	n.run(5*time.Second, func() bool { return c.connected })
+	msg := make([]byte, 8<<20)
+	rand.Read(msg)
+	sent := 0
+	stallEnd := time.Now().Add(150 * time.Millisecond)
+	n.run(10*time.Second, func() bool {
+		if sent < len(msg) {
+			k, err := c.sess.Send(msg[sent:])
+			if err != nil && !errors.Is(err, roce.ErrWouldBlock) {
+				t.Fatalf("client send: %v", err)
+			}
+			sent += k
+		}
+		return time.Now().After(stallEnd)
+	})
+	stalled := sent
+	st := n.b.Stats()
+	t.Logf("with the daemon not reading: %d of %d bytes left the client, stalls %v", stalled, len(msg), st.Stalls)
+	if stalled >= len(msg) || st.Stalls["tcp_write"] == 0 {
+		t.Errorf("no backpressure: %d bytes sent, stalls %v", stalled, st.Stalls)
+	}
+	var silent uint64
+	for _, bc := range n.b.conns {
+		silent = bc.qp.Stats().RNRSilentDrops
+	}
+	close(release)
+	n.run(30*time.Second, func() bool {
+		if sent < len(msg) {
+			k, err := c.sess.Send(msg[sent:])
+			if err != nil && !errors.Is(err, roce.ErrWouldBlock) {
+				t.Fatalf("client send: %v (qp %v; disconnected %v (%v) connErr %v; bridge %+v)", err, c.qp.Err(), c.disconnected, c.discErr, c.connErr, n.b.Stats())
+			}
+			sent += k
+		}
+		return sent == len(msg) && n.b.Stats().BytesToTCP == uint64(len(msg))
+	})
+	n.cliM.Disconnect(c.conn)
+	n.run(5*time.Second, func() bool { return c.disconnected && n.b.Conns() == 0 })
+	<-done
+	if !bytes.Equal(received.Bytes(), msg) {
+		t.Errorf("the daemon got %d bytes, differing from the %d sent", received.Len(), len(msg))
+	}
+	if qs := c.qp.Stats(); qs.RNRNaksReceived != 0 {
+		t.Errorf("the client got %d RNR NAKs", qs.RNRNaksReceived)
+	}
+	t.Logf("SENDs dropped unanswered during the stall: %d", silent)
+	if silent == 0 {
+		t.Error("no SEND was dropped unanswered: the stall did not reach the receive queue")
+	}
+	n.b.Shutdown()
+}

@@ -1,0 +1,72 @@
+package bridge
+
+import "sync/atomic"
+
+// Why a connection request was refused.
+const (
+	refusedNoListener  = iota // nothing listens at the target: REJ
+	refusedDialFailed         // the TCP connection failed otherwise
+	refusedNoFDs              // out of file descriptors
+	refusedMaxConns           // at MaxConns
+	refusedNoResources        // QP or registered memory unavailable
+	numRefused
+)
+
+var refusedNames = [numRefused]string{"no_listener", "dial_failed", "no_fds", "max_sessions", "no_resources"}
+
+// Where a connection failed.
+const (
+	errQP       = iota // QP or session failure, or an unordered disconnect
+	errTCPRead         // reading from the daemon failed (not EOF)
+	errTCPWrite        // writing to the daemon failed
+	numErrors
+)
+
+var errorNames = [numErrors]string{"roce", "tcp_read", "tcp_write"}
+
+// Which side stalled the stream.
+const (
+	stallTCPWrite = iota // the client's bytes wait for the daemon to take them
+	stallRoCESend        // the daemon's bytes wait for the client's ACKs
+	numStalls
+)
+
+var stallNames = [numStalls]string{"tcp_write", "roce_send"}
+
+type counters struct {
+	accepted, closed atomic.Uint64
+	active           atomic.Int64
+	toTCP, toRoCE    atomic.Uint64
+	refused          [numRefused]atomic.Uint64
+	errors           [numErrors]atomic.Uint64
+	stalls           [numStalls]atomic.Uint64
+}
+
+// Stats is a snapshot of a bridge's counters.
+type Stats struct {
+	Accepted, Closed uint64
+	Active           int64
+	BytesToTCP       uint64 // from the RoCE clients to the daemons
+	BytesToRoCE      uint64 // from the daemons to the RoCE clients
+	Refused          map[string]uint64
+	Errors           map[string]uint64
+	// Stalls count the times a direction started waiting on the other
+	// side: the backpressure events.
+	Stalls map[string]uint64
+}
+
+func (c *counters) snapshot() Stats {
+	s := Stats{Accepted: c.accepted.Load(), Closed: c.closed.Load(), Active: c.active.Load(),
+		BytesToTCP: c.toTCP.Load(), BytesToRoCE: c.toRoCE.Load(),
+		Refused: map[string]uint64{}, Errors: map[string]uint64{}, Stalls: map[string]uint64{}}
+	for i, n := range refusedNames {
+		s.Refused[n] = c.refused[i].Load()
+	}
+	for i, n := range errorNames {
+		s.Errors[n] = c.errors[i].Load()
+	}
+	for i, n := range stallNames {
+		s.Stalls[n] = c.stalls[i].Load()
+	}
+	return s
+}
