@@ -1,9 +1,17 @@
 package pmd
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // ErrEALInitialized is returned by InitEAL when the EAL is already running:
@@ -87,4 +95,95 @@ func isPCI(dev string) bool {
 func DeviceName(dev string) string {
 	name, _, _ := strings.Cut(dev, ",")
 	return name
+}
+
+// PrefixInUseError is returned by InitEAL when another DPDK primary process
+// runs with the same file prefix. DPDK itself fails such a start without an
+// error code.
+type PrefixInUseError struct {
+	Prefix  string
+	Config  string // the runtime config file the other process has locked
+	PID     int    // 0 when the holder is not visible from our PID namespace
+	Command string // the holder's command line, when readable
+}
+
+func (e *PrefixInUseError) Error() string {
+	who := "another process (not visible from this PID namespace)"
+	if e.PID > 0 {
+		who = "pid " + strconv.Itoa(e.PID)
+		if e.Command != "" {
+			who += fmt.Sprintf(" (%s)", e.Command)
+		}
+	}
+	return fmt.Sprintf("pmd: EAL file prefix %q is in use by %s, which holds the lock on %s: stop it, or give this process another file prefix",
+		e.Prefix, who, e.Config)
+}
+
+// RuntimeDir returns the directory where a DPDK primary process with the
+// given file prefix keeps its runtime files (eal_create_runtime_dir).
+func RuntimeDir(prefix string) string {
+	return runtimeDir(os.Getuid(), os.Getenv, prefix)
+}
+
+func runtimeDir(uid int, getenv func(string) string, prefix string) string {
+	dir := getenv("RUNTIME_DIRECTORY") // systemd's RuntimeDirectory=
+	if dir == "" {
+		switch {
+		case uid == 0:
+			dir = "/var/run"
+		case getenv("XDG_RUNTIME_DIR") != "":
+			dir = getenv("XDG_RUNTIME_DIR")
+		default:
+			dir = "/tmp"
+		}
+	}
+	return filepath.Join(dir, "dpdk", prefix)
+}
+
+// checkPrefixFree returns a *PrefixInUseError when a running primary
+// process holds the runtime config of cfg's file prefix. It must not run
+// while this process has an EAL: closing the file would drop our own lock.
+func checkPrefixFree(cfg EALConfig) error {
+	if slices.Contains(cfg.ExtraArgs, "--in-memory") || slices.Contains(cfg.ExtraArgs, "--no-shconf") {
+		return nil // no shared config: nothing to collide on
+	}
+	path := filepath.Join(RuntimeDir(cfg.FilePrefix), "config")
+	pid, locked := configLockHolder(path)
+	if !locked {
+		return nil
+	}
+	return &PrefixInUseError{Prefix: cfg.FilePrefix, Config: path, PID: pid, Command: processCommand(pid)}
+}
+
+// configLockHolder reports whether a process holds DPDK's write lock on a
+// runtime config file (rte_eal_config_create locks part of it), and its
+// PID. A file that cannot be read is left for DPDK to report.
+func configLockHolder(path string) (pid int, locked bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: io.SeekStart} // Len 0: the whole file
+	if err := unix.FcntlFlock(f.Fd(), unix.F_GETLK, &lk); err != nil || lk.Type == unix.F_UNLCK {
+		return 0, false
+	}
+	return int(lk.Pid), true
+}
+
+// processCommand returns pid's command line from /proc, shortened to one
+// readable line, or "" when it cannot be read.
+func processCommand(pid int) string {
+	if pid <= 0 {
+		return ""
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return ""
+	}
+	s := string(bytes.Join(bytes.Split(bytes.TrimRight(b, "\x00"), []byte{0}), []byte{' '}))
+	if r := []rune(s); len(r) > 200 {
+		s = string(r[:200]) + "…"
+	}
+	return s
 }

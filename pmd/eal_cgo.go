@@ -3,17 +3,34 @@ package pmd
 /*
 #cgo pkg-config: libdpdk
 #include "cdd.h"
+#include <rte_launch.h>
+#include <rte_lcore.h>
+
+// cddLcoreLoop is lcore_cgo.go's exported job loop.
+extern int cddLcoreLoop(void *);
+
+// rte_errno is per thread: read it on the thread that called rte_eal_init.
+static int cdd_eal_init(int argc, char **argv, int *err)
+{
+	rte_errno = 0;
+	int rc = rte_eal_init(argc, argv);
+	*err = rte_errno;
+	return rc;
+}
+
+static int cdd_lcore_launch(unsigned int lcore)
+{
+	return rte_eal_remote_launch(cddLcoreLoop, NULL, lcore);
+}
 */
 import "C"
 
 import (
 	"errors"
 	"fmt"
-	"strings"
+	"runtime"
 	"sync"
-	"syscall"
-
-	"github.com/yerden/go-dpdk/eal"
+	"unsafe"
 )
 
 // Errno is a DPDK error number (rte_errno or a negative return value).
@@ -25,9 +42,17 @@ func (e Errno) Error() string { return C.GoString(C.rte_strerror(C.int(e))) }
 // per process; the caller owns it and must Close it.
 type EAL struct {
 	cfg       EALConfig
+	mainStop  chan struct{} // releases the main lcore thread
 	closeOnce sync.Once
 	closeErr  error
 }
+
+// ealMu serializes InitEAL; ealStarted is set once rte_eal_init succeeded,
+// after which DPDK refuses another init in this process, even after Close.
+var (
+	ealMu      sync.Mutex
+	ealStarted bool
+)
 
 // InitEAL starts the EAL. Worker lcores wait for work sent by RunOnLcore;
 // the main lcore thread is taken over for DPDK's own use.
@@ -36,35 +61,90 @@ func InitEAL(cfg EALConfig) (*EAL, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := eal.Init(args); err != nil {
-		if errors.Is(err, syscall.EALREADY) || strings.Contains(err.Error(), "already") {
-			return nil, ErrEALInitialized
-		}
-		return nil, fmt.Errorf("pmd: EAL init with %q: %w", args, err)
+	ealMu.Lock()
+	defer ealMu.Unlock()
+	if ealStarted {
+		return nil, ErrEALInitialized
 	}
-	return &EAL{cfg: cfg}, nil
+	// DPDK fails on a prefix in use without an error code, after printing
+	// only "Is another primary process running?": say which one.
+	if err := checkPrefixFree(cfg); err != nil {
+		return nil, err
+	}
+
+	res := make(chan error, 1)
+	stop := make(chan struct{})
+	go func() {
+		// rte_eal_init makes the calling thread the main lcore thread and
+		// pins it to that lcore's CPU: keep it away from other goroutines
+		// until Close. A locked goroutine that returns takes its thread
+		// with it.
+		runtime.LockOSThread()
+		if err := ealInit(args); err != nil {
+			res <- err
+			return
+		}
+		res <- nil
+		<-stop
+	}()
+	if err := <-res; err != nil {
+		return nil, err
+	}
+	ealStarted = true
+	e := &EAL{cfg: cfg, mainStop: stop}
+	if err := launchWorkers(); err != nil {
+		return nil, errors.Join(err, e.Close())
+	}
+	return e, nil
+}
+
+// ealInit runs rte_eal_init. A failure is an error even when DPDK leaves
+// rte_errno at 0, as it does when another primary holds the file prefix.
+func ealInit(args []string) error {
+	// The strings stay allocated: DPDK may keep pointers into argv.
+	argv := unsafe.Slice((**C.char)(C.calloc(C.size_t(len(args)+1), C.size_t(unsafe.Sizeof((*C.char)(nil))))), len(args)+1)
+	for i, a := range args {
+		argv[i] = C.CString(a)
+	}
+	var errno C.int
+	if rc := C.cdd_eal_init(C.int(len(args)), &argv[0], &errno); rc >= 0 {
+		return nil
+	}
+	switch errno {
+	case 0:
+		return fmt.Errorf("pmd: EAL init with %q failed without an error code (DPDK's log above says why)", args)
+	case C.EALREADY:
+		return ErrEALInitialized
+	default:
+		return fmt.Errorf("pmd: EAL init with %q: %w", args, Errno(errno))
+	}
 }
 
 // HasHugepages reports whether the EAL runs on hugepage memory.
-func (e *EAL) HasHugepages() bool { return eal.HasHugePages() }
-
-// RunOnLcore runs fn on the EAL thread of lcore, which is pinned to its CPU
-// and locked to its OS thread for as long as fn runs. The returned channel
-// receives fn's panic (as an error) or nil when fn returns.
-func (e *EAL) RunOnLcore(lcore uint, fn func()) <-chan error {
-	ch := make(chan error, 1)
-	eal.ExecOnLcoreAsync(lcore, ch, func(*eal.LcoreCtx) { fn() })
-	return ch
-}
+func (e *EAL) HasHugepages() bool { return C.rte_eal_has_hugepages() != 0 }
 
 // Close stops the lcore threads and releases EAL memory. Every port must
-// be closed and every mempool freed first.
+// be closed, every mempool freed and every function sent by RunOnLcore
+// returned first.
 func (e *EAL) Close() error {
 	e.closeOnce.Do(func() {
-		eal.StopLcores()
-		if err := eal.Cleanup(); err != nil {
-			e.closeErr = fmt.Errorf("pmd: EAL cleanup: %w", err)
+		stopWorkers()
+		C.rte_eal_mp_wait_lcore()
+		if rc := C.rte_eal_cleanup(); rc != 0 {
+			e.closeErr = fmt.Errorf("pmd: EAL cleanup: %w", Errno(-rc))
 		}
+		close(e.mainStop)
 	})
 	return e.closeErr
+}
+
+// launchWorkers starts the job loop on every worker lcore.
+func launchWorkers() error {
+	for l := C.rte_get_next_lcore(^C.uint(0), 1, 0); l < C.RTE_MAX_LCORE; l = C.rte_get_next_lcore(l, 1, 0) {
+		openLcore(uint(l))
+		if rc := C.cdd_lcore_launch(l); rc != 0 {
+			return fmt.Errorf("pmd: launch lcore %d: %w", l, Errno(-rc))
+		}
+	}
+	return nil
 }

@@ -5,7 +5,7 @@
 // Usage:
 //
 //	cephdpdkd run [--config FILE]    run the daemon (embedded default config without --config)
-//	cephdpdkd check-config FILE      validate a configuration and print the plan
+//	cephdpdkd check-config [--offline] FILE  validate a configuration and print the plan
 //	cephdpdkd status [--url URL]     print a running daemon's status line
 //	cephdpdkd pcap-check FILE        verify every RoCEv2 frame of a capture
 //	cephdpdkd roce-ping --config FILE --target IP [--port P] [-n N] [-s S]
@@ -38,13 +38,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 		usage(stderr)
 		return 2
 	}
+	if args[0] == "run" {
+		// The daemon handles its signals itself (daemonSignals).
+		return exitStatus(cmdRun(args[1:], stdout, stderr), stderr)
+	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 
 	var err error
 	switch args[0] {
-	case "run":
-		err = cmdRun(ctx, args[1:], stdout, stderr)
 	case "check-config":
 		err = cmdCheckConfig(args[1:], stdout, stderr)
 	case "status":
@@ -68,6 +70,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		usage(stderr)
 		return 2
 	}
+	return exitStatus(err, stderr)
+}
+
+// exitStatus reports err and returns the exit status for it.
+func exitStatus(err error, stderr io.Writer) int {
 	switch {
 	case err == nil:
 		return 0
@@ -84,7 +91,9 @@ func usage(w io.Writer) {
   cephdpdkd run [--config FILE] [--status=auto|on|off]
                                  run the daemon; without --config, the embedded default
                                  (a net_pcap vdev replaying sample Ceph traffic, no NIC needed)
-  cephdpdkd check-config FILE    validate a configuration and print what it will build
+  cephdpdkd check-config [--offline] FILE
+                                 validate a configuration against this machine (--offline: for
+                                 another one) and print what it will build
   cephdpdkd status [--url URL]   print a running daemon's status from its metrics
   cephdpdkd pcap-check FILE      decode and verify every RoCEv2 frame of a pcap/pcapng
   cephdpdkd roce-ping --config FILE --target IP [--port P] [-n N] [-s S] [--mode echo|reply|tose]

@@ -9,20 +9,43 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 )
 
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if build.dir != "" {
+		os.RemoveAll(build.dir)
+	}
+	os.Exit(code)
+}
+
+var build struct {
+	once sync.Once
+	dir  string
+	bin  string
+	err  error
+}
+
 // binary builds cephdpdkd once for the tests that run it as a process.
 func binary(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "cephdpdkd")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
+	build.once.Do(func() {
+		if build.dir, build.err = os.MkdirTemp("", "cdd-test-bin-"); build.err != nil {
+			return
+		}
+		build.bin = filepath.Join(build.dir, "cephdpdkd")
+		if out, err := exec.Command("go", "build", "-o", build.bin, ".").CombinedOutput(); err != nil {
+			build.err = fmt.Errorf("build: %v\n%s", err, out)
+		}
+	})
+	if build.err != nil {
+		t.Fatal(build.err)
 	}
-	return bin
+	return build.bin
 }
 
 func runCLI(args ...string) (code int, stdout, stderr string) {
@@ -32,8 +55,17 @@ func runCLI(args ...string) (code int, stdout, stderr string) {
 }
 
 func TestCLIWithoutDPDK(t *testing.T) {
-	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
 	os.WriteFile(bad, []byte("port: {name: x, device: net_null0}\nservices: [{name: a}]\ndefault_service: b\n"), 0o600)
+	// Configurations run used to refuse (or crash on) after check-config
+	// passed them.
+	longPort := filepath.Join(dir, "long-port.yaml")
+	os.WriteFile(longPort, []byte("eal: {file_prefix: cdd-long}\nport:\n  name: "+strings.Repeat("p", 29)+"\n  device: net_null0\nservices: [{name: a}]\ndefault_service: a\n"), 0o600)
+	emptyPcap := filepath.Join(dir, "empty.pcap")
+	os.WriteFile(emptyPcap, []byte{0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0, 1, 0, 0, 0}, 0o600)
+	emptyReplay := filepath.Join(dir, "empty-replay.yaml")
+	os.WriteFile(emptyReplay, []byte("eal: {no_huge: true, lcores: \"0-1\"}\nport:\n  name: x\n  device: net_pcap0,rx_pcap="+emptyPcap+",infinite_rx=1\nservices: [{name: a}]\ndefault_service: a\n"), 0o600)
 	tests := []struct {
 		args []string
 		code int
@@ -43,7 +75,13 @@ func TestCLIWithoutDPDK(t *testing.T) {
 		{[]string{}, 2, "usage:"},
 		{[]string{"frobnicate"}, 2, "unknown command"},
 		{[]string{"check-config", "../../configs/cephdpdkd.yaml"}, 0, "mbuf pool: 16383 mbufs"},
-		{[]string{"check-config", "../../configs/examples/pci-nic.yaml"}, 0, "poll loop on lcore 2: rx queues [1]"},
+		{[]string{"check-config", "--offline", "../../configs/examples/pci-nic.yaml"}, 0, "poll loop on lcore 2: rx queues [1]"},
+		// No machine running the tests has the example's PCI NIC.
+		{[]string{"check-config", "../../configs/examples/pci-nic.yaml"}, 1, "line 20: port.device: PCI device 0000:3b:00.0 does not exist on this machine"},
+		{[]string{"check-config", longPort}, 1, "line 3: port.name: \"ppppppppppppppppppppppppppppp\" is 29 characters: the mbuf pool name \"cdd_ppppppppppppppppppppppppppppp\" would be 33, over DPDK's limit of 25 for mempool names (RTE_MEMPOOL_NAMESIZE)"},
+		{[]string{"check-config", emptyReplay}, 1, "line 4: port.device: rx_pcap=" + emptyPcap + " holds no frames"},
+		{[]string{"check-config", "--offline", emptyReplay}, 0, "ok"},
+		{[]string{"run", "--duration", "-1s"}, 2, "--duration -1s"},
 		{[]string{"check-config", bad}, 1, `line 3: default_service: "b" is not a defined service`},
 		{[]string{"check-config"}, 2, "usage"},
 		{[]string{"check-config", "/nonexistent.yaml"}, 1, "no such file"},

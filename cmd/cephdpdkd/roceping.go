@@ -46,7 +46,7 @@ func cmdRoCEPing(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		fmt.Fprintf(stderr, "roce-ping: --mode %q: want echo, reply or tose\n", *mode)
 		return errUsage
 	}
-	cfg, err := loadConfig(*path)
+	cfg, err := loadConfig(*path, false)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -22,18 +23,29 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/internal/metrics"
 )
 
-func loadConfig(path string) (*config.Config, error) {
+// loadConfig reads and validates a configuration, the embedded default
+// when path is empty, and unless offline checks it against this machine.
+// run, roce-ping and check-config share it: what check-config accepts,
+// run does not refuse later.
+func loadConfig(path string, offline bool) (*config.Config, error) {
+	var c *config.Config
+	var err error
 	if path == "" {
-		c, err := config.Parse(configs.Default)
-		if err != nil {
+		if c, err = config.Parse(configs.Default); err != nil {
 			return nil, fmt.Errorf("embedded default config: %w", err)
 		}
-		return c, nil
+	} else if c, err = config.Load(path); err != nil {
+		return nil, err
 	}
-	return config.Load(path)
+	if !offline {
+		if err := c.CheckHost(); err != nil {
+			return nil, fmt.Errorf("config %s: %w", cmp.Or(path, "(embedded default)"), err)
+		}
+	}
+	return c, nil
 }
 
-func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func cmdRun(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("run")
 	fs.SetOutput(stderr)
 	path := fs.String("config", "", "configuration file (default: the embedded sample configuration)")
@@ -47,7 +59,11 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fmt.Fprintf(stderr, "run: unexpected arguments %q\n", fs.Args())
 		return errUsage
 	}
-	cfg, err := loadConfig(*path)
+	if *duration < 0 {
+		fmt.Fprintf(stderr, "run: --duration %v: want 0 (until SIGINT/SIGTERM) or a positive duration\n", *duration)
+		return errUsage
+	}
+	cfg, err := loadConfig(*path, false)
 	if err != nil {
 		return err
 	}
@@ -56,6 +72,8 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	ctx, shuttingDown, stopSignals := daemonSignals(log)
+	defer stopSignals()
 	if *duration > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, *duration)
@@ -102,6 +120,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}()
 
 	runErr := d.Wait(ctx)
+	// From here on a signal cuts the shutdown short. This also ends the
+	// status line when a poll loop died.
+	shuttingDown(cmp.Or(context.Cause(ctx), runErr))
 	<-statusDone
 	log.Info("shutting down", "reason", context.Cause(ctx))
 	if srv != nil {
@@ -204,11 +225,18 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 }
 
 func cmdCheckConfig(args []string, stdout, stderr io.Writer) error {
-	if len(args) != 1 {
-		fmt.Fprintln(stderr, "usage: cephdpdkd check-config FILE")
+	fs := newFlagSet("check-config")
+	fs.SetOutput(stderr)
+	offline := fs.Bool("offline", false, "validate for another machine: skip the checks against this one (CPUs, capture files, interfaces, PCI devices, hugepages)")
+	if err := fs.Parse(args); err != nil {
 		return errUsage
 	}
-	cfg, err := config.Load(args[0])
+	if fs.NArg() != 1 {
+		fmt.Fprintln(stderr, "usage: cephdpdkd check-config [--offline] FILE")
+		return errUsage
+	}
+	args = fs.Args()
+	cfg, err := loadConfig(args[0], *offline)
 	if err != nil {
 		return err
 	}

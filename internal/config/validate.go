@@ -151,17 +151,17 @@ func sanitize(s string) string {
 
 var nameRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,23}$`)
 
+// filePrefixRE bounds eal.file_prefix, which DPDK puts into unix socket
+// paths (108 bytes) under its runtime directory, and which by default is
+// "cephdpdkd-" and the port name.
+var filePrefixRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,39}$`)
+
 // Validate checks the whole configuration and reports every problem found,
 // each with the line it comes from.
 func (c *Config) Validate() error {
 	var errs []error
 	bad := func(path, format string, args ...any) {
-		msg := fmt.Sprintf(format, args...)
-		if l := c.Line(path); l > 0 {
-			errs = append(errs, fmt.Errorf("line %d: %s: %s", l, path, msg))
-		} else {
-			errs = append(errs, fmt.Errorf("%s: %s", path, msg))
-		}
+		errs = append(errs, c.problem(path, fmt.Sprintf(format, args...)))
 	}
 
 	lcores, err := ParseLcores(c.EAL.Lcores)
@@ -171,21 +171,25 @@ func (c *Config) Validate() error {
 	lcoreSet := map[int]bool{}
 	for _, l := range lcores {
 		lcoreSet[l] = true
+		if l >= MaxLcores {
+			bad("eal.lcores", "lcore %d: DPDK takes lcores 0..%d (RTE_MAX_LCORE)", l, MaxLcores-1)
+		}
 	}
 	if err == nil && !lcoreSet[c.EAL.MainLcore] {
 		bad("eal.main_lcore", "lcore %d is not in eal.lcores %q", c.EAL.MainLcore, c.EAL.Lcores)
 	}
 	if c.EAL.MemoryMB < 64 {
 		bad("eal.memory_mb", "%d MB is too little for DPDK; use at least 64", c.EAL.MemoryMB)
+	} else if c.EAL.MemoryMB > MaxMemoryMB {
+		bad("eal.memory_mb", "%d MB is more than %d", c.EAL.MemoryMB, MaxMemoryMB)
 	}
-	if !nameRE.MatchString(strings.ToLower(sanitize(c.EAL.FilePrefix))) || strings.ContainsAny(c.EAL.FilePrefix, "/ ") {
-		bad("eal.file_prefix", "%q must be a short name without slashes or spaces", c.EAL.FilePrefix)
+	c.validateExtraArgs(bad)
+	if !filePrefixRE.MatchString(strings.ToLower(sanitize(c.EAL.FilePrefix))) || strings.ContainsAny(c.EAL.FilePrefix, "/ ") {
+		bad("eal.file_prefix", "%q must be a name of at most 40 characters, starting with a letter, without slashes or spaces", c.EAL.FilePrefix)
 	}
 
 	p := c.Port
-	if p.Name == "" {
-		bad("port.name", "required")
-	}
+	portNameOK := c.validatePortName(bad)
 	if p.Device == "" {
 		bad("port.device", "required: a PCI address or vdev devargs such as net_af_packet0,iface=veth0")
 	} else if !IsPCIAddress(p.Device) && !isVdev(p.Device) {
@@ -204,8 +208,8 @@ func (c *Config) Validate() error {
 	checkRange("mempool.cache_size", c.Mempool.CacheSize, 0, 512)
 	checkRange("mempool.data_room", c.Mempool.DataRoom, 256, 65535)
 	checkRange("mempool.headroom", c.Mempool.Headroom, 0, 1<<24)
-	if c.Mempool.Mbufs < 0 {
-		bad("mempool.mbufs", "must not be negative")
+	if c.Mempool.Mbufs < 0 || c.Mempool.Mbufs > MaxMbufs {
+		bad("mempool.mbufs", "%d is outside 0 (computed)..%d", c.Mempool.Mbufs, MaxMbufs)
 	}
 	if c.Mempool.DataRoom-128 < p.MTU+18 {
 		bad("mempool.data_room", "%d leaves %d bytes after the 128-byte headroom, less than MTU %d plus an 18-byte Ethernet header: frames would span mbufs", c.Mempool.DataRoom, c.Mempool.DataRoom-128, p.MTU)
@@ -223,6 +227,8 @@ func (c *Config) Validate() error {
 		path := fmt.Sprintf("services[%d]", i)
 		if !nameRE.MatchString(s.Name) {
 			bad(path+".name", "%q: lower-case letters, digits, '-' and '_', starting with a letter, at most 24 characters", s.Name)
+		} else if portNameOK {
+			c.validateRingName(i, bad)
 		}
 		if _, dup := services[s.Name]; dup {
 			bad(path+".name", "service %q is defined twice", s.Name)
@@ -305,11 +311,11 @@ func (c *Config) Validate() error {
 				bad(sp, "service %q is already drained by pollers[%d]", name, o)
 			}
 			serviceOwner[name] = i
-			if s := c.Services[si]; s.Consumer.Type == ConsumerForward {
-				if o, used := txOwner[s.Consumer.TxQueue]; used && o != i {
-					bad(sp, "tx queue %d is already used by pollers[%d]; tx queues are not shared between lcores", s.Consumer.TxQueue, o)
+			if q, ok := c.txQueueOf(c.Services[si]); ok {
+				if o, used := txOwner[q]; used && o != i {
+					bad(sp, "tx queue %d is already used by pollers[%d]; tx queues are not shared between lcores", q, o)
 				}
-				txOwner[s.Consumer.TxQueue] = i
+				txOwner[q] = i
 			}
 		}
 	}
@@ -349,6 +355,21 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// txQueueOf returns the TX queue a service's consumer transmits on.
+func (c *Config) txQueueOf(s Service) (int, bool) {
+	switch {
+	case s.Consumer.Type == ConsumerForward:
+		return s.Consumer.TxQueue, true
+	case s.Consumer.Type == ConsumerRoCE && c.RoCE != nil && c.RoCE.Service == s.Name:
+		return c.RoCE.TxQueue, true
+	}
+	return 0, false
+}
+
+// MaxRoCESessions bounds roce.max_sessions; each session registers
+// send_buffers + recv_buffers buffers of buffer_size bytes.
+const MaxRoCESessions = 4096
+
 func (c *Config) validateRoCE(r *RoCE, services map[string]int, bad func(string, string, ...any)) {
 	if i, ok := services[r.Service]; !ok {
 		bad("roce.service", "%q is not a defined service", r.Service)
@@ -384,10 +405,22 @@ func (c *Config) validateRoCE(r *RoCE, services map[string]int, bad func(string,
 	if r.RNRTimer > 31 || r.Timeout > 31 || r.RetryCount > 7 || r.RNRRetry > 7 {
 		bad("roce", "rnr_timer and timeout are 5-bit codes (0..31), retry_count and rnr_retry 0..7")
 	}
-	need := r.MaxSessions * (r.SendBuffers + r.RecvBuffers) * r.BufferSize
-	if need > r.MemoryMB<<20 {
-		bad("roce.memory_mb", "%d MB cannot hold %d sessions × %d buffers × %d bytes (%d MB)", r.MemoryMB,
-			r.MaxSessions, r.SendBuffers+r.RecvBuffers, r.BufferSize, (need+(1<<20)-1)>>20)
+	sessionsOK := r.MaxSessions >= 1 && r.MaxSessions <= MaxRoCESessions
+	if !sessionsOK {
+		bad("roce.max_sessions", "%d is outside 1..%d", r.MaxSessions, MaxRoCESessions)
+	}
+	memoryOK := r.MemoryMB >= 1 && r.MemoryMB <= MaxMemoryMB
+	if !memoryOK {
+		bad("roce.memory_mb", "%d is outside 1..%d", r.MemoryMB, MaxMemoryMB)
+	}
+	// With every factor in range the product stays below 2^46.
+	if sessionsOK && memoryOK && r.BufferSize >= 64 && r.BufferSize <= 1<<20 &&
+		r.SendBuffers >= 1 && r.SendBuffers <= 4096 && r.RecvBuffers >= 1 && r.RecvBuffers <= 4096 {
+		need := r.MaxSessions * (r.SendBuffers + r.RecvBuffers) * r.BufferSize
+		if need > r.MemoryMB<<20 {
+			bad("roce.memory_mb", "%d MB cannot hold %d sessions × %d buffers × %d bytes (%d MB)", r.MemoryMB,
+				r.MaxSessions, r.SendBuffers+r.RecvBuffers, r.BufferSize, (need+(1<<20)-1)>>20)
+		}
 	}
 	ports := map[uint16]bool{}
 	for i, l := range r.Listen {
@@ -411,11 +444,15 @@ func (c *Config) validateRoCE(r *RoCE, services map[string]int, bad func(string,
 			bad(path+".app", "%q: want %q, %q, %q or %q", l.App, AppEcho, AppDiscard, AppRPing, AppTose)
 		}
 	}
+	listens := map[string]int{}
 	for i, l := range r.CephTCP {
 		path := fmt.Sprintf("roce.ceph_tcp[%d]", i)
 		if _, _, err := net.SplitHostPort(l.Listen); err != nil {
 			bad(path+".listen", "%q: want host:port", l.Listen)
+		} else if o, dup := listens[l.Listen]; dup {
+			bad(path+".listen", "%s is already listened on by roce.ceph_tcp[%d]", l.Listen, o)
 		}
+		listens[l.Listen] = i
 		switch l.App {
 		case AppEcho, AppDiscard:
 		default:
@@ -432,10 +469,15 @@ func (c *Config) RoCERules() []Rule {
 	if r == nil {
 		return nil
 	}
-	return []Rule{
+	rules := []Rule{
 		{Service: r.Service, EtherType: 0x0800, Protocol: 17, DstPorts: []PortRange{{4791, 4791}}, DstCIDRs: []Prefix{r.Address}},
-		{Service: r.Service, EtherType: 0x0806, DstCIDRs: []Prefix{r.Address}},
 	}
+	if !c.roceAddressIsKernel() {
+		// A shared address is the kernel's to answer ARP for (with the
+		// same MAC); the endpoint learns its peers from their frames.
+		rules = append(rules, Rule{Service: r.Service, EtherType: 0x0806, DstCIDRs: []Prefix{r.Address}})
+	}
+	return rules
 }
 
 // ServiceIndex returns the index of the named service, or -1.

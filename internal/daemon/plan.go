@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/cephdpdkd/cephdpdkd/dispatch/classify"
@@ -76,5 +77,35 @@ func NewPlan(cfg *config.Config) (*Plan, error) {
 		}
 		return nil, err
 	}
+	if err := checkNoHugeMemory(cfg, size); err != nil {
+		return nil, err
+	}
 	return &Plan{Config: cfg, Classifier: cls, Demand: d, PoolSize: size}, nil
+}
+
+// mbufOverhead is what an mbuf takes besides its data room: struct
+// rte_mbuf. Mempool object headers come on top, so sums with it are a
+// lower bound.
+const mbufOverhead = 128
+
+// checkNoHugeMemory refuses a pool and rings that cannot fit eal.memory_mb
+// without hugepages, where the EAL has that much memory and no more.
+func checkNoHugeMemory(cfg *config.Config, poolSize int) error {
+	if !cfg.EAL.NoHuge {
+		return nil // hugepage memory grows past -m on demand
+	}
+	pool := poolSize * (cfg.Mempool.DataRoom + mbufOverhead)
+	rings := 0
+	for _, s := range cfg.Services {
+		rings += s.RingSize * 8 // one pointer per slot
+	}
+	if have := cfg.EAL.MemoryMB << 20; pool+rings > have {
+		msg := fmt.Sprintf("eal.memory_mb: %d MB cannot hold the mbuf pool (%d mbufs × %d bytes = %d MB) and the service rings (%d MB) without hugepages",
+			cfg.EAL.MemoryMB, poolSize, cfg.Mempool.DataRoom+mbufOverhead, pool>>20, (rings+(1<<20)-1)>>20)
+		if line := cfg.Line("eal.memory_mb"); line > 0 {
+			return fmt.Errorf("line %d: %s", line, msg)
+		}
+		return errors.New(msg)
+	}
+	return nil
 }

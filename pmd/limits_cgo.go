@@ -1,0 +1,16 @@
+package pmd
+
+/*
+#include <rte_config.h>
+#include <rte_memzone.h>
+#include <rte_mempool.h>
+#include <rte_ring.h>
+#include <rte_lcore.h>
+*/
+import "C"
+
+// nameLimits returns DPDK's name sizes, NUL included, and RTE_MAX_LCORE,
+// for the tests that hold internal/config's limits to the headers.
+func nameLimits() (memzone, ring, mempool, maxLcore int) {
+	return C.RTE_MEMZONE_NAMESIZE, C.RTE_RING_NAMESIZE, C.RTE_MEMPOOL_NAMESIZE, C.RTE_MAX_LCORE
+}
