@@ -174,6 +174,8 @@ type Session struct {
 
 	closed   bool // the zero-length SEND was posted
 	eof      bool // the peer's zero-length SEND was read
+	flushed  bool // a receive was flushed: the QP failed after what is ready
+	flushWC  WorkCompletion
 	released bool
 	err      error
 }
@@ -393,7 +395,9 @@ func (s *Session) checkWC(wc *WorkCompletion, queue string, op WCOpcode) error {
 // polls the receive CQ, checking every completion; one that is not a
 // successful SEND on this QP within the buffer size fails the session.
 // It returns 0 and ErrWouldBlock when no data is available, and io.EOF
-// once the data before the peer's close has been read.
+// once the data before the peer's close has been read. When the QP has
+// failed (a peer's DREQ moves it to ERROR too), the data that arrived
+// before is still returned, then the error.
 func (s *Session) Recv(p []byte) (int, error) {
 	switch {
 	case s.err != nil:
@@ -411,6 +415,9 @@ func (s *Session) Recv(p []byte) (int, error) {
 				return n, err
 			}
 			if s.rdN == 0 {
+				if s.flushed && n == 0 {
+					return 0, s.fail(s.checkWC(&s.flushWC, "receive", WCRecv))
+				}
 				break
 			}
 		}
@@ -454,6 +461,9 @@ func (s *Session) popReady() error {
 	idx := s.ready[s.rdHd].idx
 	s.rdHd = (s.rdHd + 1) % len(s.ready)
 	s.rdN--
+	if s.flushed || s.qp.state == QPStateError {
+		return nil // nothing more will arrive
+	}
 	if err := s.postRecv(idx); err != nil {
 		return s.fail(err)
 	}
@@ -466,6 +476,13 @@ func (s *Session) pollRecv() error {
 	k := s.qp.recvCQ.Poll(s.wcs[:room])
 	for i := range k {
 		wc := &s.wcs[i]
+		if wc.Status == WCWRFlushErr && wc.QPN == s.qp.qpn {
+			// The QP failed; what completed before stays readable.
+			if !s.flushed {
+				s.flushed, s.flushWC = true, *wc
+			}
+			continue
+		}
 		if err := s.checkWC(wc, "receive", WCRecv); err != nil {
 			return s.fail(err)
 		}

@@ -119,6 +119,9 @@ type RoCE struct {
 	// CephTCP are Ceph async+rdma listeners: the 65-byte QP record
 	// exchange over a kernel TCP socket, then RC to Address.
 	CephTCP []CephTCPListener `yaml:"ceph_tcp"`
+	// Bridge relays Ceph's own RoCE clients (async+rdma in rdma_cm mode)
+	// to the Ceph daemons' TCP endpoints at the same address.
+	Bridge *Bridge `yaml:"bridge"`
 
 	BufferSize  int   `yaml:"buffer_size"`  // registered buffer and largest SEND
 	SendBuffers int   `yaml:"send_buffers"` // per session

@@ -78,6 +78,7 @@ func (a *InterfaceAddr) UnmarshalYAML(n *yaml.Node) error {
 var ifnameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
 
 func (c *Config) kernelDefaults() {
+	c.bridgeDefaults()
 	k := c.Kernel
 	if k == nil {
 		return
@@ -106,6 +107,7 @@ func (c *Config) kernelDefaults() {
 // kernelPoller is the poll loop that drains the kernel services (-1 if
 // none does), which also carries kernel.tx_queue.
 func (c *Config) validateKernel(bad func(string, string, ...any)) {
+	c.validateBridge(bad)
 	k := c.Kernel
 	users := 0
 	for i, s := range c.Services {
@@ -147,10 +149,10 @@ func (c *Config) validateKernel(bad func(string, string, ...any)) {
 			bad(path, "%v is not a unicast address", a.Prefix)
 		case seen[a.Addr()]:
 			bad(path, "%v is listed twice", a.Addr())
-		case c.RoCE != nil && c.RoCE.Address.Addr() == a.Addr():
-			// The endpoint claims ARP for its address ahead of every rule:
-			// the kernel would never resolve a neighbour.
-			bad(path, "%v is also roce.address; give the RoCE endpoint an address of its own", a.Addr())
+		case c.RoCE != nil && c.RoCE.Address.Addr() == a.Addr() && c.RoCE.MAC != "":
+			// A shared address has one MAC: the kernel answers ARP for
+			// both, with the port's MAC, which the endpoint uses too.
+			bad(path, "%v is also roce.address, which has a MAC of its own (roce.mac); a shared address uses the port's", a.Addr())
 		}
 		seen[a.Addr()] = true
 	}

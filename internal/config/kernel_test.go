@@ -80,17 +80,60 @@ kernel: {}
 	}
 }
 
-func TestKernelAddressNotRoCEAddress(t *testing.T) {
-	_, err := Parse([]byte(`
+func TestKernelAddressSharedWithRoCE(t *testing.T) {
+	const base = `
 port: {name: node0, device: "net_af_packet0,iface=veth0"}
 services:
   - {name: other, consumer: {type: kernel}}
   - {name: roce, consumer: {type: roce}}
 default_service: other
 kernel: {addresses: [10.0.0.5/24]}
-roce: {service: roce, address: 10.0.0.5}
-`))
+`
+	c, err := Parse([]byte(base + "roce: {service: roce, address: 10.0.0.5}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range c.RoCERules() {
+		if r.EtherType == 0x0806 {
+			t.Error("the endpoint claims ARP for an address the kernel answers for")
+		}
+	}
+	_, err = Parse([]byte(base + "roce: {service: roce, address: 10.0.0.5, mac: '02:00:00:00:00:09'}\n"))
 	if err == nil || !strings.Contains(err.Error(), "also roce.address") {
-		t.Fatalf("error %v; want the shared address refused", err)
+		t.Fatalf("error %v; want a shared address with a MAC of its own refused", err)
+	}
+}
+
+func TestBridgeSection(t *testing.T) {
+	const base = `
+port: {name: node0, device: "net_af_packet0,iface=veth0"}
+services:
+  - {name: other, consumer: {type: kernel}}
+  - {name: roce, consumer: {type: roce}}
+default_service: other
+`
+	tests := []struct{ name, extra, want string }{
+		{"defaults", "kernel: {addresses: [10.0.0.5/24]}\nroce: {service: roce, address: 10.0.0.5, bridge: {}}\n", ""},
+		{"no kernel", "roce: {service: roce, address: 10.0.0.5, bridge: {}}\n", "needs a kernel section"},
+		{"other address", "kernel: {addresses: [10.0.0.5/24]}\nroce: {service: roce, address: 10.0.0.6, bridge: {}}\n", "must be one of kernel.addresses"},
+		{"listen overlap", "kernel: {addresses: [10.0.0.5/24]}\nroce: {service: roce, address: 10.0.0.5, listen: [{port: 6800, app: echo}], bridge: {}}\n", "includes port 6800"},
+		{"chunks", "kernel: {addresses: [10.0.0.5/24]}\nroce: {service: roce, address: 10.0.0.5, bridge: {chunks: 5000}}\n", "roce.bridge.chunks"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Parse([]byte(base + tt.extra))
+			if tt.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := len(c.RoCE.Bridge.BridgePorts()); got != 1+769 {
+					t.Errorf("%d bridged ports; want 3300 and 6800-7568", got)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %v; want %q", err, tt.want)
+			}
+		})
 	}
 }

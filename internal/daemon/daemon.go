@@ -15,6 +15,7 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/dispatch"
 	"github.com/cephdpdkd/cephdpdkd/dispatch/classify"
 	"github.com/cephdpdkd/cephdpdkd/internal/config"
+	"github.com/cephdpdkd/cephdpdkd/internal/kernelif"
 	"github.com/cephdpdkd/cephdpdkd/internal/metrics"
 	"github.com/cephdpdkd/cephdpdkd/internal/roced"
 	"github.com/cephdpdkd/cephdpdkd/mempool"
@@ -43,6 +44,7 @@ type Daemon struct {
 	probed   string // device hot-plugged into a shared EAL
 	roce     *roced.Node
 	kernel   *kernelPath
+	dialer   *kernelif.Dialer // the RoCE bridge's, in the kernel interface's namespace
 }
 
 // Options are run-time settings that are not part of the configuration.
@@ -139,10 +141,19 @@ func Start(plan *Plan, opts Options) (_ *Daemon, err error) {
 			if err != nil {
 				return nil, err
 			}
-			node, err := roced.New(roced.Config{
+			rc := roced.Config{
 				RoCE: cfg.RoCE, Ring: r, Port: d.port.ID(), TxQueue: uint16(cfg.RoCE.TxQueue),
 				Pool: d.pool.Pointer(), PortMAC: info.MAC, Burst: cfg.Burst, Log: d.log,
-			})
+			}
+			if cfg.RoCE.Bridge != nil {
+				// The bridge reaches the Ceph daemons where they listen:
+				// on the kernel interface, in its namespace.
+				if d.dialer, err = kernelif.NewDialer(cfg.Kernel.NetNS); err != nil {
+					return nil, err
+				}
+				rc.Dial = d.dialer.Dial
+			}
+			node, err := roced.New(rc)
 			if err != nil {
 				return nil, err
 			}
@@ -314,6 +325,10 @@ func (d *Daemon) teardown() error {
 	}
 	d.services = nil
 	d.roce = nil
+	if d.dialer != nil {
+		d.dialer.Close()
+		d.dialer = nil
+	}
 	if err := d.closeKernel(); err != nil {
 		errs = append(errs, err)
 	}

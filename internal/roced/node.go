@@ -20,6 +20,7 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/mempool"
 	"github.com/cephdpdkd/cephdpdkd/roce"
 	"github.com/cephdpdkd/cephdpdkd/roce/app"
+	"github.com/cephdpdkd/cephdpdkd/roce/bridge"
 	"github.com/cephdpdkd/cephdpdkd/roce/cephrdma"
 	"github.com/cephdpdkd/cephdpdkd/roce/cm"
 	"github.com/cephdpdkd/cephdpdkd/roce/ping"
@@ -39,6 +40,9 @@ type Config struct {
 	PortMAC net.HardwareAddr
 	Burst   int
 	Log     *slog.Logger
+	// Dial connects the bridge to the Ceph daemons (in the kernel
+	// interface's namespace); needed with roce.bridge.
+	Dial bridge.Dialer
 }
 
 // Node is the RoCE termination of one port.
@@ -52,6 +56,7 @@ type Node struct {
 	order    []app.Service
 	clients  []*ping.Client
 
+	bridge    *bridge.Bridge
 	ceph      *cephrdma.Stack
 	cephSvcs  []app.SessionService
 	listeners []net.Listener
@@ -116,6 +121,11 @@ func New(cfg Config) (_ *Node, err error) {
 	}
 	if len(r.CephTCP) > 0 {
 		if err := n.startCeph(r); err != nil {
+			return nil, err
+		}
+	}
+	if r.Bridge != nil {
+		if err := n.startBridge(r, cfg.Dial); err != nil {
 			return nil, err
 		}
 	}
@@ -184,11 +194,42 @@ func (n *Node) startCeph(r *config.RoCE) error {
 	return nil
 }
 
+// startBridge relays rdma_cm connections to the bridged ports to the
+// Ceph daemons' TCP endpoints at the same address.
+func (n *Node) startBridge(r *config.RoCE, dial bridge.Dialer) error {
+	if dial == nil {
+		return errors.New("roced: roce.bridge without a dialer")
+	}
+	sc := roce.DefaultSessionConfig()
+	sc.BufferSize, sc.SendBuffers, sc.RecvBuffers = r.BufferSize, r.SendBuffers, r.RecvBuffers
+	sc.Allocator = n.mem
+	sc.MinRNRTimer = r.RNRTimer
+	var err error
+	n.bridge, err = bridge.New(n.cm, bridge.Config{
+		Session: sc, Dial: dial, MaxConns: r.MaxSessions, Chunks: r.Bridge.Chunks, Log: n.log,
+	})
+	if err != nil {
+		return fmt.Errorf("roced: bridge: %w", err)
+	}
+	ports := r.Bridge.BridgePorts()
+	for _, p := range ports {
+		if err := n.bridge.Listen(p); err != nil {
+			return fmt.Errorf("roced: bridge listen on %d: %w", p, err)
+		}
+	}
+	n.log.Info("RoCE⇄TCP bridge", "addr", r.Address.Addr(), "ports", r.Bridge.Ports, "count", len(ports),
+		"chunks", r.Bridge.Chunks, "buffer_size", r.BufferSize)
+	return nil
+}
+
 // Poll runs the endpoint, the connection manager, the services and the
 // clients once.
 func (n *Node) Poll() int {
 	now := time.Now()
 	w := n.cm.Poll(now)
+	if n.bridge != nil {
+		w += n.bridge.Poll(now)
+	}
 	for _, s := range n.order {
 		w += s.Poll(now)
 	}
@@ -284,6 +325,9 @@ func (n *Node) Collectors() []prometheus.Collector {
 	if n.ceph != nil {
 		cs = append(cs, cephrdma.NewCollector(map[string]*cephrdma.Stack{"ceph": n.ceph}))
 	}
+	if n.bridge != nil {
+		cs = append(cs, bridge.NewCollector(n.bridge))
+	}
 	return cs
 }
 
@@ -308,6 +352,12 @@ func (n *Node) Close() {
 		if err := s.Shutdown(); err != nil {
 			n.log.Warn("RoCE service shutdown", "err", err)
 		}
+	}
+	if n.bridge != nil {
+		if err := n.bridge.Shutdown(); err != nil {
+			n.log.Warn("RoCE bridge shutdown", "err", err)
+		}
+		n.bridge = nil
 	}
 	n.order = nil
 	if n.mem != nil {

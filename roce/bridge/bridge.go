@@ -69,9 +69,12 @@ type Bridge struct {
 	m     *cm.Manager
 	pd    *roce.PD
 	conns map[*cm.Conn]*conn
-	wg    sync.WaitGroup
-	shut  bool
-	cnt   counters
+	// draining are connections the client closed whose last bytes still
+	// go to the daemon before its socket closes.
+	draining []*conn
+	wg       sync.WaitGroup
+	shut     bool
+	cnt      counters
 }
 
 // New creates a bridge on m's endpoint.
@@ -155,8 +158,8 @@ func (b *Bridge) accept(req *cm.ConnRequest) (cm.Accept, error) {
 
 // Poll moves what can be moved on every connection and returns the work
 // done.
-func (b *Bridge) Poll(time.Time) int {
-	work := 0
+func (b *Bridge) Poll(now time.Time) int {
+	work := b.drain(now)
 	for cc, c := range b.conns {
 		if !c.up || c.disconnecting {
 			continue
@@ -211,13 +214,39 @@ func (b *Bridge) end(cc *cm.Conn, err error) {
 		}
 		b.cfg.Log.Info("bridge: connection failed", "target", c.target, "peer", cc.RemoteAddr(), "err", err)
 		c.close(true)
+	case c.up:
+		// What the client sent before its DREQ is in the session's
+		// buffers: it goes to the daemon before the FIN.
+		c.drainSince = time.Now()
+		b.draining = append(b.draining, c)
 	default:
-		if c.up {
-			c.pump() // what the client sent before its DREQ
-		}
 		c.close(false)
 	}
 	b.cnt.closed.Add(1)
+}
+
+// drain moves the last bytes of connections the client closed to their
+// daemons, and closes each once its session is empty.
+func (b *Bridge) drain(now time.Time) int {
+	work := 0
+	live := b.draining[:0]
+	for _, c := range b.draining {
+		n, err := c.pumpToTCP()
+		work += n
+		switch {
+		case err != nil && !errors.Is(err, roce.ErrFlushed):
+			c.close(true)
+		case err != nil:
+			c.close(false) // everything before the QP's end went out
+		case now.Sub(c.drainSince) > closeTimeout:
+			c.close(true)
+		default:
+			live = append(live, c)
+		}
+	}
+	clear(b.draining[len(live):])
+	b.draining = live
+	return work
 }
 
 // Stats returns the bridge's counters; safe from any goroutine.
@@ -235,6 +264,10 @@ func (b *Bridge) Shutdown() error {
 		b.cnt.active.Add(-1)
 		c.close(true)
 	}
+	for _, c := range b.draining {
+		c.close(true)
+	}
+	b.draining = nil
 	b.wg.Wait()
 	if err := b.pd.Dealloc(); err != nil {
 		return fmt.Errorf("bridge: shutdown: %w", err)
@@ -269,7 +302,8 @@ type conn struct {
 	toTCP  chan []byte
 	toFree chan []byte
 
-	stalled [numStalls]bool // a stall is counted when it starts
+	stalled    [numStalls]bool // a stall is counted when it starts
+	drainSince time.Time
 
 	quit     chan struct{}
 	released bool
@@ -302,9 +336,19 @@ func (b *Bridge) newConn(req *cm.ConnRequest, target netip.AddrPort, nc net.Conn
 
 // pump moves data both ways without blocking and returns the bytes moved.
 func (c *conn) pump() (int, error) {
+	moved, err := c.pumpToTCP()
+	if err != nil {
+		return moved, err
+	}
+	n, err := c.pumpToRoCE()
+	return moved + n, err
+}
+
+// pumpToTCP hands what the client sent to the writer, as far as free
+// chunks go.
+func (c *conn) pumpToTCP() (int, error) {
 	cnt := &c.b.cnt
 	moved := 0
-	// RoCE → TCP.
 	for {
 		var buf []byte
 		select {
@@ -337,7 +381,14 @@ func (c *conn) pump() (int, error) {
 			return moved, err
 		}
 	}
-	// TCP → RoCE.
+	return moved, nil
+}
+
+// pumpToRoCE sends what the daemon sent, as far as the session's send
+// buffers go.
+func (c *conn) pumpToRoCE() (int, error) {
+	cnt := &c.b.cnt
+	moved := 0
 	for {
 		if c.out == nil {
 			if c.tcpDone {

@@ -1,0 +1,92 @@
+package config
+
+import "fmt"
+
+// Bridge configures the RoCE⇄TCP bridge: each rdma_cm connection to one
+// of Ports on roce.address becomes a kernel TCP connection to the same
+// address and port, where ceph-mon or ceph-osd listens on the kernel
+// interface. roce.address is then the node's own address, one of
+// kernel.addresses.
+type Bridge struct {
+	Ports []PortRange `yaml:"ports"`
+	// Chunks of roce.buffer_size bytes buffer each direction of a
+	// connection between RoCE and TCP.
+	Chunks int `yaml:"chunks"`
+}
+
+// Bridge limits.
+const (
+	DefaultBridgeChunks = 16
+	MaxBridgeChunks     = 1024
+)
+
+// DefaultBridgePorts are Ceph's: the monitor's msgr2 port and the range
+// OSDs, MGRs and MDSs bind.
+var DefaultBridgePorts = []PortRange{{3300, 3300}, {6800, 7568}}
+
+func (c *Config) bridgeDefaults() {
+	if c.RoCE == nil || c.RoCE.Bridge == nil {
+		return
+	}
+	b := c.RoCE.Bridge
+	if len(b.Ports) == 0 {
+		b.Ports = append([]PortRange(nil), DefaultBridgePorts...)
+	}
+	if b.Chunks == 0 {
+		b.Chunks = DefaultBridgeChunks
+	}
+}
+
+func (c *Config) validateBridge(bad func(string, string, ...any)) {
+	if c.RoCE == nil || c.RoCE.Bridge == nil {
+		return
+	}
+	b := c.RoCE.Bridge
+	if c.Kernel == nil {
+		bad("roce.bridge", "needs a kernel section: the Ceph daemons listen on the kernel interface")
+	} else if !c.roceAddressIsKernel() {
+		bad("roce.bridge", "roce.address %v must be one of kernel.addresses: clients reach the daemons at the address they dial", c.RoCE.Address.Addr())
+	}
+	if b.Chunks < 1 || b.Chunks > MaxBridgeChunks {
+		bad("roce.bridge.chunks", "%d is outside 1..%d", b.Chunks, MaxBridgeChunks)
+	}
+	for i, r := range b.Ports {
+		if r.Lo == 0 {
+			bad(fmt.Sprintf("roce.bridge.ports[%d]", i), "port 0")
+		}
+		for _, l := range c.RoCE.Listen {
+			if l.Port >= r.Lo && l.Port <= r.Hi {
+				bad(fmt.Sprintf("roce.bridge.ports[%d]", i), "%v includes port %d, which roce.listen serves", r, l.Port)
+			}
+		}
+	}
+}
+
+// BridgePorts lists every bridged port.
+func (b *Bridge) BridgePorts() []uint16 {
+	var out []uint16
+	seen := map[uint16]bool{}
+	for _, r := range b.Ports {
+		for p := int(r.Lo); p <= int(r.Hi); p++ {
+			if !seen[uint16(p)] {
+				seen[uint16(p)] = true
+				out = append(out, uint16(p))
+			}
+		}
+	}
+	return out
+}
+
+// roceAddressIsKernel reports whether the RoCE endpoint shares its
+// address with the kernel interface.
+func (c *Config) roceAddressIsKernel() bool {
+	if c.RoCE == nil || c.Kernel == nil {
+		return false
+	}
+	for _, a := range c.Kernel.Addresses {
+		if a.Addr() == c.RoCE.Address.Addr() {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,361 @@
+package roced_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/cephdpdkd/cephdpdkd/internal/config"
+	"github.com/cephdpdkd/cephdpdkd/internal/daemon"
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv"
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv/netcmd"
+	"github.com/cephdpdkd/cephdpdkd/mempool"
+	"github.com/cephdpdkd/cephdpdkd/pmd"
+	"github.com/cephdpdkd/cephdpdkd/roce"
+	"github.com/cephdpdkd/cephdpdkd/roce/cm"
+)
+
+// TestBridgeOverDPDK: the daemon's RoCE⇄TCP bridge, reached over its DPDK
+// port (net_memif to a second port in this process, where the test's own
+// rdma_cm client runs), relays a stream to a TCP sink listening on the
+// node's address in the kernel interface's namespace, and an echo back.
+// The same bytes then cross kernel TCP on a veth pair between two
+// namespaces, for the throughput ratio.
+func TestBridgeOverDPDK(t *testing.T) {
+	testenv.RequireRoot(t)
+	node := testenv.NewNetNS(t)
+	sock := filepath.Join(t.TempDir(), "memif.sock")
+	const nodeIP, peerIP = "10.88.0.2", "10.88.0.1"
+	const sinkPort, echoPort, closedPort = 6800, 6801, 6802
+	ifname := "cddb" + node.Name[len(node.Name)-6:]
+	y := fmt.Sprintf(`
+port: {name: br, device: "net_memif70,role=server,socket=%s"}
+services:
+  - {name: roce, ring_size: 4096, consumer: {type: roce}}
+  - {name: other, consumer: {type: kernel}}
+default_service: other
+kernel: {interface: %s, netns: %s, addresses: [%s/24]}
+roce:
+  service: roce
+  address: %s
+  buffer_size: 131072
+  send_buffers: 32
+  recv_buffers: 64
+  memory_mb: 128
+  max_sessions: 8
+  bridge: {ports: ["%d-%d"]}
+metrics: {listen: "off"}
+`, sock, ifname, node.Name, nodeIP, nodeIP, sinkPort, closedPort)
+	cfg, err := config.Parse([]byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := daemon.NewPlan(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The Ceph daemons' stand-ins, on the node's address in its namespace.
+	var sinkLn, echoLn net.Listener
+	if err := node.Do(func() (err error) {
+		// The address must exist before a listener can bind it: bind
+		// the wildcard on the ports instead; the daemon adds the address.
+		if sinkLn, err = net.Listen("tcp", fmt.Sprintf(":%d", sinkPort)); err != nil {
+			return err
+		}
+		echoLn, err = net.Listen("tcp", fmt.Sprintf(":%d", echoPort))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer sinkLn.Close()
+	defer echoLn.Close()
+	sunk := make(chan int64, 4)
+	go func() {
+		for {
+			c, err := sinkLn.Accept()
+			if err != nil {
+				return
+			}
+			go func() { n, _ := io.Copy(io.Discard, c); c.Close(); sunk <- n }()
+		}
+	}()
+	go func() {
+		for {
+			c, err := echoLn.Accept()
+			if err != nil {
+				return
+			}
+			go func() { io.Copy(c, c); c.Close() }()
+		}
+	}()
+
+	d, err := daemon.Start(plan, daemon.Options{EAL: testEAL, Logger: slog.New(slog.NewTextHandler(logWriter{t}, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	daemonStopped := false
+	stopDaemon := func() {
+		if !daemonStopped {
+			daemonStopped = true
+			if err := d.Stop(context.Background()); err != nil {
+				t.Errorf("daemon stop (leak check): %v", err)
+			}
+		}
+	}
+	defer stopDaemon()
+
+	pool, err := mempool.New(mempool.Config{Name: "bridge_peer", Size: 8191, CacheSize: 0, DataRoom: 2176, Socket: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := pool.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	dev := "net_memif71,role=client,socket=" + sock
+	if err := pmd.ProbeDevice(dev); err != nil {
+		t.Fatal(err)
+	}
+	port, err := pmd.OpenPort("net_memif71")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := port.Configure(pmd.PortConfig{RxQueues: 1, TxQueues: 1, RxDescriptors: 1024, TxDescriptors: 1024}, pool.Pointer()); err != nil {
+		t.Fatal(err)
+	}
+	if err := port.Start(); err != nil {
+		t.Fatal(err)
+	}
+	burst, err := pmd.NewBurst(32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		stopDaemon()
+		burst.Free()
+		port.Stop()
+		port.Close()
+		pmd.RemoveDevice(dev)
+	}()
+	pio := &portIO{port: port, pool: pool, burst: burst}
+	ep, err := roce.NewEndpoint(roce.EndpointConfig{MAC: [6]byte{2, 0, 0x0a, 0x58, 0, 1}, IP: netip.MustParseAddr(peerIP), IO: pio})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := cm.New(ep, cm.Config{Timeout: 14, RetryCount: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(10 * time.Second); ; {
+		if l, _ := port.Link(); l.Up {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatal("memif link did not come up")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	pd := ep.NewPD()
+	sc := roce.DefaultSessionConfig()
+	sc.BufferSize, sc.SendBuffers, sc.RecvBuffers = 128<<10, 32, 64
+	poll := func() { mgr.Poll(time.Now()) }
+
+	type client struct {
+		qp        *roce.QP
+		s         *roce.Session
+		conn      *cm.Conn
+		connected bool
+		err       error
+		down      bool
+	}
+	dial := func(port uint16) *client {
+		t.Helper()
+		c := &client{}
+		var err error
+		if c.qp, err = roce.NewSessionQP(pd, sc); err != nil {
+			t.Fatal(err)
+		}
+		if c.s, err = roce.NewSession(c.qp, sc); err != nil {
+			t.Fatal(err)
+		}
+		c.conn, err = mgr.Dial(netip.MustParseAddr(nodeIP), port, c.qp, nil, cm.Events{
+			Connected:    func(_ *cm.Conn, err error) { c.connected, c.err = true, err },
+			Disconnected: func(_ *cm.Conn, err error) { c.down = true },
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for end := time.Now().Add(10 * time.Second); !c.connected; poll() {
+			if time.Now().After(end) {
+				t.Fatalf("connect to %d: no answer", port)
+			}
+		}
+		return c
+	}
+	release := func(c *client) {
+		scq, rcq := c.qp.SendCQ(), c.qp.RecvCQ()
+		c.qp.Modify(&roce.QPAttr{State: roce.QPStateError}, roce.QPAttrState)
+		c.s.Release()
+		c.qp.Destroy()
+		scq.Destroy()
+		rcq.Destroy()
+	}
+
+	// Nothing listens on closedPort: a REJ, at once.
+	if c := dial(closedPort); !errors.Is(c.err, cm.ErrRejected) {
+		t.Errorf("connect to a port without a daemon: %v; want a REJ", c.err)
+	} else {
+		release(c)
+	}
+
+	// A stream to the sink: the bridge's throughput.
+	const streamBytes = 64 << 20
+	c := dial(sinkPort)
+	if c.err != nil {
+		t.Fatal(c.err)
+	}
+	chunk := make([]byte, 1<<20)
+	for i := range chunk {
+		chunk[i] = byte(i * 7)
+	}
+	start := time.Now()
+	sent := 0
+	for sent < streamBytes {
+		if time.Since(start) > 60*time.Second {
+			t.Fatalf("stream stalled at %d bytes", sent)
+		}
+		n, err := c.s.Send(chunk[:min(len(chunk), streamBytes-sent)])
+		if err != nil && !errors.Is(err, roce.ErrWouldBlock) {
+			t.Fatal(err)
+		}
+		sent += n
+		poll()
+	}
+	for end := time.Now().Add(30 * time.Second); ; poll() {
+		if left, err := c.s.Unacknowledged(); err != nil || left == 0 {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatal("the stream was never acknowledged")
+		}
+	}
+	if err := mgr.Disconnect(c.conn); err != nil {
+		t.Fatal(err)
+	}
+	var got int64
+	select {
+	case got = <-sunk:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the sink never saw the end of the stream")
+	}
+	bridgeSecs := time.Since(start).Seconds()
+	for end := time.Now().Add(5 * time.Second); !c.down && time.Now().Before(end); poll() {
+	}
+	release(c)
+	if got != streamBytes {
+		t.Errorf("the sink got %d bytes of %d", got, streamBytes)
+	}
+	bridgeMBps := float64(streamBytes) / bridgeSecs / 1e6
+
+	// An echo: both directions, intact.
+	c = dial(echoPort)
+	if c.err != nil {
+		t.Fatal(c.err)
+	}
+	msg := make([]byte, 4<<20)
+	for i := range msg {
+		msg[i] = byte(i*13 + i>>9)
+	}
+	var back []byte
+	buf := make([]byte, 256<<10)
+	sent = 0
+	for end := time.Now().Add(60 * time.Second); len(back) < len(msg); poll() {
+		if time.Now().After(end) {
+			t.Fatalf("echo stalled: %d sent, %d back", sent, len(back))
+		}
+		if sent < len(msg) {
+			n, err := c.s.Send(msg[sent:])
+			if err != nil && !errors.Is(err, roce.ErrWouldBlock) {
+				t.Fatal(err)
+			}
+			sent += n
+		}
+		n, err := c.s.Recv(buf)
+		if err != nil && !errors.Is(err, roce.ErrWouldBlock) {
+			t.Fatal(err)
+		}
+		back = append(back, buf[:n]...)
+	}
+	if string(back) != string(msg) {
+		t.Error("the echo through the bridge differs")
+	}
+	mgr.Disconnect(c.conn)
+	for end := time.Now().Add(5 * time.Second); !c.down && time.Now().Before(end); poll() {
+	}
+	release(c)
+
+	kernelMBps := kernelTCPThroughput(t, streamBytes)
+	t.Logf("FIGURES bridge (RoCE over DPDK memif → bridge → kernel TCP sink): %.1f MB/s; kernel TCP over veth between namespaces: %.1f MB/s; ratio %.2f",
+		bridgeMBps, kernelMBps, bridgeMBps/kernelMBps)
+	stopDaemon()
+}
+
+// kernelTCPThroughput sends n bytes over kernel TCP on a veth pair
+// between two namespaces and returns MB/s.
+func kernelTCPThroughput(t *testing.T, n int) float64 {
+	t.Helper()
+	v := testenv.NewVethNS(t, netip.MustParsePrefix("10.89.0.2/24"))
+	other := testenv.NewNetNS(t)
+	// Move the host end into the second namespace: two namespaces, one veth.
+	mustIP(t, "link", "set", v.HostIf, "netns", other.Name)
+	mustIP(t, "-n", other.Name, "addr", "add", "10.89.0.1/24", "dev", v.HostIf)
+	mustIP(t, "-n", other.Name, "link", "set", v.HostIf, "arp", "on", "promisc", "off", "up")
+	var ln net.Listener
+	if err := v.Do(func() (err error) { ln, err = net.Listen("tcp", "10.89.0.2:7000"); return }); err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	done := make(chan int64, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			done <- 0
+			return
+		}
+		k, _ := io.Copy(io.Discard, c)
+		c.Close()
+		done <- k
+	}()
+	var conn net.Conn
+	if err := other.Do(func() (err error) { conn, err = net.DialTimeout("tcp", "10.89.0.2:7000", 5*time.Second); return }); err != nil {
+		t.Fatal(err)
+	}
+	chunk := make([]byte, 1<<20)
+	start := time.Now()
+	for sent := 0; sent < n; sent += len(chunk) {
+		if _, err := conn.Write(chunk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conn.Close()
+	if got := <-done; got != int64(n) {
+		t.Fatalf("kernel TCP: %d bytes of %d", got, n)
+	}
+	return float64(n) / time.Since(start).Seconds() / 1e6
+}
+
+func mustIP(t *testing.T, args ...string) {
+	t.Helper()
+	if err := netcmd.IP(args...); err != nil {
+		t.Fatal(err)
+	}
+}
