@@ -14,8 +14,11 @@
 #   rxe_mtu=1500           MTU of eth0 (optional)
 #   rxe_ipv6=1             keep IPv6 on eth0 (default: off, so the link carries
 #                          no router solicitations, DAD or MLD frames)
-# then loads the rxe modules, runs `rdma link add rxe0 type rxe netdev eth0`,
-# prints "RXE-READY" (or "RXE-FAILED <why>") and runs a shell on ttyS0.
+#   rxe_share=TAG          mount the virtio-9p share TAG (qemu -virtfs
+#                          ...,mount_tag=TAG) on /mnt/host (optional)
+# then loads the rxe modules, mounts the share if asked to, runs `rdma link
+# add rxe0 type rxe netdev eth0`, prints "RXE-READY" (or "RXE-FAILED <why>")
+# and runs a shell on ttyS0.
 #
 # Cache: ${CEPHDPDKD_CACHE:-/var/cache/cephdpdkd}/rxe-guest/<kernel>-<hash>/,
 # where <hash> is that of this script, so editing it forces a rebuild. Runs
@@ -189,10 +192,12 @@ add_mod() {
 		add_mod "$d"
 	done
 }
-for m in rdma_rxe ib_core ib_uverbs ib_umad rdma_ucm rdma_cm iw_cm ib_cm udp_tunnel ip6_udp_tunnel virtio_net; do
+for m in rdma_rxe ib_core ib_uverbs ib_umad rdma_ucm rdma_cm iw_cm ib_cm udp_tunnel ip6_udp_tunnel virtio_net \
+	9p 9pnet_virtio; do
 	[ -n "$(find "$km" -name "$m.ko" -print -quit)" ] || die "module $m missing from $kpkg"
 done
-for m in virtio_pci virtio_net rdma_rxe ib_uverbs ib_umad rdma_ucm rdma_cm ib_cm iw_cm crc32_generic crc32_pclmul; do
+for m in virtio_pci virtio_net rdma_rxe ib_uverbs ib_umad rdma_ucm rdma_cm ib_cm iw_cm crc32_generic crc32_pclmul \
+	9p 9pnet_virtio; do
 	add_mod "$m"
 done
 cp "$km/modules.builtin" "$km/modules.order" "$R/lib/modules/$kver/"
@@ -218,13 +223,14 @@ cat >/etc/profile.rxe <<'PROFILE'
 ip() { /usr/sbin/ip "$@"; }
 PS1='rxe# '
 PROFILE
-IP= NAME= MTU= V6=0
+IP= NAME= MTU= V6=0 SHARE=
 for x in $(cat /proc/cmdline); do
 	case $x in
 	rxe_ip=*) IP=${x#rxe_ip=} ;;
 	rxe_name=*) NAME=${x#rxe_name=} ;;
 	rxe_mtu=*) MTU=${x#rxe_mtu=} ;;
 	rxe_ipv6=*) V6=${x#rxe_ipv6=} ;;
+	rxe_share=*) SHARE=${x#rxe_share=} ;;
 	esac
 done
 hostname "${NAME:-rxeguest}"
@@ -236,6 +242,14 @@ done
 i=0
 while [ ! -e /sys/class/net/eth0 ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
 [ -e /sys/class/net/eth0 ] || fail "no eth0"
+# A directory of the host's, for files too large for the console. No
+# caching: what either side writes, the other reads at once.
+if [ -n "$SHARE" ]; then
+	modprobe 9pnet_virtio && modprobe 9p || fail "9p modules"
+	mkdir -p /mnt/host
+	mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144,cache=none "$SHARE" /mnt/host ||
+		fail "mount 9p share $SHARE"
+fi
 [ "$V6" = 1 ] || echo 1 >/proc/sys/net/ipv6/conf/eth0/disable_ipv6
 . /etc/profile.rxe
 ip link set lo up

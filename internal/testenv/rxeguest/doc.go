@@ -35,17 +35,32 @@
 // pipes: Guest.Run runs a command and returns its output and exit status,
 // Guest.Start runs one in the background, and Guest.Log returns the whole
 // console for failure messages. ParseTimeP, ParsePerftestBW and ParseCmtime
-// turn the tools' output into figures.
+// turn the tools' output into figures. Files go through a host directory
+// shared over virtio-9p (WithShare): Guest.WriteFile, CopyIn, ReadFile,
+// CopyOut, and Guest.SHA256 checks one in the guest.
+//
+// WithCeph boots the Ceph client image instead (scripts/rxe-guest-ceph-image.sh
+// appends the host's Debian rados, Ceph 16.2, to the base image): the test
+// hands the guest a cluster's fsid, mon_host and keyring, and the client
+// uses kernel TCP (CephTCP) or async+rdma in rdma_cm mode on rxe0
+// (CephRDMA, see CephRDMASettings):
+//
+//	b := rxeguest.NewBridge(t, netip.MustParsePrefix("10.77.0.1/24")) // the cluster's address
+//	c := cephcluster.Start(t, cephcluster.Options{NetNS: b.NS, IP: b.Addr.Addr()})
+//	g, err := rxeguest.Boot(ctx, t, b, "c1", netip.MustParsePrefix("10.77.0.11/24"), rxeguest.WithCeph())
+//	cl, err := rxeguest.CephClientFromFiles(c.ConfPath(), c.KeyringPath(), rxeguest.CephTCP)
+//	err = g.SetupCeph(ctx, cl)
+//	out, code, err := g.Rados(ctx, "-p", c.Pool(), "put", "obj", "/tmp/obj")
 //
 // Everything the package creates (namespace, bridge, taps, veths, qemu
-// processes) is removed by the test's cleanup; qemu also dies with the test
+// processes, share directories) is removed by the test's cleanup; qemu also dies with the test
 // binary (a namespace then stays behind, named NSPrefix*). It touches no
 // interface it did not create, and addresses belong to the private bridge
 // only (tests use 10.77.0.0/24).
 //
-// Setting CEPHDPDKD_RXE_IMAGE to a directory holding vmlinuz and initrd.img
-// skips the image script; CEPHDPDKD_CACHE moves the script's cache
-// (default /var/cache/cephdpdkd).
+// Setting CEPHDPDKD_RXE_IMAGE (CEPHDPDKD_RXE_CEPH_IMAGE for WithCeph) to a
+// directory holding vmlinuz and initrd.img skips the image script;
+// CEPHDPDKD_CACHE moves the scripts' cache (default /var/cache/cephdpdkd).
 //
 // It is for tests only, and needs root.
 package rxeguest

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -47,16 +48,18 @@ type Guest struct {
 	// BootTime is the time from starting qemu to rxe0 being up.
 	BootTime time.Duration
 
-	bridge *Bridge
-	con    *console
-	stdin  *os.File
+	bridge   *Bridge
+	shareDir string // host side of GuestShareDir; "" without WithShare
+	con      *console
+	stdin    *os.File
 
 	stderr lockedBuffer // qemu's own messages
 	exited chan struct{}
 	pid    int
 
-	runMu sync.Mutex // one console command at a time
-	seq   int        // numbers the console commands; guarded by runMu
+	runMu sync.Mutex   // one console command at a time
+	seq   int          // numbers the console commands; guarded by runMu
+	xfers atomic.Int64 // numbers the files passed through the share
 
 	closeOnce sync.Once
 	closeErr  error
@@ -71,6 +74,8 @@ type config struct {
 	memMiB int
 	ipv6   bool
 	accel  []string
+	share  bool
+	image  variant
 }
 
 // WithMAC sets eth0's MAC address. The default is 52:54:00 followed by the
@@ -89,6 +94,24 @@ func WithMemory(mib int) Option { return func(c *config) { c.memMiB = mib } }
 // has its default fe80:: GID at index 0, and the IPv4 one at index 1.
 func WithIPv6() Option { return func(c *config) { c.ipv6 = true } }
 
+// WithShare gives the guest a directory of the host's, Guest.ShareDir,
+// mounted at GuestShareDir over virtio-9p, which WriteFile, CopyIn,
+// ReadFile and CopyOut pass files through: the serial console is too slow
+// for more than a command line. Without caching in the guest, what either
+// side writes there the other sees at once. Boot creates the directory;
+// the guest's cleanup removes it.
+func WithShare() Option { return func(c *config) { c.share = true } }
+
+// WithCeph boots the Ceph client image (scripts/rxe-guest-ceph-image.sh):
+// the base image plus the host's Debian rados (Ceph 16.2) with the shared
+// libraries and plugins it needs, for Guest.SetupCeph and Guest.Rados. It
+// implies WithShare. CephAvailable says whether it can be built here.
+func WithCeph() Option { return func(c *config) { c.image, c.share = cephImage, true } }
+
+// withCephDaemons is WithCeph with ceph-mon and ceph-osd in the image too,
+// for a cluster inside a guest.
+func withCephDaemons() Option { return func(c *config) { c.image, c.share = cephDaemonsImage, true } }
+
 // WithAccel replaces the default "-accel tcg,thread=multi -cpu max" qemu
 // arguments, for instance with "-enable-kvm -cpu host" on a host with real
 // hardware virtualisation.
@@ -97,9 +120,10 @@ func WithAccel(args ...string) Option { return func(c *config) { c.accel = args 
 var guestName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]{0,31}$`)
 
 // Boot starts a guest named name (its hostname) on a new tap of b, with
-// address addr on eth0, and waits until its init reports rxe0 up. The guest image comes
-// from scripts/rxe-guest-image.sh, run once per test binary (the first run
-// on a machine installs qemu and downloads packages, which can take
+// address addr on eth0, and waits until its init reports rxe0 up. The
+// guest image comes from scripts/rxe-guest-image.sh (WithCeph:
+// scripts/rxe-guest-ceph-image.sh), run once per test binary (the first
+// run on a machine installs qemu and downloads packages, which can take
 // minutes; ctx bounds the wait for it too). t's cleanup kills qemu; qemu
 // also gets SIGKILL if the test process dies first. Register the bridge
 // before booting, so that the guests are gone before its namespace is
@@ -120,7 +144,7 @@ func Boot(ctx context.Context, t testing.TB, b *Bridge, name string, addr netip.
 		a := addr.Addr().As16()
 		cfg.mac = net.HardwareAddr{0x52, 0x54, 0x00, a[13], a[14], a[15]}
 	}
-	im, err := getImage(ctx)
+	im, err := getImage(ctx, cfg.image)
 	if err != nil {
 		return nil, err
 	}
@@ -146,6 +170,13 @@ func Boot(ctx context.Context, t testing.TB, b *Bridge, name string, addr netip.
 	if err := b.AddTap(g.Tap); err != nil {
 		return nil, err
 	}
+	if cfg.share {
+		// Not t.TempDir: qemu's option syntax and the test's name (which
+		// t.TempDir's path carries) do not mix; shutdown removes it.
+		if g.shareDir, err = os.MkdirTemp("", "cddrxe-share-"); err != nil {
+			return nil, fmt.Errorf("rxeguest: guest %s: %w", name, err)
+		}
+	}
 	if cfg.mtu > 0 {
 		if err := netcmd.IP("-n", b.NS, "link", "set", "dev", g.Tap, "mtu", strconv.Itoa(cfg.mtu)); err != nil {
 			return nil, fmt.Errorf("rxeguest: guest %s: %w", name, err)
@@ -160,6 +191,9 @@ func Boot(ctx context.Context, t testing.TB, b *Bridge, name string, addr netip.
 	if cfg.ipv6 {
 		appendArgs = append(appendArgs, "rxe_ipv6=1")
 	}
+	if cfg.share {
+		appendArgs = append(appendArgs, "rxe_share="+shareTag)
+	}
 	args := []string{"netns", "exec", b.NS, qemu,
 		"-name", b.NS + "/" + name, "-nodefaults", "-no-user-config", "-display", "none",
 		"-monitor", "none", "-serial", "stdio", "-no-reboot",
@@ -170,6 +204,13 @@ func Boot(ctx context.Context, t testing.TB, b *Bridge, name string, addr netip.
 		"-append", strings.Join(appendArgs, " "),
 		"-netdev", "tap,id=n0,ifname="+g.Tap+",script=no,downscript=no",
 		"-device", "virtio-net-pci,netdev=n0,mac="+cfg.mac.String()+",romfile=")
+	if cfg.share {
+		// security_model=none: files are created as qemu's user (root),
+		// and the guest's chown and chmod are ignored.
+		args = append(args,
+			"-fsdev", "local,id=share,security_model=none,path="+qemuEscape(g.shareDir),
+			"-device", "virtio-9p-pci,fsdev=share,mount_tag="+shareTag)
+	}
 
 	start := time.Now()
 	if err := g.start(args); err != nil {
@@ -290,6 +331,11 @@ func (g *Guest) shutdown() error {
 	}
 	if err := g.bridge.delTap(g.Tap); err != nil {
 		errs = append(errs, err)
+	}
+	if g.shareDir != "" {
+		if err := os.RemoveAll(g.shareDir); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }
