@@ -23,7 +23,7 @@ import (
 )
 
 // SamplePcapToken in port.device expands to the embedded sample capture.
-const SamplePcapToken = "{{sample_pcap}}"
+const SamplePcapToken = config.SamplePcapToken
 
 // Daemon is a running data path.
 type Daemon struct {
@@ -95,7 +95,7 @@ func Start(plan *Plan, opts Options) (_ *Daemon, err error) {
 	d.log.Info("EAL up", "lcores", cfg.EAL.Lcores, "hugepages", d.eal.HasHugepages())
 
 	d.pool, err = mempool.New(mempool.Config{
-		Name: "cdd_" + cfg.Port.Name, Size: plan.PoolSize, CacheSize: cfg.Mempool.CacheSize,
+		Name: cfg.PoolName(), Size: plan.PoolSize, CacheSize: cfg.Mempool.CacheSize,
 		DataRoom: cfg.Mempool.DataRoom, Socket: -1,
 	})
 	if err != nil {
@@ -129,7 +129,7 @@ func Start(plan *Plan, opts Options) (_ *Daemon, err error) {
 		}
 	}
 	for _, s := range cfg.Services {
-		r, err := dispatch.NewRing("cdd_"+cfg.Port.Name+"_"+s.Name, s.RingSize, rxPollers <= 1, -1)
+		r, err := dispatch.NewRing(cfg.RingName(s.Name), s.RingSize, rxPollers <= 1, -1)
 		if err != nil {
 			return nil, err
 		}
@@ -208,6 +208,12 @@ func Start(plan *Plan, opts Options) (_ *Daemon, err error) {
 
 	if err := d.port.Start(); err != nil {
 		return nil, err
+	}
+	if d.tmpDir != "" {
+		// net_pcap has opened the sample capture (and with infinite_rx
+		// read it): nothing is left for a forced exit to leave behind.
+		os.RemoveAll(d.tmpDir)
+		d.tmpDir = ""
 	}
 	if d.kernel != nil {
 		if err := d.startKernel(); err != nil {

@@ -1,0 +1,224 @@
+package cephnode
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv"
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv/cephcluster"
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv/rxeguest"
+)
+
+const (
+	roceNodeIP   = "10.78.0.5"
+	roceGuestIP  = "10.78.0.11"
+	roceBridgeIP = "10.78.0.1" // the bridge namespace: a TCP client's seat
+)
+
+// TestCephOverRoCE: Debian's unmodified rados, in a Soft-RoCE guest in
+// rdma_cm mode, reads and writes a real cluster whose daemons speak TCP
+// on the node's kernel interface: cephdpdkd terminates the client's RoCE
+// connections on its DPDK port and bridges each to the daemon's TCP
+// endpoint at the same address. A TCP client uses the same cluster at
+// the same time.
+func TestCephOverRoCE(t *testing.T) {
+	requireTools(t)
+	if err := rxeguest.CephAvailable(); err != nil {
+		t.Skip(err)
+	}
+	t0 := time.Now()
+	logf := func(format string, args ...any) {
+		t.Helper()
+		t.Logf("[%6.1fs] %s", time.Since(t0).Seconds(), fmt.Sprintf(format, args...))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+
+	br := rxeguest.NewBridge(t, netip.MustParsePrefix(roceBridgeIP+"/24"))
+	hostIf, err := br.AddVeth(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := testenv.NewNetNS(t)
+	ifname := "cddr" + node.Name[len(node.Name)-6:]
+	metricsAddr := freePort(t)
+	cfgPath := filepath.Join(t.TempDir(), "roce-node.yaml")
+	writeFile(t, cfgPath, fmt.Sprintf(`
+eal: {lcores: "0-1", no_huge: true, memory_mb: 1024, file_prefix: cdd-e2e-roce-%[1]s}
+port:
+  name: rnode
+  device: "net_af_packet1,iface=%[2]s,blocksz=4096,framesz=2048,framecnt=2048"
+services:
+  - {name: mon, ring_size: 1024, priority: 200, consumer: {type: kernel}}
+  - {name: osd, ring_size: 2048, priority: 100, consumer: {type: kernel}}
+  - {name: roce, ring_size: 4096, consumer: {type: roce}}
+  - {name: other, ring_size: 1024, priority: 150, consumer: {type: kernel}}
+default_service: other
+rules:
+  - {service: mon, protocol: tcp, dst_ports: [3300, 6789]}
+  - {service: mon, protocol: tcp, src_ports: [3300, 6789]}
+  - {service: osd, protocol: tcp, dst_ports: ["6800-7568"]}
+  - {service: osd, protocol: tcp, src_ports: ["6800-7568"]}
+kernel: {interface: %[3]s, netns: %[4]s, addresses: [%[5]s/24]}
+roce:
+  service: roce
+  address: %[5]s
+  send_buffers: 32
+  recv_buffers: 64
+  max_sessions: 16
+  memory_mb: 256
+  bridge: {}
+metrics: {listen: "%[6]s"}
+shutdown: {drain_timeout: 1s}
+`, node.Name[len(node.Name)-6:], hostIf, ifname, node.Name, roceNodeIP, metricsAddr))
+	d := startDaemon(t, buildDaemon(t), cfgPath, metricsAddr)
+	logf("daemon up: net_af_packet on %s (bridge %s), kernel interface %s in %s", hostIf, br.NS, ifname, node.Name)
+
+	cl := cephcluster.Start(t, cephcluster.Options{NetNS: node.Name, IP: netip.MustParseAddr(roceNodeIP)})
+	logf("cluster up on %s in the node namespace, daemons on TCP", roceNodeIP)
+
+	g, err := rxeguest.Boot(ctx, t, br, "c1", netip.MustParsePrefix(roceGuestIP+"/24"), rxeguest.WithCeph())
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf, err := rxeguest.CephClientFromFiles(cl.ConfPath(), cl.KeyringPath(), rxeguest.CephRDMA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.SetupCeph(ctx, conf); err != nil {
+		t.Fatal(err)
+	}
+	logf("guest c1 (%s) up with the rdma_cm client conf", roceGuestIP)
+
+	rados := func(args ...string) string {
+		t.Helper()
+		start := time.Now()
+		out, code, err := g.Rados(ctx, args...)
+		if err != nil || code != 0 {
+			tailLog, _, _ := g.Run(ctx, "tail -n 30 /tmp/ceph/log/*.log")
+			t.Fatalf("guest: rados %s: exit %d, %v\n%s\nclient log:\n%s\ndaemon log:\n%s", strings.Join(args, " "), code, err, out, tailLog, tail(d.Log()))
+		}
+		logf("guest: rados %s: %.2f s", strings.Join(args, " "), time.Since(start).Seconds())
+		return out
+	}
+
+	if out := rados("lspools"); !strings.Contains(out, cl.Pool()) {
+		t.Fatalf("lspools: %q lacks pool %s", out, cl.Pool())
+	}
+	for _, size := range []int{1 << 20, 4 << 20, 64 << 20} {
+		data := make([]byte, size)
+		rand.Read(data)
+		name := fmt.Sprintf("roce-%d", size)
+		if err := os.WriteFile(filepath.Join(g.ShareDir(), name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		rados("-p", cl.Pool(), "put", name, "/mnt/host/"+name)
+		rados("-p", cl.Pool(), "get", name, "/tmp/"+name)
+		sum, err := g.SHA256(ctx, "/tmp/"+name)
+		want := sha256.Sum256(data)
+		if err != nil || sum != hex.EncodeToString(want[:]) {
+			t.Fatalf("%s: sha256 in the guest %s (%v); want %x", name, sum, err, want)
+		}
+		g.Run(ctx, "rm -f /tmp/"+name)
+		// The same object through a TCP client: one cluster, both kinds.
+		out := filepath.Join(t.TempDir(), name)
+		if b, err := cl.Command(ctx, br.NS, "rados", "-p", cl.Pool(), "get", name, out).CombinedOutput(); err != nil {
+			t.Fatalf("TCP client get %s: %v\n%s", name, err, b)
+		}
+		if got, _ := os.ReadFile(out); sha256.Sum256(got) != want {
+			t.Fatalf("TCP client read %s back differently", name)
+		}
+		logf("%s: %d MiB put and got over RoCE, byte-identical; read back by a TCP client too", name, size>>20)
+	}
+
+	bench := rados("-p", cl.Pool(), "bench", "10", "write", "--no-cleanup")
+	bw, lat := regexp.MustCompile(`Bandwidth \(MB/sec\):\s+([0-9.]+)`).FindStringSubmatch(bench),
+		regexp.MustCompile(`Average Latency\(s\):\s+([0-9.]+)`).FindStringSubmatch(bench)
+	if bw == nil || lat == nil {
+		t.Fatalf("rados bench: no figures in\n%s", bench)
+	}
+	logf("FIGURES rados bench 10 write over RoCE from a TCG guest through cephdpdkd: %s MB/s, average latency %s s", bw[1], lat[1])
+
+	// The monitor sees the RoCE client's session.
+	bg, err := g.Start(fmt.Sprintf("rados -p %s bench 6 write --no-cleanup", cl.Pool()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second)
+	sessions, err := cl.Command(ctx, node.Name, "ceph", "tell", "mon.a", "sessions").CombinedOutput()
+	if err != nil {
+		t.Fatalf("ceph tell mon.a sessions: %v\n%s", err, sessions)
+	}
+	// The client's address as the monitor sees it is the bridge's TCP
+	// source, the node's own; the session carries the guest's hostname.
+	if !strings.Contains(string(sessions), `"remote_host": "c1"`) {
+		t.Errorf("the monitor's sessions do not show the RoCE client (host c1):\n%s", sessions)
+	} else {
+		logf("the monitor lists the RoCE client's session (remote_host c1)")
+	}
+	bg.Wait(ctx)
+
+	// A client killed mid-write leaves nothing behind.
+	if _, err := g.Start(fmt.Sprintf("rados -p %s put killed /mnt/host/roce-%d", cl.Pool(), 64<<20)); err != nil {
+		t.Fatal(err)
+	}
+	waitMetric(t, d, "cephdpdkd_roce_bridge_connections", func(v float64) bool { return v >= 2 }, 30*time.Second)
+	time.Sleep(time.Second)
+	g.Run(ctx, "pkill -9 rados")
+	logf("rados killed mid-write")
+	waitMetric(t, d, "cephdpdkd_roce_bridge_connections", func(v float64) bool { return v == 0 }, 60*time.Second)
+	m, _ := d.Metrics()
+	if qps := countSeries(m, "cephdpdkd_roce_qp_state{"); qps != 0 {
+		t.Errorf("%d QPs left after the killed client", qps)
+	}
+	logf("after the kill: no bridged connection or QP left; bridge %v accepted, %v refused, errors %v",
+		sum(m, "cephdpdkd_roce_bridge_accepted_total"), sum(m, "cephdpdkd_roce_bridge_refused_total"), sum(m, "cephdpdkd_roce_bridge_errors_total"))
+	for _, k := range []string{"cephdpdkd_roce_rnr_naks_total", "cephdpdkd_roce_rnr_silent_drops_total", "cephdpdkd_roce_retransmits_total"} {
+		logf("%s: %v", k, sum(m, k))
+	}
+	if v := sum(m, "cephdpdkd_roce_rnr_naks_total", "direction=sent"); v != 0 {
+		t.Errorf("the daemon sent %v RNR NAKs to a Ceph client", v)
+	}
+
+	err, log := d.Stop(20 * time.Second)
+	if err != nil || !strings.Contains(log, "all mbufs returned") {
+		t.Fatalf("stop: %v\n%s", err, tail(log))
+	}
+	logf("daemon stopped: all mbufs returned")
+}
+
+// waitMetric polls the daemon's metrics until name satisfies ok.
+func waitMetric(t *testing.T, d *daemonProc, name string, ok func(float64) bool, within time.Duration) {
+	t.Helper()
+	var last float64
+	for end := time.Now().Add(within); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		m, err := d.Metrics()
+		if err != nil {
+			continue
+		}
+		if last = sum(m, name); ok(last) {
+			return
+		}
+	}
+	t.Fatalf("%s stayed at %v for %v", name, last, within)
+}
+
+func countSeries(m map[string]float64, prefix string) int {
+	n := 0
+	for k := range m {
+		if strings.HasPrefix(k, prefix) {
+			n++
+		}
+	}
+	return n
+}
