@@ -7,6 +7,7 @@ package consumer
 #include "native.h"
 
 #define CDD_KERNEL_MAX_SERVICES 64
+#define CDD_KERNEL_RX_SKIP 7
 
 struct cdd_kernel_svc {
 	struct rte_ring *ring;
@@ -23,6 +24,7 @@ struct cdd_kernel {
 	uint16_t port, txq;
 	uint16_t budget, burst;
 	uint16_t npend;
+	uint16_t rx_skip; // polls left before reading the interface again
 	struct cdd_kernel_svc svc[CDD_KERNEL_MAX_SERVICES];
 	uint64_t up_pkts, up_bytes, up_drops; // kernel → port
 	struct rte_mbuf *pend[CDD_NATIVE_MAX_BURST];
@@ -58,8 +60,16 @@ static unsigned int cdd_kernel_poll(struct cdd_kernel *k)
 		work += n;
 	}
 
-	if (k->npend < k->burst)
-		k->npend += rte_eth_rx_burst(k->ifport, 0, &k->pend[k->npend], k->burst - k->npend);
+	// Reading a tap is a system call even when the kernel sent nothing:
+	// after an empty read, skip a few polls (a few microseconds).
+	if (k->rx_skip > 0) {
+		k->rx_skip--;
+	} else if (k->npend < k->burst) {
+		uint16_t n = rte_eth_rx_burst(k->ifport, 0, &k->pend[k->npend], k->burst - k->npend);
+		k->npend += n;
+		if (n == 0)
+			k->rx_skip = CDD_KERNEL_RX_SKIP;
+	}
 	if (k->npend == 0)
 		return work;
 	uint64_t bytes = 0;
