@@ -1,0 +1,180 @@
+package cephnode
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// buildDaemon builds cephdpdkd for the test to run as a process.
+func buildDaemon(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "cephdpdkd")
+	out, err := exec.Command("go", "build", "-o", bin, "../../cmd/cephdpdkd").CombinedOutput()
+	if err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// daemonProc is a running cephdpdkd and its log.
+type daemonProc struct {
+	t       *testing.T
+	cmd     *exec.Cmd
+	metrics string
+	mu      sync.Mutex
+	log     strings.Builder
+	exited  chan struct{}
+	waitErr error
+}
+
+// startDaemon runs `cephdpdkd run --config cfg` and waits until its poll
+// loop runs and the kernel interface is up. The process is killed at the
+// end of the test if still running.
+func startDaemon(t *testing.T, bin, cfg, metricsAddr string) *daemonProc {
+	t.Helper()
+	d := &daemonProc{t: t, metrics: "http://" + metricsAddr + "/metrics", exited: make(chan struct{})}
+	d.cmd = exec.Command(bin, "run", "--config", cfg, "--status=off")
+	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	pr, pw := io.Pipe()
+	d.cmd.Stdout, d.cmd.Stderr = pw, pw
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(pr)
+		sent := false
+		for sc.Scan() {
+			d.mu.Lock()
+			d.log.WriteString(sc.Text() + "\n")
+			d.mu.Unlock()
+			if !sent && strings.Contains(sc.Text(), "poll loop started") {
+				close(ready)
+				sent = true
+			}
+		}
+	}()
+	go func() {
+		d.waitErr = d.cmd.Wait()
+		pw.Close()
+		close(d.exited)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-d.exited:
+		default:
+			syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
+			<-d.exited
+		}
+	})
+	select {
+	case <-ready:
+	case <-d.exited:
+		t.Fatalf("cephdpdkd exited at start: %v\n%s", d.waitErr, d.Log())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("cephdpdkd did not start in 30 s:\n%s", d.Log())
+	}
+	return d
+}
+
+// Log returns what the daemon has written so far.
+func (d *daemonProc) Log() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.log.String()
+}
+
+// Stop sends SIGTERM and waits for the exit; it returns the exit error
+// and the log.
+func (d *daemonProc) Stop(timeout time.Duration) (error, string) {
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.exited:
+	case <-time.After(timeout):
+		syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
+		<-d.exited
+		return fmt.Errorf("cephdpdkd did not stop within %v", timeout), d.Log()
+	}
+	return d.waitErr, d.Log()
+}
+
+// Metrics scrapes the daemon: "name{label=value,...}" → value.
+func (d *daemonProc) Metrics() (map[string]float64, error) {
+	c := http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get(d.metrics)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	p := expfmt.NewTextParser(model.LegacyValidation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]float64{}
+	for name, f := range fams {
+		if !strings.HasPrefix(name, "cephdpdkd_") {
+			continue
+		}
+		for _, m := range f.Metric {
+			var labels []string
+			for _, l := range m.Label {
+				labels = append(labels, l.GetName()+"="+l.GetValue())
+			}
+			key := name
+			if len(labels) > 0 {
+				key += "{" + strings.Join(labels, ",") + "}"
+			}
+			switch {
+			case m.Counter != nil:
+				out[key] = m.Counter.GetValue()
+			case m.Gauge != nil:
+				out[key] = m.Gauge.GetValue()
+			}
+		}
+	}
+	return out, nil
+}
+
+// sum adds every series of a metric whose labels contain all of want.
+func sum(m map[string]float64, name string, want ...string) float64 {
+	total := 0.0
+	for k, v := range m {
+		if k != name && !strings.HasPrefix(k, name+"{") {
+			continue
+		}
+		ok := true
+		for _, w := range want {
+			if !strings.Contains(k, w) {
+				ok = false
+			}
+		}
+		if ok {
+			total += v
+		}
+	}
+	return total
+}
+
+func writeFile(t *testing.T, path, s string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+var _ = context.Background
