@@ -16,8 +16,6 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/internal/daemon"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/netcmd"
-	"github.com/cephdpdkd/cephdpdkd/mempool"
-	"github.com/cephdpdkd/cephdpdkd/pmd"
 	"github.com/cephdpdkd/cephdpdkd/roce"
 	"github.com/cephdpdkd/cephdpdkd/roce/cm"
 )
@@ -112,41 +110,7 @@ metrics: {listen: "off"}
 	}
 	defer stopDaemon()
 
-	pool, err := mempool.New(mempool.Config{Name: "bridge_peer", Size: 8191, CacheSize: 0, DataRoom: 2176, Socket: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := pool.Close(); err != nil {
-			t.Error(err)
-		}
-	}()
-	dev := "net_memif71,role=client,socket=" + sock
-	if err := pmd.ProbeDevice(dev); err != nil {
-		t.Fatal(err)
-	}
-	port, err := pmd.OpenPort("net_memif71")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := port.Configure(pmd.PortConfig{RxQueues: 1, TxQueues: 1, RxDescriptors: 1024, TxDescriptors: 1024}, pool.Pointer()); err != nil {
-		t.Fatal(err)
-	}
-	if err := port.Start(); err != nil {
-		t.Fatal(err)
-	}
-	burst, err := pmd.NewBurst(32)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		stopDaemon()
-		burst.Free()
-		port.Stop()
-		port.Close()
-		pmd.RemoveDevice(dev)
-	}()
-	pio := &portIO{port: port, pool: pool, burst: burst}
+	pio, _ := memifPeer(t, 71, sock, 1024, 8191, stopDaemon)
 	ep, err := roce.NewEndpoint(roce.EndpointConfig{MAC: [6]byte{2, 0, 0x0a, 0x58, 0, 1}, IP: netip.MustParseAddr(peerIP), IO: pio})
 	if err != nil {
 		t.Fatal(err)
@@ -154,15 +118,6 @@ metrics: {listen: "off"}
 	mgr, err := cm.New(ep, cm.Config{Timeout: 14, RetryCount: 7})
 	if err != nil {
 		t.Fatal(err)
-	}
-	for end := time.Now().Add(10 * time.Second); ; {
-		if l, _ := port.Link(); l.Up {
-			break
-		}
-		if time.Now().After(end) {
-			t.Fatal("memif link did not come up")
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 	pd := ep.NewPD()
 	sc := roce.DefaultSessionConfig()

@@ -97,41 +97,7 @@ metrics: {listen: "off"}
 	defer stopDaemon()
 
 	// The peer: a second port on the same memif socket.
-	pool, err := mempool.New(mempool.Config{Name: "ceph_peer", Size: 4095, CacheSize: 0, DataRoom: 2176, Socket: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := pool.Close(); err != nil {
-			t.Error(err)
-		}
-	}()
-	dev := "net_memif61,role=client,socket=" + sock
-	if err := pmd.ProbeDevice(dev); err != nil {
-		t.Fatal(err)
-	}
-	port, err := pmd.OpenPort("net_memif61")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := port.Configure(pmd.PortConfig{RxQueues: 1, TxQueues: 1, RxDescriptors: 512, TxDescriptors: 512}, pool.Pointer()); err != nil {
-		t.Fatal(err)
-	}
-	if err := port.Start(); err != nil {
-		t.Fatal(err)
-	}
-	burst, err := pmd.NewBurst(32)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		stopDaemon()
-		burst.Free()
-		port.Stop()
-		port.Close()
-		pmd.RemoveDevice(dev)
-	}()
-	io := &portIO{port: port, pool: pool, burst: burst}
+	io, _ := memifPeer(t, 61, sock, 512, 4095, stopDaemon)
 	ep, err := roce.NewEndpoint(roce.EndpointConfig{MAC: [6]byte{2, 0, 0x7f, 0, 0, 2}, IP: netip.MustParseAddr(peerIP), IO: io})
 	if err != nil {
 		t.Fatal(err)
@@ -150,13 +116,6 @@ metrics: {listen: "off"}
 	}
 	defer stack.Close()
 
-	waitLink := time.Now().Add(10 * time.Second)
-	for l, _ := port.Link(); !l.Up; l, _ = port.Link() {
-		if time.Now().After(waitLink) {
-			t.Fatal("memif link did not come up")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 
 	poll := func() {
 		now := time.Now()
@@ -225,4 +184,59 @@ metrics: {listen: "off"}
 		poll()
 	}
 	t.Logf("1 MiB echoed through the Ceph async+rdma session over the DPDK port")
+}
+
+// memifPeer opens the client end of the daemon's memif socket as port
+// net_memif<id> of this process, for a test peer driven from the test
+// goroutine, and waits for the link. Its cleanup stops the daemon first:
+// DPDK's memif PMD unmaps the shared rings on disconnect while a
+// concurrent rx_burst may still read them.
+func memifPeer(t *testing.T, id int, sock string, descs uint16, poolSize int, stopDaemon func()) (*portIO, *pmd.Port) {
+	t.Helper()
+	pool, err := mempool.New(mempool.Config{Name: fmt.Sprintf("memif_peer%d", id), Size: poolSize, CacheSize: 0, DataRoom: 2176, Socket: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := fmt.Sprintf("net_memif%d", id)
+	dev := name + ",role=client,socket=" + sock
+	var port *pmd.Port
+	var burst *pmd.Burst
+	t.Cleanup(func() {
+		stopDaemon()
+		if burst != nil {
+			burst.Free()
+		}
+		if port != nil {
+			port.Stop()
+			port.Close()
+			pmd.RemoveDevice(dev)
+		}
+		if err := pool.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	if err := pmd.ProbeDevice(dev); err != nil {
+		t.Fatal(err)
+	}
+	if port, err = pmd.OpenPort(name); err != nil {
+		t.Fatal(err)
+	}
+	if err := port.Configure(pmd.PortConfig{RxQueues: 1, TxQueues: 1, RxDescriptors: descs, TxDescriptors: descs}, pool.Pointer()); err != nil {
+		t.Fatal(err)
+	}
+	if err := port.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if burst, err = pmd.NewBurst(32); err != nil {
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if l, _ := port.Link(); l.Up {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatal("memif link did not come up")
+		}
+	}
+	return &portIO{port: port, pool: pool, burst: burst}, port
 }
