@@ -71,6 +71,9 @@ func (n *node) run(ctx context.Context, name string, args ...string) ([]byte, er
 
 func requireTools(t *testing.T) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("a Ceph cluster behind the daemon: not in -short")
+	}
 	testenv.RequireRoot(t)
 	for _, c := range []string{"ceph-mon", "ceph-osd", "ceph", "rados", "socat", "ping"} {
 		if _, err := exec.LookPath(c); err != nil {

@@ -397,6 +397,10 @@ type pair struct {
 	keeps bool
 	// check looks at the outputs; real is the client's elapsed time.
 	check func(t *testing.T, client, server string, real time.Duration)
+	// teardownRace, when set, is a message with which the client may
+	// exit non-zero after its work is done: a race in the tool itself.
+	// check still judges the work.
+	teardownRace string
 }
 
 func pairs(server string) []pair {
@@ -443,6 +447,9 @@ func pairs(server string) []pair {
 			server: "rping -s -a " + server + " -v -C 10",
 			port:   7174,
 			client: "rping -c -a " + server + " -C 10 -v",
+			// rping's CM thread can read an event from the channel its
+			// main thread has just destroyed at disconnect.
+			teardownRace: "rdma_get_cm_event: Bad file descriptor",
 			check: func(t *testing.T, client, srv string, real time.Duration) {
 				if n := strings.Count(client, "ping data: rdma-ping-"); n != 10 {
 					t.Errorf("rping client printed %d pings, want 10:\n%s", n, client)
@@ -521,6 +528,10 @@ func runPair(ctx context.Context, t *testing.T, srv, cli *Guest, p pair) {
 		t.Fatalf("%v\nserver output:\n%s", err, serverOut())
 	}
 	out, code, err := cli.Run(ctx, "time -p "+p.client)
+	if err == nil && code != 0 && p.teardownRace != "" && strings.Contains(out, p.teardownRace) {
+		t.Logf("%s: exit %d after its work, a known race in the tool (%q)", p.client, code, p.teardownRace)
+		code = 0
+	}
 	if err != nil || code != 0 {
 		bg.Kill()
 		t.Fatalf("%s: exit %d, %v\n%s\nserver output:\n%s", p.client, code, err, out, serverOut())
