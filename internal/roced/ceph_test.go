@@ -116,7 +116,6 @@ metrics: {listen: "off"}
 	}
 	defer stack.Close()
 
-
 	poll := func() {
 		now := time.Now()
 		mgr.Poll(now)
