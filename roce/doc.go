@@ -9,7 +9,8 @@
 //     memory in the daemon, the Go heap in tests) with L_Key/R_Key,
 //     completion queues with event and completion handlers, and reliable
 //     connected QPs created, moved through RESET→INIT→RTR→RTS (and to
-//     ERROR) with Modify, and fed with PostSend and PostRecv.
+//     ERROR) with Modify, and fed with PostSend and PostRecv; shared
+//     receive queues (srq.go) from which many QPs take their receives.
 //   - The RC transport (requester.go, responder.go), as Linux rxe does
 //     it: 24-bit PSNs, segmentation by path MTU with PadCnt, AckReq on
 //     each message's last packet and every AckReqEvery packets, coalesced
@@ -20,7 +21,11 @@
 //     Retransmissions are regenerated from the send work request and its
 //     registered memory, so a QP holds no packet copies.
 //   - A Session (session.go): Ceph async+rdma's flow-controlled byte
-//     stream over one QP, with non-blocking Send and Recv.
+//     stream over one QP, with non-blocking Send and Recv, on buffers of
+//     its own or, for many connections, on a SessionPool's (pool.go):
+//     receive buffers on one SRQ and send buffers on one free list,
+//     registered once, with completions of shared CQs dispatched by QP
+//     number and per-session caps on what each session holds.
 //
 // Packets come and go through PacketIO, a burst interface the daemon
 // implements over its DPDK port and roce/memlink implements in memory.

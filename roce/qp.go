@@ -69,7 +69,12 @@ type QPInitAttr struct {
 	// posted without answering, instead of sending an RNR NAK: the
 	// requester's retransmit timer sends it again. For peers that treat
 	// an RNR NAK as fatal (Ceph's rdma_cm clients ask for rnr_retry 0).
+	// With an SRQ, an empty SRQ counts as no receive posted.
 	NoRNR bool
+	// SRQ, if set, is the shared receive queue the QP takes its receives
+	// from; Cap.MaxRecvWR and MaxRecvSGE are then ignored and PostRecv on
+	// the QP fails.
+	SRQ *SRQ
 }
 
 // AddressVector says how to reach the remote QP: what goes into the
@@ -249,6 +254,11 @@ type QP struct {
 	sqHead, sqTail uint64 // posted WQEs are [sqHead, sqTail)
 	rq             []recvWQE
 	rqHead, rqTail uint64
+	srq            *SRQ
+	srqWQE         recvWQE // taken from the SRQ for the message in progress
+	srqCur         bool    // srqWQE is valid
+	srqHeld        int     // taken from the SRQ and not released (SetSRQLimit)
+	srqLimit       int
 	req            requester
 	resp           responder
 	cnt            *qpCounters
@@ -274,7 +284,9 @@ func (pd *PD) CreateQP(attr *QPInitAttr) (*QP, error) {
 		return nil, fmt.Errorf("roce: create qp: missing completion queue: %w", ErrInvalidArgument)
 	case attr.SendCQ.ep != e || attr.RecvCQ.ep != e:
 		return nil, fmt.Errorf("roce: create qp: completion queue of another endpoint: %w", ErrInvalidArgument)
-	case c.MaxSendWR < 1 || c.MaxSendWR > MaxQueueDepth || c.MaxRecvWR < 1 || c.MaxRecvWR > MaxQueueDepth:
+	case attr.SRQ != nil && (attr.SRQ.destroyed || attr.SRQ.pd != pd):
+		return nil, fmt.Errorf("roce: create qp: srq destroyed or of another pd: %w", ErrInvalidArgument)
+	case c.MaxSendWR < 1 || c.MaxSendWR > MaxQueueDepth || attr.SRQ == nil && (c.MaxRecvWR < 1 || c.MaxRecvWR > MaxQueueDepth):
 		return nil, fmt.Errorf("roce: create qp: queue depths %d/%d not in 1..%d: %w",
 			c.MaxSendWR, c.MaxRecvWR, MaxQueueDepth, ErrInvalidArgument)
 	case c.MaxSendSGE < 1 || c.MaxSendSGE > MaxSGE || c.MaxRecvSGE < 1 || c.MaxRecvSGE > MaxSGE:
@@ -284,6 +296,9 @@ func (pd *PD) CreateQP(attr *QPInitAttr) (*QP, error) {
 	qpn, err := e.allocQPN()
 	if err != nil {
 		return nil, err
+	}
+	if attr.SRQ != nil {
+		c.MaxRecvWR, c.MaxRecvSGE = 0, attr.SRQ.maxSGE
 	}
 	qp := &QP{
 		ep:      e,
@@ -298,6 +313,11 @@ func (pd *PD) CreateQP(attr *QPInitAttr) (*QP, error) {
 		sq:      make([]sendWQE, c.MaxSendWR),
 		rq:      make([]recvWQE, c.MaxRecvWR),
 		cnt:     &qpCounters{},
+		srq:     attr.SRQ,
+	}
+	if qp.srq != nil {
+		qp.srq.users++
+		qp.srqWQE.sg = make([][]byte, 0, qp.srq.maxSGE)
 	}
 	for i := range qp.sq {
 		qp.sq[i].sg = make([][]byte, 0, c.MaxSendSGE)
@@ -500,6 +520,9 @@ func (qp *QP) Destroy() error {
 	qp.destroyed = true
 	qp.sendCQ.users--
 	qp.recvCQ.users--
+	if qp.srq != nil {
+		qp.srq.users--
+	}
 	qp.pd.qps--
 	qp.ep.removeQP(qp)
 	return nil
@@ -560,6 +583,9 @@ func (qp *QP) PostSend(wr *SendWR) error {
 // PostRecv queues a receive work request. It is allowed from INIT on; in
 // ERROR the request completes at once as flushed.
 func (qp *QP) PostRecv(wr *RecvWR) error {
+	if qp.srq != nil {
+		return fmt.Errorf("roce: post recv on qp %d: it takes its receives from an srq: %w", qp.qpn, ErrInvalidState)
+	}
 	switch qp.state {
 	case QPStateInit, QPStateRTR, QPStateRTS:
 	case QPStateError:
@@ -590,10 +616,14 @@ func (qp *QP) PostRecv(wr *RecvWR) error {
 // resolve turns SGEs into slices of registered memory, appending them to
 // dst (which has the capacity), and returns the total length.
 func (qp *QP) resolve(dst [][]byte, sgl []SGE, need Access) (int, error) {
+	return resolveSGL(qp.pd, dst, sgl, need)
+}
+
+func resolveSGL(pd *PD, dst [][]byte, sgl []SGE, need Access) (int, error) {
 	total := 0
 	for i := range sgl {
 		s := &sgl[i]
-		b, ok := qp.pd.span(s.LKey, s.Addr, uint64(s.Length), need)
+		b, ok := pd.span(s.LKey, s.Addr, uint64(s.Length), need)
 		if !ok {
 			return 0, fmt.Errorf("sge %d (lkey %#x addr %#x len %d): %w", i, s.LKey, s.Addr, s.Length, ErrLocalProtection)
 		}
@@ -654,8 +684,12 @@ func (qp *QP) completeSend(st WCStatus) {
 
 // completeRecv retires the receive WQE at the head of the receive queue.
 func (qp *QP) completeRecv(st WCStatus, op WCOpcode, n int, imm uint32, withImm bool) {
-	w := &qp.rq[qp.rqHead%uint64(len(qp.rq))]
-	qp.rqHead++
+	w := qp.recvHead()
+	if qp.srq == nil {
+		qp.rqHead++
+	} else {
+		qp.srqCur = false
+	}
 	wc := WorkCompletion{WRID: w.id, Status: st, Opcode: op, ByteLen: uint32(n), Imm: imm}
 	if withImm {
 		wc.Flags = WCWithImm
@@ -676,7 +710,9 @@ func (qp *QP) enterError(cause error) {
 	for qp.sqHead < qp.sqTail {
 		qp.completeSend(WCWRFlushErr)
 	}
-	for qp.rqHead < qp.rqTail {
+	for qp.hasRecvHead() {
+		// With an SRQ only the receive taken is flushed: the rest serve
+		// the other QPs.
 		qp.completeRecv(WCWRFlushErr, WCRecv, 0, 0, false)
 	}
 	qp.req.stop()
@@ -689,6 +725,12 @@ func (qp *QP) enterError(cause error) {
 // reset discards all queue and transport state.
 func (qp *QP) reset() {
 	qp.sqHead, qp.sqTail, qp.rqHead, qp.rqTail = 0, 0, 0, 0
+	if qp.srqCur {
+		// Discarded by the reset, but its buffer is the SRQ owner's.
+		qp.srq.putBack(&qp.srqWQE)
+		qp.srqCur = false
+	}
+	qp.srqHeld = 0
 	qp.req = requester{}
 	qp.resp.stop()
 	qp.resp.ctl = ctlNone

@@ -149,7 +149,7 @@ func (qp *QP) respInput(p *wire.Packet) {
 				qp.qpn, op, psn, n, ErrRemoteInvalidRequest))
 		return
 	}
-	if op.ConsumesRecvWQE() && qp.rqHead == qp.rqTail {
+	if op.ConsumesRecvWQE() && !qp.recvReady() {
 		// Receiver not ready: drop, keep ePSN, and tell the requester
 		// when to try again, or let its retransmit timer tell it.
 		if qp.noRNR {
@@ -186,7 +186,7 @@ func (qp *QP) respInput(p *wire.Packet) {
 func (qp *QP) recvSend(p *wire.Packet) bool {
 	r := &qp.resp
 	op := p.BTH.Opcode
-	w := &qp.rq[qp.rqHead%uint64(len(qp.rq))]
+	w := qp.recvHead()
 	if op.StartsMessage() {
 		r.sendOff = 0
 	}
@@ -326,7 +326,7 @@ func (qp *QP) replayRead(p *wire.Packet) {
 // with wqe, the head receive WQE completes with st first.
 func (qp *QP) respFail(code uint8, psn uint32, st WCStatus, wqe bool, err error) {
 	qp.resp.queueCtl(ctlFatal, code, psn)
-	if wqe && qp.rqHead < qp.rqTail {
+	if wqe && qp.hasRecvHead() {
 		qp.completeRecv(st, WCRecv, 0, 0, false)
 	}
 	qp.enterError(err)

@@ -153,16 +153,21 @@ func (c SessionConfig) RTSAttr(sqPSN uint32) (*QPAttr, QPAttrMask) {
 // belongs to the goroutine that polls its endpoint.
 //
 // The session owns its QP's receive queue and both CQs: nothing else may
-// post receives on the QP or poll the CQs.
+// post receives on the QP or poll the CQs. A session from a SessionPool
+// (shared mode) takes its buffers from the pool instead, and the pool
+// owns the SRQ and the CQs.
 type Session struct {
 	qp      *QP
 	cfg     SessionConfig
+	pool    *SessionPool // shared mode
 	sendMem []byte
 	recvMem []byte
 	sendMR  *MR
 	recvMR  *MR
 
-	free  []int32 // send buffers not posted, by index
+	// Send buffers not posted, by index; in shared mode, the pool's
+	// buffers this session has posted.
+	free  []int32
 	ready []readyBuf
 	rdHd  int
 	rdN   int
@@ -274,7 +279,12 @@ func (s *Session) QP() *QP { return s.qp }
 func (s *Session) Err() error { return s.err }
 
 // SendBuffersInUse returns the send buffers posted and not yet reaped.
-func (s *Session) SendBuffersInUse() int { return s.cfg.SendBuffers - len(s.free) }
+func (s *Session) SendBuffersInUse() int {
+	if s.pool != nil {
+		return len(s.free)
+	}
+	return s.cfg.SendBuffers - len(s.free)
+}
 
 // Send sends as much of p as fits in the free send buffers without
 // blocking and returns how much that was. When the free buffers hold
@@ -300,20 +310,23 @@ func (s *Session) Send(p []byte) (int, error) {
 				return sent, err
 			}
 		}
-		if len(s.free) == 0 || s.qp.SendQueueFree() == 0 {
+		if s.freeBufs() == 0 || s.qp.SendQueueFree() == 0 {
 			break
 		}
-		idx := s.free[len(s.free)-1]
+		idx := s.peekBuf()
 		off := int(idx) * bs
 		n := copy(s.sendMem[off:off+bs], p[sent:])
 		if err := s.postSend(uint64(idx), off, n); err != nil {
 			return sent, s.fail(err)
 		}
-		s.free = s.free[:len(s.free)-1]
+		s.popBuf()
 		sent += n
 	}
 	s.qp.cnt.sendBufInUse.Store(int64(s.SendBuffersInUse()))
 	if sent == 0 {
+		if s.pool != nil && len(s.pool.free) == 0 {
+			s.pool.sendStarved++
+		}
 		return 0, ErrWouldBlock
 	}
 	return sent, nil
@@ -333,7 +346,49 @@ func (s *Session) Unacknowledged() (int, error) {
 
 // fits returns how many bytes the free send buffers and queue slots take.
 func (s *Session) fits() int {
-	return min(len(s.free), s.qp.SendQueueFree()) * s.cfg.BufferSize
+	return min(s.freeBufs(), s.qp.SendQueueFree()) * s.cfg.BufferSize
+}
+
+// freeBufs returns the send buffers the session may post now: its own
+// free ones, or in shared mode the pool's free ones up to its cap.
+func (s *Session) freeBufs() int {
+	if s.pool != nil {
+		return min(s.cfg.SendBuffers-len(s.free), len(s.pool.free))
+	}
+	return len(s.free)
+}
+
+// peekBuf returns the send buffer popBuf takes next.
+func (s *Session) peekBuf() int32 {
+	if s.pool != nil {
+		return s.pool.free[len(s.pool.free)-1]
+	}
+	return s.free[len(s.free)-1]
+}
+
+// popBuf takes the send buffer peekBuf returned, now posted.
+func (s *Session) popBuf() {
+	if p := s.pool; p != nil {
+		s.free = append(s.free, p.free[len(p.free)-1])
+		p.free = p.free[:len(p.free)-1]
+		return
+	}
+	s.free = s.free[:len(s.free)-1]
+}
+
+// sendBufs and recvBufs return how many buffers WRIDs index.
+func (s *Session) sendBufs() int {
+	if s.pool != nil {
+		return s.pool.cfg.SendBuffers
+	}
+	return s.cfg.SendBuffers
+}
+
+func (s *Session) recvBufs() int {
+	if s.pool != nil {
+		return s.pool.cfg.RecvBuffers
+	}
+	return s.cfg.RecvBuffers
 }
 
 func (s *Session) postSend(id uint64, off, n int) error {
@@ -354,26 +409,66 @@ func (s *Session) postRecv(idx int) error {
 
 // reap polls the send CQ and releases the buffers of completed SENDs.
 func (s *Session) reap() error {
+	if s.pool != nil {
+		s.pool.poll()
+		s.qp.cnt.sendBufInUse.Store(int64(s.SendBuffersInUse()))
+		return s.err
+	}
 	for {
 		n := s.qp.sendCQ.Poll(s.wcs[:])
 		for i := range n {
-			wc := &s.wcs[i]
-			if err := s.checkWC(wc, "send", WCSend); err != nil {
-				return s.fail(err)
+			if err := s.completeSend(&s.wcs[i]); err != nil {
+				return err
 			}
-			if wc.WRID == finWRID {
-				continue
-			}
-			if wc.WRID >= uint64(s.cfg.SendBuffers) {
-				return s.fail(&CompletionError{QPN: s.qp.qpn, Queue: "send", WC: *wc, Reason: "unknown work request id"})
-			}
-			s.free = append(s.free, int32(wc.WRID))
 		}
 		if n < len(s.wcs) {
 			s.qp.cnt.sendBufInUse.Store(int64(s.SendBuffersInUse()))
 			return nil
 		}
 	}
+}
+
+// completeSend releases the buffer of a completed SEND. In shared mode
+// the buffer goes back to the pool even when the completion fails the
+// session.
+func (s *Session) completeSend(wc *WorkCompletion) error {
+	if wc.WRID == finWRID {
+		return s.checkWCFail(wc, "send", WCSend)
+	}
+	if wc.WRID >= uint64(s.sendBufs()) {
+		return s.fail(&CompletionError{QPN: s.qp.qpn, Queue: "send", WC: *wc, Reason: "unknown work request id"})
+	}
+	if p := s.pool; p != nil {
+		i := indexOf(s.free, int32(wc.WRID))
+		if i < 0 {
+			return s.fail(&CompletionError{QPN: s.qp.qpn, Queue: "send", WC: *wc, Reason: "buffer not posted"})
+		}
+		s.free[i] = s.free[len(s.free)-1]
+		s.free = s.free[:len(s.free)-1]
+		p.free = append(p.free, int32(wc.WRID))
+		return s.checkWCFail(wc, "send", WCSend)
+	}
+	if err := s.checkWCFail(wc, "send", WCSend); err != nil {
+		return err
+	}
+	s.free = append(s.free, int32(wc.WRID))
+	return nil
+}
+
+func (s *Session) checkWCFail(wc *WorkCompletion, queue string, op WCOpcode) error {
+	if err := s.checkWC(wc, queue, op); err != nil {
+		return s.fail(err)
+	}
+	return nil
+}
+
+func indexOf(s []int32, v int32) int {
+	for i, x := range s {
+		if x == v {
+			return i
+		}
+	}
+	return -1
 }
 
 // checkWC verifies that wc is a successful completion of op on the
@@ -418,6 +513,10 @@ func (s *Session) Recv(p []byte) (int, error) {
 				if s.flushed && n == 0 {
 					return 0, s.fail(s.checkWC(&s.flushWC, "receive", WCRecv))
 				}
+				if s.pool != nil && n == 0 && s.qp.state == QPStateError {
+					// The QP took no receive from the SRQ to flush.
+					return 0, s.fail(s.qpFailed())
+				}
 				break
 			}
 		}
@@ -446,6 +545,13 @@ func (s *Session) Recv(p []byte) (int, error) {
 	return n, nil
 }
 
+// Readable reports whether Recv would return data, EOF or an error
+// without polling the CQ: in shared mode, after the pool's Poll, whether
+// Recv has anything to say at all.
+func (s *Session) Readable() bool {
+	return s.rdN > 0 || s.err != nil || s.eof || s.flushed || s.pool != nil && s.qp.state == QPStateError
+}
+
 // Buffered returns the received bytes Recv can return without polling.
 func (s *Session) Buffered() int {
 	t := 0
@@ -461,6 +567,11 @@ func (s *Session) popReady() error {
 	idx := s.ready[s.rdHd].idx
 	s.rdHd = (s.rdHd + 1) % len(s.ready)
 	s.rdN--
+	if s.pool != nil {
+		s.pool.repost(idx)
+		s.qp.ReleaseSRQ(1)
+		return nil
+	}
 	if s.flushed || s.qp.state == QPStateError {
 		return nil // nothing more will arrive
 	}
@@ -472,32 +583,58 @@ func (s *Session) popReady() error {
 
 // pollRecv moves receive completions into the ready ring.
 func (s *Session) pollRecv() error {
+	if s.pool != nil {
+		s.pool.poll()
+		return s.err
+	}
 	room := min(len(s.ready)-s.rdN, len(s.wcs))
 	k := s.qp.recvCQ.Poll(s.wcs[:room])
 	for i := range k {
-		wc := &s.wcs[i]
-		if wc.Status == WCWRFlushErr && wc.QPN == s.qp.qpn {
-			// The QP failed; what completed before stays readable.
-			if !s.flushed {
-				s.flushed, s.flushWC = true, *wc
-			}
-			continue
+		if err := s.deliverRecv(&s.wcs[i]); err != nil {
+			return err
 		}
-		if err := s.checkWC(wc, "receive", WCRecv); err != nil {
-			return s.fail(err)
-		}
-		switch {
-		case wc.WRID >= uint64(s.cfg.RecvBuffers):
-			return s.fail(&CompletionError{QPN: s.qp.qpn, Queue: "receive", WC: *wc, Reason: "unknown work request id"})
-		case int(wc.ByteLen) > s.cfg.BufferSize:
-			return s.fail(&CompletionError{QPN: s.qp.qpn, Queue: "receive", WC: *wc,
-				Reason: fmt.Sprintf("length %d exceeds the %d-byte buffer", wc.ByteLen, s.cfg.BufferSize)})
-		case s.rdN > 0 && s.ready[(s.rdHd+s.rdN-1)%len(s.ready)].fin:
-			return s.fail(&CompletionError{QPN: s.qp.qpn, Queue: "receive", WC: *wc, Reason: "data after the peer closed"})
-		}
-		s.ready[(s.rdHd+s.rdN)%len(s.ready)] = readyBuf{idx: int(wc.WRID), n: int(wc.ByteLen), fin: wc.ByteLen == 0}
-		s.rdN++
 	}
+	return nil
+}
+
+// deliverRecv checks a receive completion and queues its buffer for
+// Recv. In shared mode a buffer that is not queued goes back to the SRQ.
+func (s *Session) deliverRecv(wc *WorkCompletion) error {
+	shared := s.pool != nil
+	bad := func(reason string) error {
+		if shared && wc.WRID < uint64(s.recvBufs()) {
+			s.pool.repost(int(wc.WRID))
+			s.qp.ReleaseSRQ(1)
+		}
+		return s.fail(&CompletionError{QPN: s.qp.qpn, Queue: "receive", WC: *wc, Reason: reason})
+	}
+	if wc.Status == WCWRFlushErr && wc.QPN == s.qp.qpn {
+		// The QP failed; what completed before stays readable.
+		if !s.flushed {
+			s.flushed, s.flushWC = true, *wc
+		}
+		if shared && wc.WRID < uint64(s.recvBufs()) {
+			s.pool.repost(int(wc.WRID))
+			s.qp.ReleaseSRQ(1)
+		}
+		return nil
+	}
+	if err := s.checkWC(wc, "receive", WCRecv); err != nil {
+		return bad(err.(*CompletionError).Reason)
+	}
+	switch {
+	case wc.WRID >= uint64(s.recvBufs()):
+		return bad("unknown work request id")
+	case int(wc.ByteLen) > s.cfg.BufferSize:
+		return bad(fmt.Sprintf("length %d exceeds the %d-byte buffer", wc.ByteLen, s.cfg.BufferSize))
+	case s.rdN > 0 && s.ready[(s.rdHd+s.rdN-1)%len(s.ready)].fin:
+		return bad("data after the peer closed")
+	case s.rdN == len(s.ready):
+		// Only in shared mode, if the QP's SRQ limit were not kept.
+		return bad("more buffers than the session's cap")
+	}
+	s.ready[(s.rdHd+s.rdN)%len(s.ready)] = readyBuf{idx: int(wc.WRID), n: int(wc.ByteLen), fin: wc.ByteLen == 0}
+	s.rdN++
 	return nil
 }
 
@@ -537,10 +674,14 @@ func (s *Session) Release() error {
 	if s.released {
 		return nil
 	}
-	if st := s.qp.state; st != QPStateError && st != QPStateReset {
+	if st := s.qp.state; st != QPStateError && st != QPStateReset && !s.qp.destroyed {
 		return fmt.Errorf("roce: release session on qp %d in %v: %w", s.qp.qpn, st, ErrInvalidState)
 	}
-	s.teardown()
+	if s.pool != nil {
+		s.releaseShared()
+	} else {
+		s.teardown()
+	}
 	s.released = true
 	if s.err == nil {
 		s.err = fmt.Errorf("roce: session on qp %d: released: %w", s.qp.qpn, ErrClosed)
@@ -585,4 +726,24 @@ func (e *CompletionError) Unwrap() []error {
 		return []error{ErrBadCompletion, err}
 	}
 	return []error{ErrBadCompletion}
+}
+
+// releaseShared gives the session's buffers back to its pool: the flushed
+// ones through the pool's CQs, the unread ones to the SRQ, and the send
+// buffers a reset discarded without completions to the free list.
+func (s *Session) releaseShared() {
+	p := s.pool
+	p.poll()
+	for s.rdN > 0 {
+		p.repost(s.ready[s.rdHd].idx)
+		s.rdHd = (s.rdHd + 1) % len(s.ready)
+		s.rdN--
+	}
+	p.free = append(p.free, s.free...)
+	s.free = s.free[:0]
+	delete(p.sessions, s.qp.qpn)
+	s.qp.SetSRQLimit(0)
+	s.qp.ReleaseSRQ(s.qp.SRQHeld())
+	s.qp.cnt.sendBufTotal.Store(0)
+	s.qp.cnt.sendBufInUse.Store(0)
 }

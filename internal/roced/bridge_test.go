@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -21,20 +20,20 @@ import (
 )
 
 // TestBridgeOverDPDK: the daemon's RoCE⇄TCP bridge, reached over its DPDK
-// port (net_memif to a second port in this process, where the test's own
-// rdma_cm client runs), relays a stream to a TCP sink listening on the
+// port (net_af_packet on a veth pair whose other end is a second port of
+// this process, where the test's own rdma_cm client runs), relays a stream to a TCP sink listening on the
 // node's address in the kernel interface's namespace, and an echo back.
 // The same bytes then cross kernel TCP on a veth pair between two
 // namespaces, for the throughput ratio.
 func TestBridgeOverDPDK(t *testing.T) {
 	testenv.RequireRoot(t)
 	node := testenv.NewNetNS(t)
-	sock := filepath.Join(t.TempDir(), "memif.sock")
+	ifDaemon, ifPeer := testenv.NewVethPair(t)
 	const nodeIP, peerIP = "10.88.0.2", "10.88.0.1"
 	const sinkPort, echoPort, closedPort = 6800, 6801, 6802
 	ifname := "cddb" + node.Name[len(node.Name)-6:]
 	y := fmt.Sprintf(`
-port: {name: br, device: "net_memif70,role=server,socket=%s"}
+port: {name: br, device: "net_af_packet70,iface=%s,framecnt=2048"}
 services:
   - {name: roce, ring_size: 4096, consumer: {type: roce}}
   - {name: other, consumer: {type: kernel}}
@@ -50,7 +49,7 @@ roce:
   max_sessions: 8
   bridge: {ports: ["%d-%d"]}
 metrics: {listen: "off"}
-`, sock, ifname, node.Name, nodeIP, nodeIP, sinkPort, closedPort)
+`, ifDaemon, ifname, node.Name, nodeIP, nodeIP, sinkPort, closedPort)
 	cfg, err := config.Parse([]byte(y))
 	if err != nil {
 		t.Fatal(err)
@@ -110,7 +109,7 @@ metrics: {listen: "off"}
 	}
 	defer stopDaemon()
 
-	pio, _ := memifPeer(t, 71, sock, 1024, 8191, stopDaemon)
+	pio, _ := peerPort(t, "net_af_packet71", "iface="+ifPeer+",framecnt=2048", 1024, 8191, stopDaemon)
 	ep, err := roce.NewEndpoint(roce.EndpointConfig{MAC: [6]byte{2, 0, 0x0a, 0x58, 0, 1}, IP: netip.MustParseAddr(peerIP), IO: pio})
 	if err != nil {
 		t.Fatal(err)
@@ -259,7 +258,7 @@ metrics: {listen: "off"}
 	release(c)
 
 	kernelMBps := kernelTCPThroughput(t, streamBytes)
-	t.Logf("FIGURES bridge (RoCE over DPDK memif → bridge → kernel TCP sink): %.1f MB/s; kernel TCP over veth between namespaces: %.1f MB/s; ratio %.2f",
+	t.Logf("FIGURES bridge (RoCE over DPDK net_af_packet/veth → bridge → kernel TCP sink): %.1f MB/s; kernel TCP over veth between namespaces: %.1f MB/s; ratio %.2f",
 		bridgeMBps, kernelMBps, bridgeMBps/kernelMBps)
 	stopDaemon()
 }

@@ -97,7 +97,7 @@ metrics: {listen: "off"}
 	defer stopDaemon()
 
 	// The peer: a second port on the same memif socket.
-	io, _ := memifPeer(t, 61, sock, 512, 4095, stopDaemon)
+	io, _ := peerPort(t, "net_memif61", "role=client,socket="+sock, 512, 4095, stopDaemon)
 	ep, err := roce.NewEndpoint(roce.EndpointConfig{MAC: [6]byte{2, 0, 0x7f, 0, 0, 2}, IP: netip.MustParseAddr(peerIP), IO: io})
 	if err != nil {
 		t.Fatal(err)
@@ -185,19 +185,19 @@ metrics: {listen: "off"}
 	t.Logf("1 MiB echoed through the Ceph async+rdma session over the DPDK port")
 }
 
-// memifPeer opens the client end of the daemon's memif socket as port
-// net_memif<id> of this process, for a test peer driven from the test
-// goroutine, and waits for the link. Its cleanup stops the daemon first:
-// DPDK's memif PMD unmaps the shared rings on disconnect while a
-// concurrent rx_burst may still read them.
-func memifPeer(t *testing.T, id int, sock string, descs uint16, poolSize int, stopDaemon func()) (*portIO, *pmd.Port) {
+// peerPort opens vdev name (with devargs) as a second port of this
+// process, the daemon's peer (the client end of its memif socket, or
+// net_af_packet on the other end of its veth pair), for a test peer
+// driven from the test goroutine, and waits for the link. Its cleanup
+// stops the daemon first: DPDK's memif PMD unmaps the shared rings on
+// disconnect while a concurrent rx_burst may still read them.
+func peerPort(t *testing.T, name, devargs string, descs uint16, poolSize int, stopDaemon func()) (*portIO, *pmd.Port) {
 	t.Helper()
-	pool, err := mempool.New(mempool.Config{Name: fmt.Sprintf("memif_peer%d", id), Size: poolSize, CacheSize: 0, DataRoom: 2176, Socket: -1})
+	pool, err := mempool.New(mempool.Config{Name: "peer_" + name, Size: poolSize, CacheSize: 0, DataRoom: 2176, Socket: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	name := fmt.Sprintf("net_memif%d", id)
-	dev := name + ",role=client,socket=" + sock
+	dev := name + "," + devargs
 	var port *pmd.Port
 	var burst *pmd.Burst
 	t.Cleanup(func() {
@@ -234,7 +234,7 @@ func memifPeer(t *testing.T, id int, sock string, descs uint16, poolSize int, st
 			break
 		}
 		if time.Now().After(end) {
-			t.Fatal("memif link did not come up")
+			t.Fatalf("%s: link did not come up", name)
 		}
 	}
 	return &portIO{port: port, pool: pool, burst: burst}, port

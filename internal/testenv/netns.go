@@ -112,18 +112,7 @@ func (v *VethNS) create() error {
 		return err
 	}
 
-	// Host end: no IPv6 (no link-local address, DAD or router
-	// solicitations), no IPv4 forwarding (frames the peer sends to the
-	// host end's MAC must never be routed out of the box), no ARP.
-	for _, s := range []struct{ path, value string }{
-		{"/proc/sys/net/ipv6/conf/" + v.HostIf + "/disable_ipv6", "1"},
-		{"/proc/sys/net/ipv4/conf/" + v.HostIf + "/forwarding", "0"},
-	} {
-		if err := netcmd.WriteSysctl(s.path, s.value); err != nil {
-			return err
-		}
-	}
-	if err := netcmd.IP("link", "set", "dev", v.HostIf, "arp", "off", "promisc", "on", "up"); err != nil {
+	if err := deafen(v.HostIf); err != nil {
 		return err
 	}
 
@@ -326,4 +315,55 @@ func (v *VethNS) Recv(ctx context.Context, max int) ([][]byte, error) {
 	}
 	defer s.Close()
 	return s.Recv(ctx, max)
+}
+
+// deafen readies a root-namespace interface for DPDK's net_af_packet
+// alone: no IPv6 (no link-local address, DAD or router solicitations), no
+// IPv4 forwarding (frames arriving on it must never be routed out of the
+// box), no ARP; promiscuous and up.
+func deafen(ifname string) error {
+	for _, s := range []struct{ path, value string }{
+		{"/proc/sys/net/ipv6/conf/" + ifname + "/disable_ipv6", "1"},
+		{"/proc/sys/net/ipv4/conf/" + ifname + "/forwarding", "0"},
+	} {
+		if err := netcmd.WriteSysctl(s.path, s.value); err != nil {
+			return err
+		}
+	}
+	return netcmd.IP("link", "set", "dev", ifname, "arp", "off", "promisc", "on", "up")
+}
+
+// NewVethPair creates a veth pair "cdda-XXXXXX"/"cddb-XXXXXX" in the root
+// namespace, both ends deaf to the kernel (see deafen), for two DPDK
+// net_af_packet ports of one process to talk over, and removes it when
+// the test ends.
+func NewVethPair(t testing.TB) (a, b string) {
+	t.Helper()
+	RequireRoot(t)
+	var id [3]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		t.Fatalf("testenv: random interface name: %v", err)
+	}
+	sfx := hex.EncodeToString(id[:])
+	a, b = "cdda-"+sfx, "cddb-"+sfx
+	t.Cleanup(func() {
+		if _, err := net.InterfaceByName(a); err == nil {
+			if err := netcmd.IP("link", "del", "dev", a); err != nil {
+				t.Errorf("testenv: %v", err)
+			}
+		}
+	})
+	if err := netcmd.IP("link", "add", a, "type", "veth", "peer", "name", b); err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	for _, ifname := range []string{a, b} {
+		if err := deafen(ifname); err != nil {
+			t.Fatalf("testenv: %v", err)
+		}
+		// Full-size frames only, as on a wire.
+		if out, err := exec.Command("ethtool", "-K", ifname, "tso", "off", "gso", "off", "gro", "off").CombinedOutput(); err != nil {
+			t.Fatalf("testenv: ethtool -K %s: %v: %s", ifname, err, bytes.TrimSpace(out))
+		}
+	}
+	return a, b
 }

@@ -8,10 +8,27 @@
 //
 // Everything but the TCP reads and writes runs on the goroutine that
 // polls the connection manager. Each connection has a reader and a writer
-// goroutine for its TCP socket, and a fixed set of chunks per direction:
-// its memory is bounded, and a slow side stalls the other instead of
-// buffering without end. The RoCE side never sends an RNR NAK (Ceph's
-// clients allow none): when the TCP side lags, receives stay unposted and
+// goroutine for its TCP socket, and a fixed number of chunk credits per
+// direction: its memory is bounded, and a slow side stalls the other
+// instead of buffering without end. Chunks come from a bridge-wide free
+// list only while they hold data (the reader waits for the socket to be
+// readable before taking one), so an idle connection holds none.
+//
+// The connections' registered buffers are shared, as Ceph's own RDMA
+// messenger shares them through an SRQ: one roce.SessionPool holds
+// RecvPool receive buffers, all posted on one SRQ, and SendPool send
+// buffers; registered memory is fixed whatever the number of
+// connections. Flow control stays per connection. Fairness: a connection
+// holds at most Session.SendBuffers send buffers and Session.RecvBuffers
+// receive buffers (being filled or not yet relayed to TCP), each capped
+// at a quarter of its pool, so one stalled daemon cannot starve the
+// others of receive buffers. A new connection is refused (REJ, counted
+// as no_resources) when fewer receive buffers are free than its cap,
+// when the pool is at MaxConns, or when no file descriptor is left for
+// its TCP side (no_fds); an empty send pool only stalls the senders.
+//
+// The RoCE side never sends an RNR NAK (Ceph's clients allow none): when
+// the TCP side lags, a connection at its receive cap takes no more and
 // the requests that find none are dropped unanswered, so the client's
 // retransmit timer paces it.
 package bridge
@@ -37,6 +54,10 @@ const (
 	DefaultMaxConns    = 256
 	DefaultChunks      = 8
 	DefaultDialTimeout = 2 * time.Second
+	DefaultRecvPool    = roce.DefaultPoolRecvBuffers
+	DefaultSendPool    = roce.DefaultPoolSendBuffers
+	// maxFreeChunks bounds the idle chunks kept for reuse.
+	maxFreeChunks = 256
 	// closeTimeout bounds how long an orderly close may wait for the TCP
 	// side to take the last bytes.
 	closeTimeout = 10 * time.Second
@@ -47,9 +68,15 @@ type Dialer func(ctx context.Context, addr netip.AddrPort) (net.Conn, error)
 
 // Config sizes the bridge.
 type Config struct {
-	// Session sizes each connection's registered buffers. BufferSize is
-	// the largest SEND sent to the peer: Ceph's ms_async_rdma_buffer_size.
+	// Session configures each connection's QP. BufferSize is the size of
+	// the shared buffers and the largest SEND either side sends: Ceph's
+	// ms_async_rdma_buffer_size. SendBuffers and RecvBuffers are the
+	// per-connection caps on the shared pools (each at most a quarter
+	// of its pool).
 	Session roce.SessionConfig
+	// RecvPool and SendPool are the registered buffers all connections
+	// share: receive buffers on one SRQ, send buffers on a free list.
+	RecvPool, SendPool int
 	// Dial connects to the Ceph daemon; it runs on the polling goroutine,
 	// bounded by DialTimeout, so it must be a connection to a local
 	// address.
@@ -65,10 +92,12 @@ type Config struct {
 
 // Bridge serves the bridged ports of one connection manager.
 type Bridge struct {
-	cfg   Config
-	m     *cm.Manager
-	pd    *roce.PD
-	conns map[*cm.Conn]*conn
+	cfg    Config
+	m      *cm.Manager
+	pd     *roce.PD
+	pool   *roce.SessionPool
+	chunks chunkPool
+	conns  map[*cm.Conn]*conn
 	// draining are connections the client closed whose last bytes still
 	// go to the daemon before its socket closes.
 	draining []*conn
@@ -97,9 +126,35 @@ func New(m *cm.Manager, cfg Config) (*Bridge, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
+	if cfg.RecvPool <= 0 {
+		cfg.RecvPool = DefaultRecvPool
+	}
+	if cfg.SendPool <= 0 {
+		cfg.SendPool = DefaultSendPool
+	}
+	capTo := func(v *int, pool int) {
+		if *v <= 0 {
+			*v = roce.DefaultRecvBuffers
+		}
+		*v = max(1, min(*v, pool/4))
+	}
+	capTo(&cfg.Session.RecvBuffers, cfg.RecvPool)
+	capTo(&cfg.Session.SendBuffers, cfg.SendPool)
 	// Ceph's clients allow no RNR NAK.
 	cfg.Session.NoRNR = true
-	return &Bridge{cfg: cfg, m: m, pd: m.Endpoint().NewPD(), conns: map[*cm.Conn]*conn{}}, nil
+	b := &Bridge{cfg: cfg, m: m, pd: m.Endpoint().NewPD(), conns: map[*cm.Conn]*conn{}}
+	b.chunks.size = cfg.Session.BufferSize
+	var err error
+	b.pool, err = roce.NewSessionPool(b.pd, roce.PoolConfig{
+		BufferSize: cfg.Session.BufferSize, RecvBuffers: cfg.RecvPool, SendBuffers: cfg.SendPool,
+		MaxSessions: cfg.MaxConns, Allocator: cfg.Session.Allocator,
+	})
+	if err != nil {
+		b.pd.Dealloc()
+		return nil, fmt.Errorf("bridge: %w", err)
+	}
+	b.publish()
+	return b, nil
 }
 
 // Listen bridges connections to port.
@@ -119,10 +174,22 @@ func (b *Bridge) accept(req *cm.ConnRequest) (cm.Accept, error) {
 		b.cfg.Log.Warn("bridge: refusing a connection: at max_sessions", "peer", req.RemoteAddr, "target", target, "max", b.cfg.MaxConns)
 		return cm.Accept{}, fmt.Errorf("bridge: %d connections: %w", len(b.conns), roce.ErrBusy)
 	}
+	// The shared buffers first: a refusal costs the daemon nothing.
+	sess, err := b.pool.NewSession(b.cfg.Session)
+	if err != nil {
+		b.cnt.refused[refusedNoResources].Add(1)
+		st := b.pool.Stats()
+		b.cfg.Log.Warn("bridge: refusing a connection: shared buffer pools cannot admit it",
+			"peer", req.RemoteAddr, "target", target, "conns", len(b.conns),
+			"recv_free", st.RecvPosted, "recv_pool", st.RecvBuffers, "recv_cap", b.cfg.Session.RecvBuffers,
+			"send_free", st.SendFree, "send_pool", st.SendBuffers, "err", err)
+		return cm.Accept{}, cm.Reject(cm.RejNoResources, nil)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.DialTimeout)
 	nc, err := b.cfg.Dial(ctx, target)
 	cancel()
 	if err != nil {
+		releaseSession(sess)
 		reason := refusedDialFailed
 		if errors.Is(err, syscall.ECONNREFUSED) {
 			reason = refusedNoListener
@@ -130,17 +197,16 @@ func (b *Bridge) accept(req *cm.ConnRequest) (cm.Accept, error) {
 			reason = refusedNoFDs
 		}
 		b.cnt.refused[reason].Add(1)
-		b.cfg.Log.Warn("bridge: refusing a connection: cannot reach the daemon", "peer", req.RemoteAddr, "target", target, "err", err)
+		if reason == refusedNoFDs {
+			b.cfg.Log.Warn("bridge: refusing a connection: out of file descriptors (raise RLIMIT_NOFILE)",
+				"peer", req.RemoteAddr, "target", target, "conns", len(b.conns), "err", err)
+		} else {
+			b.cfg.Log.Warn("bridge: refusing a connection: cannot reach the daemon", "peer", req.RemoteAddr, "target", target, "err", err)
+		}
 		// The client fails at once instead of after its retries.
 		return cm.Accept{}, cm.Reject(cm.RejInvalidServiceID, nil)
 	}
-	c, err := b.newConn(req, target, nc)
-	if err != nil {
-		nc.Close()
-		b.cnt.refused[refusedNoResources].Add(1)
-		b.cfg.Log.Warn("bridge: refusing a connection: no resources", "peer", req.RemoteAddr, "target", target, "err", err)
-		return cm.Accept{}, cm.Reject(cm.RejNoResources, nil)
-	}
+	c := b.newConn(target, sess, nc)
 	b.conns[req.Conn] = c
 	b.cnt.accepted.Add(1)
 	b.cnt.active.Add(1)
@@ -159,6 +225,8 @@ func (b *Bridge) accept(req *cm.ConnRequest) (cm.Accept, error) {
 // Poll moves what can be moved on every connection and returns the work
 // done.
 func (b *Bridge) Poll(now time.Time) int {
+	// Dispatch the shared CQs: each session's Readable is then current.
+	b.pool.Poll()
 	work := b.drain(now)
 	for cc, c := range b.conns {
 		if !c.up || c.disconnecting {
@@ -181,7 +249,17 @@ func (b *Bridge) Poll(now time.Time) int {
 			}
 		}
 	}
+	b.publish()
 	return work
+}
+
+// publish copies the pool's state to the counters Stats reads.
+func (b *Bridge) publish() {
+	st := b.pool.Stats()
+	b.cnt.recvFree.Store(int64(st.RecvPosted))
+	b.cnt.sendFree.Store(int64(st.SendFree))
+	b.cnt.registered.Store(int64(st.RegisteredBytes))
+	b.cnt.sendStarved.Store(st.SendStarved)
 }
 
 func (b *Bridge) disconnect(cc *cm.Conn, c *conn, cause error) {
@@ -269,6 +347,10 @@ func (b *Bridge) Shutdown() error {
 	}
 	b.draining = nil
 	b.wg.Wait()
+	if err := b.pool.Close(); err != nil {
+		return fmt.Errorf("bridge: shutdown: %w", err)
+	}
+	b.publish()
 	if err := b.pd.Dealloc(); err != nil {
 		return fmt.Errorf("bridge: shutdown: %w", err)
 	}
@@ -280,8 +362,6 @@ type conn struct {
 	b      *Bridge
 	target netip.AddrPort
 	qp     *roce.QP
-	scq    *roce.CQ
-	rcq    *roce.CQ
 	sess   *roce.Session
 	tcp    net.Conn
 
@@ -290,15 +370,16 @@ type conn struct {
 	rst           bool  // end with a TCP reset
 	cause         error // why the bridge disconnected
 
-	// TCP → RoCE: the reader fills chunks from inFree and hands them
-	// over on in; out is the chunk being sent.
+	// TCP → RoCE: the reader takes a credit from inFree, fills a chunk
+	// and hands it over on in; out is the chunk being sent. Credits are
+	// nil slices: chunks come from and go back to b.chunks.
 	in      chan []byte
 	inFree  chan []byte
 	out     []byte
 	tcpDone bool // the reader ended (in closed and drained)
 
-	// RoCE → TCP: chunks from toFree are filled from the session and
-	// handed to the writer on toTCP.
+	// RoCE → TCP: for each credit from toFree a chunk is filled from the
+	// session and handed to the writer on toTCP.
 	toTCP  chan []byte
 	toFree chan []byte
 
@@ -307,31 +388,24 @@ type conn struct {
 
 	quit     chan struct{}
 	released bool
+	peek     [1]byte // the reader's readiness probe
 }
 
-func (b *Bridge) newConn(req *cm.ConnRequest, target netip.AddrPort, nc net.Conn) (_ *conn, err error) {
-	k, bs := b.cfg.Chunks, b.cfg.Session.BufferSize
-	c := &conn{b: b, target: target, tcp: nc,
+func (b *Bridge) newConn(target netip.AddrPort, sess *roce.Session, nc net.Conn) *conn {
+	k := b.cfg.Chunks
+	c := &conn{b: b, target: target, tcp: nc, sess: sess, qp: sess.QP(),
 		in: make(chan []byte, k), inFree: make(chan []byte, k),
 		toTCP: make(chan []byte, k), toFree: make(chan []byte, k),
 		quit: make(chan struct{}),
 	}
 	for range k {
-		c.inFree <- make([]byte, bs)
-		c.toFree <- make([]byte, bs)
-	}
-	if c.qp, err = roce.NewSessionQP(b.pd, b.cfg.Session); err != nil {
-		return nil, err
-	}
-	c.scq, c.rcq = c.qp.SendCQ(), c.qp.RecvCQ()
-	if c.sess, err = roce.NewSession(c.qp, b.cfg.Session); err != nil {
-		c.releaseRoCE()
-		return nil, err
+		c.inFree <- nil
+		c.toFree <- nil
 	}
 	b.wg.Add(2)
 	go c.read()
 	go c.write()
-	return c, nil
+	return c
 }
 
 // pump moves data both ways without blocking and returns the bytes moved.
@@ -349,27 +423,26 @@ func (c *conn) pump() (int, error) {
 func (c *conn) pumpToTCP() (int, error) {
 	cnt := &c.b.cnt
 	moved := 0
-	for {
-		var buf []byte
+	for c.sess.Readable() {
 		select {
-		case buf = <-c.toFree:
+		case <-c.toFree:
 			c.stalled[stallTCPWrite] = false
 		default:
 			if c.sess.Buffered() > 0 && !c.stalled[stallTCPWrite] {
 				c.stalled[stallTCPWrite] = true
 				cnt.stalls[stallTCPWrite].Add(1)
 			}
+			return moved, nil
 		}
-		if buf == nil {
-			break
-		}
-		n, err := c.sess.Recv(buf[:cap(buf)])
+		buf := c.b.chunks.get()
+		n, err := c.sess.Recv(buf)
 		if n > 0 {
-			c.toTCP <- buf[:n] // never blocks: as many slots as chunks
+			c.toTCP <- buf[:n] // never blocks: as many slots as credits
 			moved += n
 			cnt.toTCP.Add(uint64(n))
 		} else {
-			c.toFree <- buf
+			c.b.chunks.put(buf)
+			c.toFree <- nil
 		}
 		if errors.Is(err, roce.ErrWouldBlock) {
 			break
@@ -413,7 +486,8 @@ func (c *conn) pumpToRoCE() (int, error) {
 			moved += n
 			cnt.toRoCE.Add(uint64(n))
 			if n == len(c.out) {
-				c.inFree <- c.out[:cap(c.out)]
+				c.b.chunks.put(c.out)
+				c.inFree <- nil
 				c.out = nil
 				continue
 			}
@@ -432,23 +506,26 @@ func (c *conn) pumpToRoCE() (int, error) {
 }
 
 // read copies the daemon's bytes into chunks for the poll loop. Waiting
-// for a free chunk is the backpressure on the daemon: its TCP window
-// closes.
+// for a credit is the backpressure on the daemon: its TCP window closes.
+// It takes a chunk only once the socket is readable, so that idle
+// connections hold none.
 func (c *conn) read() {
 	defer c.b.wg.Done()
 	defer close(c.in)
 	for {
-		var buf []byte
 		select {
-		case buf = <-c.inFree:
+		case <-c.inFree:
 		case <-c.quit:
 			return
 		}
-		n, err := c.tcp.Read(buf[:cap(buf)])
+		c.waitReadable()
+		buf := c.b.chunks.get()
+		n, err := c.tcp.Read(buf)
 		if n > 0 {
 			c.in <- buf[:n]
 		} else {
-			c.inFree <- buf
+			c.b.chunks.put(buf)
+			c.inFree <- nil
 		}
 		if err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
@@ -473,9 +550,59 @@ func (c *conn) write() {
 				}
 			}
 		}
-		c.toFree <- buf[:cap(buf)]
+		c.b.chunks.put(buf)
+		c.toFree <- nil
 	}
 	c.tcp.Close()
+}
+
+// waitReadable blocks until the TCP socket has data, EOF or an error,
+// without a buffer: a one-byte MSG_PEEK through the runtime's poller.
+// A connection that is not a socket falls through to its Read.
+func (c *conn) waitReadable() {
+	sc, ok := c.tcp.(syscall.Conn)
+	if !ok {
+		return
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return
+	}
+	rc.Read(func(fd uintptr) bool {
+		_, _, err := syscall.Recvfrom(int(fd), c.peek[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		return err != syscall.EAGAIN && err != syscall.EINTR
+	})
+}
+
+// chunkPool is the free list of the chunks that carry bytes between the
+// sockets and the sessions, shared by all connections and their
+// goroutines.
+type chunkPool struct {
+	mu   sync.Mutex
+	free [][]byte
+	size int
+}
+
+func (p *chunkPool) get() []byte {
+	p.mu.Lock()
+	if n := len(p.free); n > 0 {
+		b := p.free[n-1]
+		p.free[n-1] = nil
+		p.free = p.free[:n-1]
+		p.mu.Unlock()
+		return b
+	}
+	p.mu.Unlock()
+	return make([]byte, p.size)
+}
+
+func (p *chunkPool) put(b []byte) {
+	b = b[:cap(b)]
+	p.mu.Lock()
+	if len(p.free) < maxFreeChunks {
+		p.free = append(p.free, b)
+	}
+	p.mu.Unlock()
 }
 
 // close ends the TCP side (a reset, or a close after the last bytes) and
@@ -498,12 +625,15 @@ func (c *conn) close(reset bool) {
 	c.releaseRoCE()
 }
 
-func (c *conn) releaseRoCE() {
-	c.qp.Modify(&roce.QPAttr{State: roce.QPStateError}, roce.QPAttrState)
-	if c.sess != nil {
-		c.sess.Release()
-	}
-	c.qp.Destroy()
-	c.scq.Destroy()
-	c.rcq.Destroy()
+func (c *conn) releaseRoCE() { releaseSession(c.sess) }
+
+// releaseSession gives a session's QP and shared buffers back.
+func releaseSession(s *roce.Session) {
+	qp := s.QP()
+	qp.Modify(&roce.QPAttr{State: roce.QPStateError}, roce.QPAttrState)
+	s.Release()
+	qp.Destroy()
 }
+
+// Pool returns the shared buffer pool; use it on the polling goroutine.
+func (b *Bridge) Pool() *roce.SessionPool { return b.pool }

@@ -73,9 +73,8 @@ func newTestNetTimeout(t *testing.T, cfg Config, timeout uint8) *testNet {
 	n.cliCfg.Allocator = n.alloc
 	// The bridge reaches "the node's address" on loopback: the test's
 	// TCP server stands in for a Ceph daemon.
-	cfg.Dial = func(ctx context.Context, addr netip.AddrPort) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, "tcp", netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), addr.Port()).String())
+	if cfg.Dial == nil {
+		cfg.Dial = loopbackDialer(nil)
 	}
 	cfg.Session = roce.DefaultSessionConfig()
 	// More receives posted than the client has SENDs in flight: a
@@ -86,6 +85,19 @@ func newTestNetTimeout(t *testing.T, cfg Config, timeout uint8) *testNet {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// loopbackDialer dials the port on 127.0.0.1, applying set to the
+// connection.
+func loopbackDialer(set func(*net.TCPConn)) Dialer {
+	return func(ctx context.Context, addr netip.AddrPort) (net.Conn, error) {
+		var d net.Dialer
+		c, err := d.DialContext(ctx, "tcp", netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), addr.Port()).String())
+		if err == nil && set != nil {
+			set(c.(*net.TCPConn))
+		}
+		return c, err
+	}
 }
 
 func (n *testNet) poll() int {
@@ -173,6 +185,7 @@ func (c *client) release() {
 	}
 	c.released = true
 	scq, rcq := c.qp.SendCQ(), c.qp.RecvCQ()
+	c.qp.Modify(&roce.QPAttr{State: roce.QPStateError}, roce.QPAttrState)
 	c.sess.Release()
 	c.qp.Destroy()
 	scq.Destroy()

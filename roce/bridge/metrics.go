@@ -6,6 +6,7 @@ import "github.com/prometheus/client_golang/prometheus"
 type Collector struct {
 	b                                                       *Bridge
 	conns, accepted, closed, bytes, refused, errors, stalls *prometheus.Desc
+	poolFree, registered, sendPoolEmpty                     *prometheus.Desc
 }
 
 // NewCollector returns a collector for b; it reads only atomics.
@@ -14,13 +15,16 @@ func NewCollector(b *Bridge) *Collector {
 		return prometheus.NewDesc("cephdpdkd_roce_bridge_"+name, help, labels, nil)
 	}
 	return &Collector{b: b,
-		conns:    d("connections", "RoCE connections bridged to a Ceph daemon's TCP endpoint now."),
-		accepted: d("accepted_total", "RoCE connections accepted and bridged."),
-		closed:   d("closed_total", "Bridged connections that ended."),
-		bytes:    d("bytes_total", "Bytes relayed: to_tcp from the RoCE clients to the daemons, to_roce back.", "direction"),
-		refused:  d("refused_total", "Connection requests rejected, by reason.", "reason"),
-		errors:   d("errors_total", "Bridged connections that failed, by side.", "side"),
-		stalls:   d("stalls_total", "Times one direction began waiting on the other side (backpressure).", "waiting_on"),
+		conns:         d("connections", "RoCE connections bridged to a Ceph daemon's TCP endpoint now."),
+		accepted:      d("accepted_total", "RoCE connections accepted and bridged."),
+		closed:        d("closed_total", "Bridged connections that ended."),
+		bytes:         d("bytes_total", "Bytes relayed: to_tcp from the RoCE clients to the daemons, to_roce back.", "direction"),
+		refused:       d("refused_total", "Connection requests rejected, by reason.", "reason"),
+		errors:        d("errors_total", "Bridged connections that failed, by side.", "side"),
+		stalls:        d("stalls_total", "Times one direction began waiting on the other side (backpressure).", "waiting_on"),
+		poolFree:      d("pool_free_buffers", "Shared registered buffers free: recv posted on the SRQ, send on the free list.", "pool"),
+		registered:    d("registered_bytes", "Registered memory of the shared buffer pools."),
+		sendPoolEmpty: d("send_pool_empty_total", "Sends that found the shared send pool empty (backpressure)."),
 	}
 }
 
@@ -44,6 +48,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	for k, v := range s.Errors {
 		counter(c.errors, v, k)
 	}
+	ch <- prometheus.MustNewConstMetric(c.poolFree, prometheus.GaugeValue, float64(s.RecvBuffersFree), "recv")
+	ch <- prometheus.MustNewConstMetric(c.poolFree, prometheus.GaugeValue, float64(s.SendBuffersFree), "send")
+	ch <- prometheus.MustNewConstMetric(c.registered, prometheus.GaugeValue, float64(s.RegisteredBytes))
+	counter(c.sendPoolEmpty, s.SendPoolEmpty)
 	for k, v := range s.Stalls {
 		counter(c.stalls, v, k)
 	}

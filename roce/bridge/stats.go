@@ -40,6 +40,9 @@ type counters struct {
 	refused          [numRefused]atomic.Uint64
 	errors           [numErrors]atomic.Uint64
 	stalls           [numStalls]atomic.Uint64
+	// The shared pools, published by Poll.
+	recvFree, sendFree, registered atomic.Int64
+	sendStarved                    atomic.Uint64
 }
 
 // Stats is a snapshot of a bridge's counters.
@@ -53,12 +56,21 @@ type Stats struct {
 	// Stalls count the times a direction started waiting on the other
 	// side: the backpressure events.
 	Stalls map[string]uint64
+	// The shared buffer pools, as of the last Poll: receive buffers
+	// posted on the SRQ (free for any connection), send buffers free,
+	// the registered bytes of both pools, and the Sends that found the
+	// send pool empty.
+	RecvBuffersFree, SendBuffersFree int64
+	RegisteredBytes                  int64
+	SendPoolEmpty                    uint64
 }
 
 func (c *counters) snapshot() Stats {
 	s := Stats{Accepted: c.accepted.Load(), Closed: c.closed.Load(), Active: c.active.Load(),
 		BytesToTCP: c.toTCP.Load(), BytesToRoCE: c.toRoCE.Load(),
-		Refused: map[string]uint64{}, Errors: map[string]uint64{}, Stalls: map[string]uint64{}}
+		Refused: map[string]uint64{}, Errors: map[string]uint64{}, Stalls: map[string]uint64{},
+		RecvBuffersFree: c.recvFree.Load(), SendBuffersFree: c.sendFree.Load(),
+		RegisteredBytes: c.registered.Load(), SendPoolEmpty: c.sendStarved.Load()}
 	for i, n := range refusedNames {
 		s.Refused[n] = c.refused[i].Load()
 	}

@@ -1,0 +1,323 @@
+package roced_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cephdpdkd/cephdpdkd/internal/config"
+	"github.com/cephdpdkd/cephdpdkd/internal/daemon"
+	"github.com/cephdpdkd/cephdpdkd/internal/roced"
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv"
+	"github.com/cephdpdkd/cephdpdkd/roce"
+	"github.com/cephdpdkd/cephdpdkd/roce/cm"
+)
+
+// TestBridgeScaleOverDPDK measures the bridge as an OSD node sees it:
+// 10, 100 and 1000 concurrent rdma_cm connections through the daemon's
+// DPDK port (net_af_packet on a veth pair whose other end is a second
+// port of this process, where the test's rdma_cm clients run) bridged to a TCP listener in the kernel
+// interface's namespace that accepts and holds them. At each level it
+// logs the registered memory per idle connection, the process RSS, and
+// the rate of connection setup and teardown. The 1000 level is skipped
+// under -short.
+func TestBridgeScaleOverDPDK(t *testing.T) {
+	testenv.RequireRoot(t)
+	levels := []int{10, 100, 1000}
+	if testing.Short() {
+		levels = levels[:2]
+	}
+	raiseNoFile(t, uint64(4*levels[len(levels)-1]+1024))
+	node := testenv.NewNetNS(t)
+	ifDaemon, ifPeer := testenv.NewVethPair(t)
+	const nodeIP, peerIP = "10.87.0.2", "10.87.0.1"
+	const holdPort = 6800
+	ifname := "cdds" + node.Name[len(node.Name)-6:]
+	// The bridge's buffers are shared (512 receive, 256 send of
+	// buffer_size: 96 MiB); memory_mb and max_sessions satisfy the
+	// config's per-session check, which predates the shared pools.
+	y := fmt.Sprintf(`
+port: {name: br, device: "net_af_packet72,iface=%s,framecnt=2048"}
+services:
+  - {name: roce, ring_size: 4096, consumer: {type: roce}}
+  - {name: other, consumer: {type: kernel}}
+default_service: other
+kernel: {interface: %s, netns: %s, addresses: [%s/24]}
+roce:
+  service: roce
+  address: %s
+  buffer_size: 131072
+  send_buffers: 2
+  recv_buffers: 2
+  memory_mb: 512
+  max_sessions: 1024
+  bridge: {ports: ["%d"]}
+metrics: {listen: "off"}
+`, ifDaemon, ifname, node.Name, nodeIP, nodeIP, holdPort)
+	cfg, err := config.Parse([]byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := daemon.NewPlan(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The Ceph daemons' stand-in: accepts and holds every connection.
+	var ln net.Listener
+	if err := node.Do(func() (err error) { ln, err = net.Listen("tcp", fmt.Sprintf(":%d", holdPort)); return }); err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var mu sync.Mutex
+	var held []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c)
+			mu.Unlock()
+		}
+	}()
+	dropHeld := func() {
+		mu.Lock()
+		for _, c := range held {
+			c.Close()
+		}
+		held = nil
+		mu.Unlock()
+	}
+	defer dropHeld()
+
+	// Only warnings: a thousand connections' info lines are noise.
+	logger := slog.New(slog.NewTextHandler(logWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	d, err := daemon.Start(plan, daemon.Options{EAL: testEAL, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	daemonStopped := false
+	stopDaemon := func() {
+		if !daemonStopped {
+			daemonStopped = true
+			if err := d.Stop(context.Background()); err != nil {
+				t.Errorf("daemon stop (leak check): %v", err)
+			}
+		}
+	}
+	defer stopDaemon()
+
+	pio, _ := peerPort(t, "net_af_packet73", "iface="+ifPeer+",framecnt=2048", 1024, 8191, stopDaemon)
+	ep, err := roce.NewEndpoint(roce.EndpointConfig{MAC: [6]byte{2, 0, 0x0a, 0x57, 0, 1}, IP: netip.MustParseAddr(peerIP), IO: pio})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The node dials each connection's TCP side on its poll goroutine,
+	// so a storm of REQs waits in line: retransmit no sooner than rdma_cm
+	// would, and often enough not to give up.
+	mgr, err := cm.New(ep, cm.Config{Timeout: 14, RetryCount: 7, MaxConns: 4 * levels[len(levels)-1],
+		RetransmitTimeout: time.Second, MaxRetries: 10, TimeWait: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pd := ep.NewPD()
+	// The clients' own buffers are tiny: the node is what is measured,
+	// though the RSS is the whole process's, clients included.
+	sc := roce.DefaultSessionConfig()
+	sc.BufferSize, sc.SendBuffers, sc.RecvBuffers = 4096, 1, 1
+	poll := func() { mgr.Poll(time.Now()) }
+	status := func() roced.Status {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		st, err := d.RoCE().Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+
+	type client struct {
+		qp        *roce.QP
+		s         *roce.Session
+		conn      *cm.Conn
+		connected bool
+		err       error
+		down      bool
+	}
+	release := func(c *client) {
+		scq, rcq := c.qp.SendCQ(), c.qp.RecvCQ()
+		c.qp.Modify(&roce.QPAttr{State: roce.QPStateError}, roce.QPAttrState)
+		c.s.Release()
+		c.qp.Destroy()
+		scq.Destroy()
+		rcq.Destroy()
+	}
+	base := status()
+	baseRSS := vmRSS(t)
+	t.Logf("FIGURES bridge scale: idle daemon: %d bytes registered (the shared pools), RSS %.1f MiB",
+		base.MemoryInUse, float64(baseRSS)/(1<<20))
+	for _, level := range levels {
+		cs := make([]*client, level)
+		start := time.Now()
+		for i := range cs {
+			c := &client{}
+			if c.qp, err = roce.NewSessionQP(pd, sc); err != nil {
+				t.Fatal(err)
+			}
+			if c.s, err = roce.NewSession(c.qp, sc); err != nil {
+				t.Fatal(err)
+			}
+			c.conn, err = mgr.Dial(netip.MustParseAddr(nodeIP), holdPort, c.qp, nil, cm.Events{
+				Connected:    func(_ *cm.Conn, err error) { c.connected, c.err = true, err },
+				Disconnected: func(_ *cm.Conn, err error) { c.down = true },
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cs[i] = c
+			if i%32 == 31 {
+				poll()
+			}
+		}
+		for end := time.Now().Add(30 * time.Second); ; poll() {
+			n := 0
+			for _, c := range cs {
+				if c.connected {
+					n++
+				}
+			}
+			if n == level {
+				break
+			}
+			if time.Now().After(end) {
+				t.Fatalf("%d connections: %d answered in 30 s", level, n)
+			}
+		}
+		setup := time.Since(start)
+		failed := 0
+		for _, c := range cs {
+			if c.err != nil {
+				if failed == 0 {
+					t.Errorf("%d connections: %v", level, c.err)
+				}
+				failed++
+			}
+		}
+		if failed > 0 {
+			t.Fatalf("%d connections: %d failed", level, failed)
+		}
+		// Idle: let the kernel listener catch up, then measure.
+		for end := time.Now().Add(10 * time.Second); time.Now().Before(end); poll() {
+			mu.Lock()
+			n := len(held)
+			mu.Unlock()
+			if n >= level {
+				break
+			}
+		}
+		st := status()
+		rss := vmRSS(t)
+		perConn := float64(st.MemoryInUse-base.MemoryInUse) / float64(level)
+
+		start = time.Now()
+		for i, c := range cs {
+			if err := mgr.Disconnect(c.conn); err != nil {
+				t.Fatal(err)
+			}
+			if i%32 == 31 {
+				poll() // a storm, but one the TX ring can carry
+			}
+		}
+		var clientsDown time.Duration
+		for end := time.Now().Add(30 * time.Second); ; poll() {
+			n := 0
+			for _, c := range cs {
+				if c.down {
+					n++
+				}
+			}
+			if n == level && clientsDown == 0 {
+				clientsDown = time.Since(start)
+			}
+			if n == level && status().QPs == base.QPs {
+				break
+			}
+			if time.Now().After(end) {
+				t.Fatalf("%d connections: %d down in 30 s, node QPs %d", level, n, status().QPs)
+			}
+		}
+		teardown := time.Since(start)
+		for _, c := range cs {
+			release(c)
+		}
+		dropHeld()
+		t.Logf("FIGURES bridge scale: %4d connections: registered %d bytes in all, %.0f bytes more per idle connection "+
+			"(per-session buffers at Ceph's defaults would be %d); RSS %.1f MiB (+%.1f KiB per connection, test clients included); "+
+			"setup %.0f conn/s (%v), teardown %.0f conn/s (%v; clients down after %v)",
+			level, st.MemoryInUse, perConn, (roce.DefaultSendBuffers+roce.DefaultRecvBuffers)*roce.DefaultBufferSize,
+			float64(rss)/(1<<20), float64(rss-baseRSS)/1024/float64(level),
+			float64(level)/setup.Seconds(), setup.Round(time.Millisecond),
+			float64(level)/teardown.Seconds(), teardown.Round(time.Millisecond), clientsDown.Round(time.Millisecond))
+		if perConn != 0 {
+			t.Errorf("%d idle connections registered %.0f bytes each beyond the shared pools", level, perConn)
+		}
+	}
+	stopDaemon()
+}
+
+// raiseNoFile lifts the soft RLIMIT_NOFILE to at least n (up to the hard
+// limit): each bridged connection costs the process two descriptors
+// here, the bridge's socket and the listener's.
+func raiseNoFile(t *testing.T, n uint64) {
+	t.Helper()
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	if lim.Cur >= n {
+		return
+	}
+	lim.Cur = min(max(n, lim.Cur), lim.Max)
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	if lim.Cur < n {
+		t.Skipf("RLIMIT_NOFILE hard limit %d is below the %d descriptors needed", lim.Max, n)
+	}
+}
+
+// vmRSS returns the process's resident set size in bytes.
+func vmRSS(t *testing.T) int64 {
+	t.Helper()
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatal(errors.New("no VmRSS in /proc/self/status"))
+	return 0
+}
