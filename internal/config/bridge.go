@@ -12,12 +12,21 @@ type Bridge struct {
 	// Chunks of roce.buffer_size bytes buffer each direction of a
 	// connection between RoCE and TCP.
 	Chunks int `yaml:"chunks"`
+	// RecvPool and SendPool are the registered buffers of roce.buffer_size
+	// that every bridged connection shares: receives all posted on one
+	// shared receive queue, and sends. roce.recv_buffers and
+	// roce.send_buffers cap what one connection holds.
+	RecvPool int `yaml:"recv_pool"`
+	SendPool int `yaml:"send_pool"`
 }
 
 // Bridge limits.
 const (
-	DefaultBridgeChunks = 16
-	MaxBridgeChunks     = 1024
+	DefaultBridgeChunks   = 16
+	MaxBridgeChunks       = 1024
+	DefaultBridgeRecvPool = 512
+	DefaultBridgeSendPool = 256
+	MaxBridgePool         = 1 << 16
 )
 
 // DefaultBridgePorts are Ceph's: the monitor's msgr2 port and the range
@@ -35,6 +44,12 @@ func (c *Config) bridgeDefaults() {
 	if b.Chunks == 0 {
 		b.Chunks = DefaultBridgeChunks
 	}
+	if b.RecvPool == 0 {
+		b.RecvPool = DefaultBridgeRecvPool
+	}
+	if b.SendPool == 0 {
+		b.SendPool = DefaultBridgeSendPool
+	}
 }
 
 func (c *Config) validateBridge(bad func(string, string, ...any)) {
@@ -49,6 +64,14 @@ func (c *Config) validateBridge(bad func(string, string, ...any)) {
 	}
 	if b.Chunks < 1 || b.Chunks > MaxBridgeChunks {
 		bad("roce.bridge.chunks", "%d is outside 1..%d", b.Chunks, MaxBridgeChunks)
+	}
+	for _, p := range []struct {
+		path string
+		v    int
+	}{{"roce.bridge.recv_pool", b.RecvPool}, {"roce.bridge.send_pool", b.SendPool}} {
+		if p.v < 4 || p.v > MaxBridgePool {
+			bad(p.path, "%d is outside 4..%d", p.v, MaxBridgePool)
+		}
 	}
 	for i, r := range b.Ports {
 		if r.Lo == 0 {

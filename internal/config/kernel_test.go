@@ -137,3 +137,23 @@ default_service: other
 		})
 	}
 }
+
+// TestBridgeMemory: the bridge's connections share its pools, so the
+// memory check counts the pools, not max_sessions × per-session buffers.
+func TestBridgeMemory(t *testing.T) {
+	const base = `
+port: {name: node0, device: "net_af_packet0,iface=veth0"}
+services:
+  - {name: other, consumer: {type: kernel}}
+  - {name: roce, consumer: {type: roce}}
+default_service: other
+kernel: {addresses: [10.0.0.5/24]}
+`
+	if _, err := Parse([]byte(base + "roce: {service: roce, address: 10.0.0.5, max_sessions: 1000, memory_mb: 128, bridge: {}}\n")); err != nil {
+		t.Fatalf("1000 bridged sessions in the default 96 MiB of pools: %v", err)
+	}
+	_, err := Parse([]byte(base + "roce: {service: roce, address: 10.0.0.5, memory_mb: 64, bridge: {}}\n"))
+	if err == nil || !strings.Contains(err.Error(), "the bridge's 512 + 256 pooled buffers") {
+		t.Fatalf("error %v; want the pools named", err)
+	}
+}

@@ -416,10 +416,22 @@ func (c *Config) validateRoCE(r *RoCE, services map[string]int, bad func(string,
 	// With every factor in range the product stays below 2^46.
 	if sessionsOK && memoryOK && r.BufferSize >= 64 && r.BufferSize <= 1<<20 &&
 		r.SendBuffers >= 1 && r.SendBuffers <= 4096 && r.RecvBuffers >= 1 && r.RecvBuffers <= 4096 {
-		need := r.MaxSessions * (r.SendBuffers + r.RecvBuffers) * r.BufferSize
+		// The built-in services give each session buffers of its own;
+		// the bridge's connections share its pools.
+		need, what := 0, ""
+		if len(r.Listen) > 0 || len(r.CephTCP) > 0 {
+			need = r.MaxSessions * (r.SendBuffers + r.RecvBuffers) * r.BufferSize
+			what = fmt.Sprintf("%d sessions × %d buffers × %d bytes", r.MaxSessions, r.SendBuffers+r.RecvBuffers, r.BufferSize)
+		}
+		if b := r.Bridge; b != nil && b.RecvPool <= MaxBridgePool && b.SendPool <= MaxBridgePool {
+			need += (b.RecvPool + b.SendPool) * r.BufferSize
+			if what != "" {
+				what += " + "
+			}
+			what += fmt.Sprintf("the bridge's %d + %d pooled buffers × %d bytes", b.RecvPool, b.SendPool, r.BufferSize)
+		}
 		if need > r.MemoryMB<<20 {
-			bad("roce.memory_mb", "%d MB cannot hold %d sessions × %d buffers × %d bytes (%d MB)", r.MemoryMB,
-				r.MaxSessions, r.SendBuffers+r.RecvBuffers, r.BufferSize, (need+(1<<20)-1)>>20)
+			bad("roce.memory_mb", "%d MB cannot hold %s (%d MB)", r.MemoryMB, what, (need+(1<<20)-1)>>20)
 		}
 	}
 	ports := map[uint16]bool{}

@@ -45,8 +45,7 @@ func TestBridgeScaleOverDPDK(t *testing.T) {
 	const holdPort = 6800
 	ifname := "cdds" + node.Name[len(node.Name)-6:]
 	// The bridge's buffers are shared (512 receive, 256 send of
-	// buffer_size: 96 MiB); memory_mb and max_sessions satisfy the
-	// config's per-session check, which predates the shared pools.
+	// buffer_size: 96 MiB); a connection holds at most 2 of each.
 	y := fmt.Sprintf(`
 port: {name: br, device: "net_af_packet72,iface=%s,framecnt=2048"}
 services:

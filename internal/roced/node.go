@@ -207,6 +207,7 @@ func (n *Node) startBridge(r *config.RoCE, dial bridge.Dialer) error {
 	var err error
 	n.bridge, err = bridge.New(n.cm, bridge.Config{
 		Session: sc, Dial: dial, MaxConns: r.MaxSessions, Chunks: r.Bridge.Chunks, Log: n.log,
+		RecvPool: r.Bridge.RecvPool, SendPool: r.Bridge.SendPool,
 	})
 	if err != nil {
 		return fmt.Errorf("roced: bridge: %w", err)
