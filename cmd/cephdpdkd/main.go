@@ -9,6 +9,8 @@
 //	cephdpdkd status [--url URL]     print a running daemon's status line
 //	cephdpdkd pcap-check FILE        verify every RoCEv2 frame of a capture
 //	cephdpdkd roce-ping --config FILE --target IP [--port P] [-n N] [-s S]
+//	cephdpdkd nic-status [--sysfs DIR] [--run-dir DIR]
+//	cephdpdkd restore-nic --config FILE [--sysfs DIR] [--run-dir DIR]
 //	cephdpdkd --version
 package main
 
@@ -53,6 +55,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = cmdStatus(ctx, args[1:], stdout, stderr)
 	case "roce-ping":
 		err = cmdRoCEPing(ctx, args[1:], stdout, stderr)
+	case "nic-status":
+		err = cmdNICStatus(args[1:], stdout, stderr)
+	case "restore-nic":
+		err = cmdRestoreNIC(args[1:], stdout, stderr)
 	case "pcap-check":
 		var bad bool
 		bad, err = cmdPcapCheck(args[1:], stdout, stderr)
@@ -99,6 +105,11 @@ func usage(w io.Writer) {
   cephdpdkd roce-ping --config FILE --target IP [--port P] [-n N] [-s S] [--mode echo|reply|tose]
                                  connect to an rdma_cm listener over the config's RoCE endpoint,
                                  send N messages of S bytes, check them, print latency and throughput
+  cephdpdkd nic-status [--sysfs DIR] [--run-dir DIR]
+                                 list network PCI devices with their drivers (read-only)
+  cephdpdkd restore-nic --config FILE [--sysfs DIR] [--run-dir DIR]
+                                 give the config's port back to the kernel driver recorded when
+                                 port.bind bound it (a no-op when nothing is recorded)
   cephdpdkd --version
 `)
 }

@@ -62,6 +62,9 @@ type Port struct {
 	TxDescriptors int    `yaml:"tx_descriptors"`
 	MTU           int    `yaml:"mtu"`
 	Promiscuous   *bool  `yaml:"promiscuous"`
+	// Bind, when set, moves the PCI device from its kernel driver to a
+	// DPDK driver (see bind.go).
+	Bind *Bind `yaml:"bind"`
 }
 
 // Mempool sizes the mbuf pool.

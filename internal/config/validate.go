@@ -190,6 +190,7 @@ func (c *Config) Validate() error {
 
 	p := c.Port
 	portNameOK := c.validatePortName(bad)
+	c.validateBind(bad)
 	if p.Device == "" {
 		bad("port.device", "required: a PCI address or vdev devargs such as net_af_packet0,iface=veth0")
 	} else if !IsPCIAddress(p.Device) && !isVdev(p.Device) {

@@ -1,0 +1,131 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/cephdpdkd/cephdpdkd/internal/config"
+	"github.com/cephdpdkd/cephdpdkd/internal/nicbind"
+)
+
+// nicSystem returns the sysfs view the NIC commands use; tests replace
+// it to put a fake kernel behind the writes.
+var nicSystem = func(sysfs, runDir string) *nicbind.System {
+	return &nicbind.System{Sysfs: sysfs, RunDir: runDir}
+}
+
+// cmdNICStatus lists the network PCI devices and their drivers, like
+// dpdk-devbind.py --status. It only reads.
+func cmdNICStatus(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("nic-status")
+	fs.SetOutput(stderr)
+	sysfs := fs.String("sysfs", nicbind.DefaultSysfs, "sysfs mount point")
+	runDir := fs.String("run-dir", nicbind.DefaultRunDir, "directory of the state files that record original drivers")
+	if err := fs.Parse(args); err != nil {
+		return errUsage
+	}
+	if fs.NArg() != 0 {
+		fmt.Fprintf(stderr, "nic-status: unexpected arguments %q\n", fs.Args())
+		return errUsage
+	}
+	devs, err := nicSystem(*sysfs, *runDir).Status()
+	if err != nil {
+		return fmt.Errorf("nic-status: %w", err)
+	}
+	var dpdk, kernel, none []string
+	for _, d := range devs {
+		line := fmt.Sprintf("%s %s:%s", d.PCI, d.Vendor, d.DeviceID)
+		if d.Interface != "" {
+			line += " if=" + d.Interface
+		}
+		if d.Driver != "" {
+			line += " drv=" + d.Driver
+		}
+		if d.Override != "" && d.Override != d.Driver {
+			line += " override=" + d.Override
+		}
+		if d.Port != "" {
+			orig := orDash(d.OrigDriver)
+			if d.OrigInterface != "" {
+				orig += "(" + d.OrigInterface + ")"
+			}
+			line += fmt.Sprintf(" orig=%s port=%s", orig, d.Port)
+		}
+		switch {
+		case d.DPDK():
+			dpdk = append(dpdk, line)
+		case d.Driver != "":
+			kernel = append(kernel, line)
+		default:
+			none = append(none, line)
+		}
+	}
+	section := func(title string, lines []string) {
+		fmt.Fprintf(stdout, "%s\n%s\n", title, strings.Repeat("=", len(title)))
+		if len(lines) == 0 {
+			fmt.Fprintln(stdout, "<none>")
+		}
+		for _, l := range lines {
+			fmt.Fprintln(stdout, l)
+		}
+		fmt.Fprintln(stdout)
+	}
+	section("Network devices using a DPDK driver", dpdk)
+	section("Network devices using a kernel driver", kernel)
+	section("Network devices without a driver", none)
+	return nil
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// cmdRestoreNIC gives the configuration's port back to the kernel driver
+// its state file records.
+func cmdRestoreNIC(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("restore-nic")
+	fs.SetOutput(stderr)
+	path := fs.String("config", "", "configuration file whose port to restore (required)")
+	sysfs := fs.String("sysfs", nicbind.DefaultSysfs, "sysfs mount point")
+	runDir := fs.String("run-dir", nicbind.DefaultRunDir, "directory of the state files")
+	if err := fs.Parse(args); err != nil {
+		return errUsage
+	}
+	if fs.NArg() != 0 || *path == "" {
+		fmt.Fprintln(stderr, "usage: cephdpdkd restore-nic --config FILE [--sysfs DIR] [--run-dir DIR]")
+		return errUsage
+	}
+	// No host check: the device is bound to a DPDK driver, not as the
+	// configuration's host checks expect a NIC to be.
+	cfg, err := config.Load(*path)
+	if err != nil {
+		return err
+	}
+	sys := nicSystem(*sysfs, *runDir)
+	state := sys.StatePath(cfg.Port.Name)
+	st, err := sys.Restore(state)
+	if err != nil {
+		return err
+	}
+	if st == nil {
+		fmt.Fprintf(stdout, "restore-nic: port %s: nothing to restore (no state file %s)\n", cfg.Port.Name, state)
+		return nil
+	}
+	if st.OrigDriver == "" {
+		fmt.Fprintf(stdout, "restore-nic: port %s: %s released from %s; it had no driver before\n", st.Port, st.PCI, st.Driver)
+		return nil
+	}
+	msg := fmt.Sprintf("restore-nic: port %s: %s back on %s", st.Port, st.PCI, st.OrigDriver)
+	if st.Interface != "" {
+		msg += ", interface " + st.Interface
+		if st.Up {
+			msg += " (up; addresses and routes are not restored)"
+		}
+	}
+	fmt.Fprintln(stdout, msg)
+	return nil
+}

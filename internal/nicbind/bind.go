@@ -1,0 +1,324 @@
+package nicbind
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Bind binds the requested device to a DPDK driver for the named port.
+// It refuses an interface in use unless r.Force, loads the driver's
+// module, checks that vfio-pci can take the device, and writes the state
+// file before the first write to sysfs. A device already bound to
+// r.Driver is left alone; its state file, if any, is returned.
+func (s *System) Bind(port string, r Request) (*State, error) {
+	if r.Driver != VFIO && r.Driver != UIO {
+		return nil, fmt.Errorf("bind %s: driver %q: want %s or %s", port, r.Driver, VFIO, UIO)
+	}
+	addr, ifname, err := s.target(r)
+	if err != nil && r.Interface != "" && r.PCI == "" {
+		// Bound already (or half-way): the interface is gone, and the
+		// state file says where it was.
+		if prev, _ := s.ReadState(s.StatePath(port)); prev != nil && prev.Interface == r.Interface {
+			addr, ifname, err = prev.PCI, prev.Interface, nil
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("bind %s: %w", port, err)
+	}
+	st, err := s.bind(port, addr, ifname, r)
+	if err != nil {
+		return nil, fmt.Errorf("bind %s (%s) to %s: %w", port, addr, r.Driver, err)
+	}
+	return st, nil
+}
+
+// target resolves a request to a PCI address and the interface it has now.
+func (s *System) target(r Request) (addr, ifname string, err error) {
+	switch {
+	case r.Interface != "" && r.PCI != "":
+		return "", "", errors.New("give an interface or a PCI address, not both")
+	case r.Interface != "":
+		addr, err = s.PCIOf(r.Interface)
+		return addr, r.Interface, err
+	case r.PCI != "":
+		addr = CanonicalPCI(r.PCI)
+		if !pciRE.MatchString(addr) {
+			return "", "", fmt.Errorf("%q is not a PCI address", r.PCI)
+		}
+		if _, err := os.Stat(s.devPath(addr)); err != nil {
+			return "", "", fmt.Errorf("PCI device %s: %w", addr, err)
+		}
+		if names := s.Interfaces(addr); len(names) > 0 {
+			ifname = names[0]
+		}
+		return addr, ifname, nil
+	}
+	return "", "", errors.New("no interface or PCI address to bind")
+}
+
+func (s *System) bind(port, addr, ifname string, r Request) (*State, error) {
+	cur, err := s.DriverOf(addr)
+	if err != nil {
+		return nil, err
+	}
+	prev, err := s.ReadState(s.StatePath(port))
+	if err != nil {
+		return nil, err
+	}
+	if prev != nil && prev.PCI != addr {
+		return nil, fmt.Errorf("state file %s is for %s: restore that device first (cephdpdkd restore-nic)", s.StatePath(port), prev.PCI)
+	}
+	if cur == r.Driver {
+		if prev == nil {
+			// Bound before us: there is nothing of ours to restore,
+			// and no state file.
+			return &State{Port: port, PCI: addr, Driver: cur}, nil
+		}
+		return prev, nil
+	}
+
+	st := &State{Port: port, PCI: addr, Driver: r.Driver, OrigDriver: cur, Interface: ifname, Time: time.Now().UTC()}
+	if prev != nil {
+		// An earlier bind stopped half-way: what it recorded is the
+		// original, not what is bound now.
+		st.OrigDriver, st.Interface, st.OperState, st.Up = prev.OrigDriver, prev.Interface, prev.OperState, prev.Up
+	} else if ifname != "" {
+		st.OperState, st.Up = s.linkState(ifname)
+		if err := s.checkIdle(ifname, st.Up, r.Force); err != nil {
+			return nil, err
+		}
+	}
+
+	if _, err := os.Stat(s.path("bus", "pci", "drivers", r.Driver)); err != nil {
+		if err := s.loadModule(r.Driver); err != nil {
+			return nil, fmt.Errorf("load module %s: %w", r.Driver, err)
+		}
+		if _, err := os.Stat(s.path("bus", "pci", "drivers", r.Driver)); err != nil {
+			return nil, fmt.Errorf("module %s loaded, but %s does not exist", r.Driver, s.path("bus", "pci", "drivers", r.Driver))
+		}
+	}
+	if r.Driver == VFIO {
+		if st.IOMMUGroup, st.NoIOMMU, err = s.iommu(addr); err != nil {
+			return nil, err
+		}
+	}
+
+	if err := s.writeState(st); err != nil {
+		return nil, err
+	}
+	undo := fmt.Sprintf(" (state in %s: cephdpdkd restore-nic puts the device back)", s.StatePath(port))
+	if cur != "" {
+		if err := s.write(s.devPath(addr, "driver", "unbind"), addr); err != nil {
+			return nil, fmt.Errorf("unbind from %s: %w%s", cur, err, undo)
+		}
+	}
+	if err := s.write(s.devPath(addr, "driver_override"), r.Driver); err != nil {
+		return nil, fmt.Errorf("%w%s", err, undo)
+	}
+	if err := s.write(s.path("bus", "pci", "drivers_probe"), addr); err != nil {
+		return nil, fmt.Errorf("probe: %w%s", err, undo)
+	}
+	if now, err := s.DriverOf(addr); err != nil {
+		return nil, err
+	} else if now != r.Driver {
+		return nil, fmt.Errorf("after the probe the device has driver %q, not %s: see the kernel log%s", now, r.Driver, undo)
+	}
+	return st, nil
+}
+
+// checkIdle refuses an interface that is up or has addresses or routes,
+// unless force.
+func (s *System) checkIdle(ifname string, up, force bool) error {
+	if force {
+		return nil
+	}
+	activity := s.Activity
+	if activity == nil {
+		activity = netlinkActivity
+	}
+	a, err := activity(ifname)
+	if err != nil {
+		return fmt.Errorf("interface %s: addresses and routes: %w", ifname, err)
+	}
+	var in []string
+	if up {
+		in = append(in, "it is up")
+	}
+	if len(a.Addresses) > 0 {
+		in = append(in, "it has addresses "+strings.Join(a.Addresses, ", "))
+	}
+	if len(a.Routes) > 0 {
+		in = append(in, "routes "+strings.Join(a.Routes, ", "))
+	}
+	if len(in) == 0 {
+		return nil
+	}
+	return fmt.Errorf("interface %s is active: %s; take it down and remove them (ip link set %s down; ip addr flush dev %s), or set port.bind.force",
+		ifname, strings.Join(in, ", "), ifname, ifname)
+}
+
+func (s *System) loadModule(name string) error {
+	if s.LoadModule != nil {
+		return s.LoadModule(name)
+	}
+	return modprobe(name)
+}
+
+// Restore puts back the device a state file describes: it unbinds the
+// DPDK driver, clears driver_override, binds the original driver, waits
+// for the interface to come back, brings it up if it was, and removes
+// the state file. With no state file it does nothing and returns nil,
+// nil; running it again after it succeeded is therefore harmless.
+func (s *System) Restore(statePath string) (*State, error) {
+	st, err := s.ReadState(statePath)
+	if err != nil || st == nil {
+		return nil, err
+	}
+	if err := s.restore(st); err != nil {
+		return nil, fmt.Errorf("restore %s (%s) to %q: %w", st.Port, st.PCI, st.OrigDriver, err)
+	}
+	if err := os.Remove(statePath); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("restore %s: %w", st.Port, err)
+	}
+	return st, nil
+}
+
+func (s *System) restore(st *State) error {
+	addr := st.PCI
+	cur, err := s.DriverOf(addr)
+	if err != nil {
+		return err
+	}
+	if cur != "" && cur != st.OrigDriver {
+		if err := s.write(s.devPath(addr, "driver", "unbind"), addr); err != nil {
+			return fmt.Errorf("unbind from %s: %w", cur, err)
+		}
+	}
+	if err := s.write(s.devPath(addr, "driver_override"), "\n"); err != nil {
+		return err
+	}
+	if st.OrigDriver == "" || cur == st.OrigDriver {
+		return s.waitInterface(st)
+	}
+	if err := s.write(s.path("bus", "pci", "drivers_probe"), addr); err != nil {
+		return fmt.Errorf("probe: %w", err)
+	}
+	if now, err := s.DriverOf(addr); err != nil {
+		return err
+	} else if now == "" {
+		// The probe found no match (a driver bound through new_id, say):
+		// bind the original driver by name.
+		if err := s.write(s.path("bus", "pci", "drivers", st.OrigDriver, "bind"), addr); err != nil {
+			return fmt.Errorf("bind: %w", err)
+		}
+	}
+	if now, err := s.DriverOf(addr); err != nil {
+		return err
+	} else if now != st.OrigDriver {
+		return fmt.Errorf("the device has driver %q after the rebind: see the kernel log", now)
+	}
+	return s.waitInterface(st)
+}
+
+// waitInterface waits for the device's interface to come back, then
+// brings it up if it was up.
+func (s *System) waitInterface(st *State) error {
+	if st.Interface == "" {
+		return nil
+	}
+	timeout := s.Timeout
+	if timeout == 0 {
+		timeout = DefaultTimeout
+	}
+	deadline := time.Now().Add(timeout)
+	for len(s.Interfaces(st.PCI)) == 0 {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("interface %s did not reappear within %v", st.Interface, timeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !st.Up {
+		return nil
+	}
+	// udev may have given it another name.
+	name := st.Interface
+	if names := s.Interfaces(st.PCI); !contains(names, name) {
+		name = names[0]
+	}
+	set := s.SetLinkUp
+	if set == nil {
+		set = netlinkSetUp
+	}
+	if err := set(name); err != nil {
+		return fmt.Errorf("interface %s: set up: %w", name, err)
+	}
+	return nil
+}
+
+func contains(list []string, v string) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// ReadState reads a state file; nil, nil when it does not exist.
+func (s *System) ReadState(path string) (*State, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("state file: %w", err)
+	}
+	var st State
+	if err := json.Unmarshal(b, &st); err != nil {
+		return nil, fmt.Errorf("state file %s: %w", path, err)
+	}
+	if !pciRE.MatchString(st.PCI) {
+		return nil, fmt.Errorf("state file %s: pci %q is not a PCI address", path, st.PCI)
+	}
+	return &st, nil
+}
+
+// writeState writes the state file durably: a temporary file, fsync, rename.
+func (s *System) writeState(st *State) error {
+	path := s.StatePath(st.Port)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("state file: %w", err)
+	}
+	b, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".state-*")
+	if err != nil {
+		return fmt.Errorf("state file: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	_, err = tmp.Write(append(b, '\n'))
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		return fmt.Errorf("state file %s: %w", path, err)
+	}
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}

@@ -1,0 +1,242 @@
+// Package nicbind moves a PCI network device from its kernel driver to a
+// DPDK driver (vfio-pci or uio_pci_generic) through sysfs, as
+// dpdk-devbind.py does, and puts it back.
+//
+// Before it changes anything, Bind records the device's original driver,
+// interface name and link state in a state file; Restore reads that file,
+// rebinds the original driver, waits for the interface to come back and
+// removes the file. A bind that stopped half-way (a crash, a failed
+// write) is undone by the same Restore.
+//
+// Every path is under System.Sysfs, so tests run against a fake tree
+// (see package nicbindtest).
+package nicbind
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// DPDK drivers Bind accepts.
+const (
+	VFIO = "vfio-pci"
+	UIO  = "uio_pci_generic"
+)
+
+// Defaults for the zero System.
+const (
+	DefaultSysfs   = "/sys"
+	DefaultRunDir  = "/run/cephdpdkd"
+	DefaultTimeout = 10 * time.Second
+)
+
+// iffUp is IFF_UP in /sys/class/net/<if>/flags.
+const iffUp = 0x1
+
+// Activity is what an interface still carries: the reasons it is in use.
+type Activity struct {
+	Addresses []string // e.g. "10.0.0.5/24"
+	Routes    []string // e.g. "10.0.0.0/24", "default via 10.0.0.1"
+}
+
+// System reads and writes one sysfs tree. The zero value works on the
+// running kernel: /sys, /run/cephdpdkd, netlink and modprobe.
+type System struct {
+	// Sysfs is the sysfs mount point; "/sys" when empty.
+	Sysfs string
+	// RunDir holds the state files; "/run/cephdpdkd" when empty.
+	RunDir string
+	// Activity returns an interface's addresses and routes; netlink when nil.
+	Activity func(ifname string) (Activity, error)
+	// LoadModule loads a kernel module; modprobe when nil.
+	LoadModule func(name string) error
+	// SetLinkUp brings an interface up after Restore; netlink when nil.
+	SetLinkUp func(ifname string) error
+	// WriteFile writes one sysfs attribute; nil writes the file, which
+	// must exist. Tests put a fake kernel here.
+	WriteFile func(path string, data []byte) error
+	// Timeout bounds the wait for a restored interface; DefaultTimeout
+	// when zero.
+	Timeout time.Duration
+}
+
+// Request says which device to bind and to what.
+type Request struct {
+	Driver    string // VFIO or UIO
+	Interface string // the device's kernel interface, or
+	PCI       string // its PCI address
+	// Force binds an interface that is up or has addresses or routes.
+	Force bool
+}
+
+// State is the content of a state file: what Restore puts back.
+type State struct {
+	Port       string    `json:"port"`
+	PCI        string    `json:"pci"`
+	Driver     string    `json:"driver"`          // the DPDK driver bound
+	OrigDriver string    `json:"original_driver"` // "" if it had none
+	Interface  string    `json:"interface,omitempty"`
+	OperState  string    `json:"operstate,omitempty"`
+	Up         bool      `json:"up"` // IFF_UP was set
+	IOMMUGroup string    `json:"iommu_group,omitempty"`
+	NoIOMMU    bool      `json:"noiommu,omitempty"`
+	Time       time.Time `json:"time"`
+}
+
+func (s *System) root() string {
+	if s.Sysfs == "" {
+		return DefaultSysfs
+	}
+	return s.Sysfs
+}
+
+func (s *System) runDir() string {
+	if s.RunDir == "" {
+		return DefaultRunDir
+	}
+	return s.RunDir
+}
+
+func (s *System) path(elem ...string) string {
+	return filepath.Join(append([]string{s.root()}, elem...)...)
+}
+
+func (s *System) devPath(addr string, elem ...string) string {
+	return s.path(append([]string{"bus", "pci", "devices", addr}, elem...)...)
+}
+
+func (s *System) write(path, data string) error {
+	w := s.WriteFile
+	if w == nil {
+		w = writeAttr
+	}
+	if err := w(path, []byte(data)); err != nil {
+		return fmt.Errorf("write %q to %s: %w", strings.TrimSpace(data), path, err)
+	}
+	return nil
+}
+
+// writeAttr writes a sysfs attribute, which exists: it is never created.
+func writeAttr(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// StatePath returns the state file of a port.
+func (s *System) StatePath(port string) string {
+	return filepath.Join(s.runDir(), port+".json")
+}
+
+var pciRE = regexp.MustCompile(`^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$`)
+
+// CanonicalPCI returns a PCI address in sysfs form: lower case, with the
+// domain (0000:) when it is left out.
+func CanonicalPCI(addr string) string {
+	addr = strings.ToLower(strings.TrimSpace(addr))
+	if strings.Count(addr, ":") == 1 {
+		addr = "0000:" + addr
+	}
+	return addr
+}
+
+// PCIOf returns the PCI address of a network interface, from the
+// /sys/class/net/<if>/device link.
+func (s *System) PCIOf(ifname string) (string, error) {
+	if ifname == "" || strings.ContainsAny(ifname, "/") || ifname == "." || ifname == ".." {
+		return "", fmt.Errorf("interface %q: not an interface name", ifname)
+	}
+	dir := s.path("class", "net", ifname)
+	if _, err := os.Stat(dir); err != nil {
+		return "", fmt.Errorf("interface %s: no such interface (%s)", ifname, dir)
+	}
+	dev, err := filepath.EvalSymlinks(filepath.Join(dir, "device"))
+	if err != nil {
+		return "", fmt.Errorf("interface %s is not backed by a device (a virtual interface?): %w", ifname, err)
+	}
+	// A virtio-net interface's device is virtioN, under the PCI device.
+	addr := filepath.Base(dev)
+	if !pciRE.MatchString(addr) {
+		addr = filepath.Base(filepath.Dir(dev))
+	}
+	if !pciRE.MatchString(addr) {
+		return "", fmt.Errorf("interface %s: device %s is not a PCI device", ifname, filepath.Base(dev))
+	}
+	if _, err := os.Stat(s.devPath(addr)); err != nil {
+		return "", fmt.Errorf("interface %s: PCI device %s: %w", ifname, addr, err)
+	}
+	return addr, nil
+}
+
+// Interfaces returns the kernel network interfaces of a PCI device: in
+// its net directory, or, for virtio-net, its virtioN device's.
+func (s *System) Interfaces(addr string) []string {
+	var names []string
+	for _, pattern := range []string{s.devPath(addr, "net", "*"), s.devPath(addr, "virtio*", "net", "*")} {
+		paths, _ := filepath.Glob(pattern)
+		for _, p := range paths {
+			names = append(names, filepath.Base(p))
+		}
+	}
+	return names
+}
+
+// DriverOf returns the driver a PCI device is bound to; "" for none.
+func (s *System) DriverOf(addr string) (string, error) {
+	link, err := os.Readlink(s.devPath(addr, "driver"))
+	if errors.Is(err, os.ErrNotExist) {
+		if _, err := os.Stat(s.devPath(addr)); err != nil {
+			return "", fmt.Errorf("PCI device %s: %w", addr, err)
+		}
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("PCI device %s: driver: %w", addr, err)
+	}
+	return filepath.Base(link), nil
+}
+
+// readAttr returns a sysfs attribute without its trailing newline; "" if absent.
+func readAttr(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// linkState returns an interface's operstate and whether IFF_UP is set.
+func (s *System) linkState(ifname string) (oper string, up bool) {
+	oper = readAttr(s.path("class", "net", ifname, "operstate"))
+	flags, err := strconv.ParseUint(strings.TrimPrefix(readAttr(s.path("class", "net", ifname, "flags")), "0x"), 16, 32)
+	up = err == nil && flags&iffUp != 0 || oper == "up"
+	return oper, up
+}
+
+// iommu reports how vfio-pci can take a device: its IOMMU group, or the
+// vfio no-IOMMU mode.
+func (s *System) iommu(addr string) (group string, noiommu bool, err error) {
+	if link, err := os.Readlink(s.devPath(addr, "iommu_group")); err == nil {
+		return filepath.Base(link), false, nil
+	}
+	switch readAttr(s.path("module", "vfio", "parameters", "enable_unsafe_noiommu_mode")) {
+	case "Y", "y", "1":
+		return "", true, nil
+	}
+	return "", false, fmt.Errorf("%s has no IOMMU group (%s) and vfio's no-IOMMU mode is off: "+
+		"enable the IOMMU (VT-d/AMD-Vi in firmware, intel_iommu=on or amd_iommu=on on the kernel command line), "+
+		"or use driver %s, or (unsafe) write Y to %s",
+		addr, s.devPath(addr, "iommu_group"), UIO, s.path("module", "vfio", "parameters", "enable_unsafe_noiommu_mode"))
+}

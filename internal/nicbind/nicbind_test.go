@@ -1,0 +1,324 @@
+package nicbind_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cephdpdkd/cephdpdkd/internal/nicbind"
+	"github.com/cephdpdkd/cephdpdkd/internal/nicbind/nicbindtest"
+)
+
+const (
+	pciA = "0000:3b:00.0"
+	pciB = "0000:3b:00.1"
+)
+
+// setup is a tree with two ixgbe ports (ens1f0 with an IOMMU group,
+// ens1f1 without), a non-network device, and a System over it.
+func setup(t *testing.T, activity map[string]nicbind.Activity) (*nicbindtest.Tree, *nicbind.System, *[]string) {
+	t.Helper()
+	tr := nicbindtest.New(t)
+	tr.AddNIC(t, nicbindtest.NIC{PCI: pciA, Vendor: "8086", Device: "10fb", Driver: "ixgbe", Interface: "ens1f0", IOMMUGroup: "42"})
+	tr.AddNIC(t, nicbindtest.NIC{PCI: pciB, Vendor: "8086", Device: "10fb", Driver: "ixgbe", Interface: "ens1f1"})
+	tr.AddNIC(t, nicbindtest.NIC{PCI: "0000:00:1f.2", Vendor: "8086", Device: "a102", Class: "010601", Driver: "ahci"})
+	var linkUp []string
+	s := &nicbind.System{
+		Sysfs:  tr.Root,
+		RunDir: filepath.Join(t.TempDir(), "run"),
+		Activity: func(ifname string) (nicbind.Activity, error) {
+			return activity[ifname], nil
+		},
+		LoadModule: tr.LoadModule,
+		SetLinkUp:  func(ifname string) error { linkUp = append(linkUp, ifname); return nil },
+		WriteFile:  tr.Write,
+		Timeout:    time.Second,
+	}
+	return tr, s, &linkUp
+}
+
+func TestBind(t *testing.T) {
+	busy := map[string]nicbind.Activity{
+		"ens1f0": {Addresses: []string{"10.0.0.5/24"}, Routes: []string{"10.0.0.0/24"}},
+	}
+	tests := []struct {
+		name     string
+		activity map[string]nicbind.Activity
+		up       bool // ens1f0 up
+		noiommu  bool // vfio's no-IOMMU mode on
+		req      nicbind.Request
+		want     string // error substring; "" for success
+	}{
+		{name: "vfio by interface", req: nicbind.Request{Driver: nicbind.VFIO, Interface: "ens1f0"}},
+		{name: "vfio by pci, short form", req: nicbind.Request{Driver: nicbind.VFIO, PCI: "3B:00.0"}},
+		{name: "uio without iommu", req: nicbind.Request{Driver: nicbind.UIO, Interface: "ens1f1"}},
+		{name: "vfio no-IOMMU mode", noiommu: true, req: nicbind.Request{Driver: nicbind.VFIO, Interface: "ens1f1"}},
+		{name: "vfio without iommu", req: nicbind.Request{Driver: nicbind.VFIO, Interface: "ens1f1"},
+			want: "0000:3b:00.1 has no IOMMU group"},
+		{name: "up", up: true, req: nicbind.Request{Driver: nicbind.VFIO, Interface: "ens1f0"},
+			want: "interface ens1f0 is active: it is up"},
+		{name: "addresses and routes", activity: busy, req: nicbind.Request{Driver: nicbind.VFIO, Interface: "ens1f0"},
+			want: "it has addresses 10.0.0.5/24, routes 10.0.0.0/24"},
+		{name: "force", up: true, activity: busy, req: nicbind.Request{Driver: nicbind.VFIO, Interface: "ens1f0", Force: true}},
+		{name: "unknown interface", req: nicbind.Request{Driver: nicbind.VFIO, Interface: "eth9"}, want: "eth9: no such interface"},
+		{name: "unknown pci", req: nicbind.Request{Driver: nicbind.VFIO, PCI: "0000:99:00.0"}, want: "PCI device 0000:99:00.0"},
+		{name: "bad driver", req: nicbind.Request{Driver: "igb_uio", Interface: "ens1f0"}, want: `driver "igb_uio"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tr, s, _ := setup(t, tt.activity)
+			if tt.up {
+				os.WriteFile(filepath.Join(tr.Root, "class/net/ens1f0/flags"), []byte("0x1003\n"), 0o644)
+				os.WriteFile(filepath.Join(tr.Root, "class/net/ens1f0/operstate"), []byte("up\n"), 0o644)
+			}
+			if tt.noiommu {
+				tr.SetNoIOMMU(t, true)
+			}
+			st, err := s.Bind("node0", tt.req)
+			if tt.want != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.want) {
+					t.Fatalf("Bind: %v; want an error with %q", err, tt.want)
+				}
+				if len(tr.Writes) != 0 {
+					t.Errorf("refused, yet wrote %q", tr.Writes)
+				}
+				if _, err := os.Stat(s.StatePath("node0")); err == nil {
+					t.Error("refused, yet wrote a state file")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := tr.Driver(st.PCI); got != tt.req.Driver {
+				t.Errorf("driver %q, want %q", got, tt.req.Driver)
+			}
+			if st.OrigDriver != "ixgbe" || st.Interface == "" || tr.HasInterface(st.Interface) {
+				t.Errorf("state %+v; interface present: %v", st, tr.HasInterface(st.Interface))
+			}
+			if st.Up != tt.up {
+				t.Errorf("state up %v, want %v", st.Up, tt.up)
+			}
+			want := []string{
+				"bus/pci/devices/" + st.PCI + "/driver/unbind " + st.PCI,
+				"bus/pci/devices/" + st.PCI + "/driver_override " + tt.req.Driver,
+				"bus/pci/drivers_probe " + st.PCI,
+			}
+			if strings.Join(tr.Writes, "\n") != strings.Join(want, "\n") {
+				t.Errorf("writes\n%s\nwant\n%s", strings.Join(tr.Writes, "\n"), strings.Join(want, "\n"))
+			}
+			// Binding again changes nothing.
+			tr.Writes = nil
+			if _, err := s.Bind("node0", tt.req); err != nil || len(tr.Writes) != 0 {
+				t.Errorf("second Bind: %v, writes %q", err, tr.Writes)
+			}
+		})
+	}
+}
+
+func TestRestore(t *testing.T) {
+	tests := []struct {
+		name   string
+		driver string
+		up     bool
+	}{
+		{"vfio", nicbind.VFIO, false},
+		{"uio", nicbind.UIO, false},
+		{"was up", nicbind.VFIO, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tr, s, linkUp := setup(t, nil)
+			if tt.up {
+				os.WriteFile(filepath.Join(tr.Root, "class/net/ens1f0/flags"), []byte("0x1003\n"), 0o644)
+			}
+			if _, err := s.Bind("node0", nicbind.Request{Driver: tt.driver, Interface: "ens1f0", Force: tt.up}); err != nil {
+				t.Fatal(err)
+			}
+			st, err := s.Restore(s.StatePath("node0"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st == nil || tr.Driver(pciA) != "ixgbe" || !tr.HasInterface("ens1f0") {
+				t.Fatalf("after Restore: state %+v, driver %q, interface %v", st, tr.Driver(pciA), tr.HasInterface("ens1f0"))
+			}
+			if b, _ := os.ReadFile(filepath.Join(tr.Root, "bus/pci/devices", pciA, "driver_override")); string(b) != "(null)\n" {
+				t.Errorf("driver_override %q after Restore", b)
+			}
+			if _, err := os.Stat(s.StatePath("node0")); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("state file left: %v", err)
+			}
+			if want := map[bool]string{true: "ens1f0", false: ""}[tt.up]; strings.Join(*linkUp, ",") != want {
+				t.Errorf("set up %q, want %q", *linkUp, want)
+			}
+			// Idempotent: a second Restore does nothing.
+			tr.Writes = nil
+			if st, err := s.Restore(s.StatePath("node0")); st != nil || err != nil || len(tr.Writes) != 0 {
+				t.Errorf("second Restore: %+v, %v, writes %q", st, err, tr.Writes)
+			}
+		})
+	}
+}
+
+func TestRestoreNoState(t *testing.T) {
+	tr, s, _ := setup(t, nil)
+	st, err := s.Restore(s.StatePath("node0"))
+	if st != nil || err != nil || len(tr.Writes) != 0 {
+		t.Fatalf("Restore without a state file: %+v, %v, writes %q", st, err, tr.Writes)
+	}
+}
+
+// TestCrashAfterUnbind stops a bind after the unbind: the state file,
+// written first, still lets Restore bring the device back, and a new
+// Bind keeps the original driver it recorded.
+func TestCrashAfterUnbind(t *testing.T) {
+	for _, failOn := range []string{"driver_override", "drivers_probe"} {
+		t.Run(failOn, func(t *testing.T) {
+			tr, s, _ := setup(t, nil)
+			var statePresent bool
+			tr.FailWrite = func(rel string) error {
+				if strings.HasSuffix(rel, "unbind") {
+					_, err := os.Stat(s.StatePath("node0"))
+					statePresent = err == nil
+				}
+				if strings.HasSuffix(rel, failOn) {
+					return errors.New("injected failure")
+				}
+				return nil
+			}
+			_, err := s.Bind("node0", nicbind.Request{Driver: nicbind.VFIO, Interface: "ens1f0"})
+			if err == nil || !strings.Contains(err.Error(), "restore-nic") {
+				t.Fatalf("Bind: %v; want the injected failure and a pointer to restore-nic", err)
+			}
+			if !statePresent {
+				t.Error("the state file did not exist at the first sysfs write")
+			}
+			if tr.Driver(pciA) != "" || tr.HasInterface("ens1f0") {
+				t.Fatalf("driver %q after the failed bind; want none", tr.Driver(pciA))
+			}
+			tr.FailWrite = nil
+
+			// A retry binds, and remembers ixgbe, not "no driver".
+			st, err := s.Bind("node0", nicbind.Request{Driver: nicbind.VFIO, PCI: pciA})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.OrigDriver != "ixgbe" || st.Interface != "ens1f0" {
+				t.Errorf("retry state %+v", st)
+			}
+			if _, err := s.Restore(s.StatePath("node0")); err != nil {
+				t.Fatal(err)
+			}
+			if tr.Driver(pciA) != "ixgbe" || !tr.HasInterface("ens1f0") {
+				t.Fatalf("after Restore: driver %q, interface %v", tr.Driver(pciA), tr.HasInterface("ens1f0"))
+			}
+		})
+	}
+}
+
+func TestRestoreAfterCrashDirectly(t *testing.T) {
+	tr, s, _ := setup(t, nil)
+	tr.FailWrite = func(rel string) error {
+		if strings.HasSuffix(rel, "drivers_probe") {
+			return errors.New("injected failure")
+		}
+		return nil
+	}
+	if _, err := s.Bind("node0", nicbind.Request{Driver: nicbind.VFIO, Interface: "ens1f0"}); err == nil {
+		t.Fatal("Bind succeeded")
+	}
+	tr.FailWrite = nil
+	if _, err := s.Restore(s.StatePath("node0")); err != nil {
+		t.Fatal(err)
+	}
+	if tr.Driver(pciA) != "ixgbe" || !tr.HasInterface("ens1f0") {
+		t.Fatalf("after Restore: driver %q, interface %v", tr.Driver(pciA), tr.HasInterface("ens1f0"))
+	}
+}
+
+func TestRestoreInterfaceDoesNotReappear(t *testing.T) {
+	tr, s, _ := setup(t, nil)
+	s.Timeout = 100 * time.Millisecond
+	if _, err := s.Bind("node0", nicbind.Request{Driver: nicbind.VFIO, Interface: "ens1f0"}); err != nil {
+		t.Fatal(err)
+	}
+	tr.NoReappear = true
+	_, err := s.Restore(s.StatePath("node0"))
+	if err == nil || !strings.Contains(err.Error(), "interface ens1f0 did not reappear") {
+		t.Fatalf("Restore: %v", err)
+	}
+	if _, err := os.Stat(s.StatePath("node0")); err != nil {
+		t.Errorf("state file removed after a failed restore: %v", err)
+	}
+}
+
+// TestVirtio binds and restores a virtio-net device, whose interface
+// hangs off virtioN under the PCI device.
+func TestVirtio(t *testing.T) {
+	tr, s, _ := setup(t, nil)
+	const addr = "0000:00:03.0"
+	tr.AddNIC(t, nicbindtest.NIC{PCI: addr, Vendor: "1af4", Device: "1041", Driver: "virtio-pci", Interface: "eth0", Sub: "virtio2"})
+	if got, err := s.PCIOf("eth0"); got != addr || err != nil {
+		t.Fatalf("PCIOf(eth0) = %q, %v", got, err)
+	}
+	if _, err := s.Bind("node0", nicbind.Request{Driver: nicbind.UIO, Interface: "eth0"}); err != nil {
+		t.Fatal(err)
+	}
+	if tr.Driver(addr) != nicbind.UIO || tr.HasInterface("eth0") {
+		t.Fatalf("after Bind: driver %q", tr.Driver(addr))
+	}
+	if _, err := s.Restore(s.StatePath("node0")); err != nil {
+		t.Fatal(err)
+	}
+	if tr.Driver(addr) != "virtio-pci" || !tr.HasInterface("eth0") || strings.Join(s.Interfaces(addr), ",") != "eth0" {
+		t.Fatalf("after Restore: driver %q, interfaces %q", tr.Driver(addr), s.Interfaces(addr))
+	}
+}
+
+func TestStateForAnotherDevice(t *testing.T) {
+	_, s, _ := setup(t, nil)
+	if _, err := s.Bind("node0", nicbind.Request{Driver: nicbind.VFIO, Interface: "ens1f0"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.Bind("node0", nicbind.Request{Driver: nicbind.UIO, Interface: "ens1f1"})
+	if err == nil || !strings.Contains(err.Error(), "is for 0000:3b:00.0") {
+		t.Fatalf("Bind: %v", err)
+	}
+}
+
+func TestStatus(t *testing.T) {
+	_, s, _ := setup(t, nil)
+	if _, err := s.Bind("node0", nicbind.Request{Driver: nicbind.VFIO, Interface: "ens1f0"}); err != nil {
+		t.Fatal(err)
+	}
+	devs, err := s.Status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []nicbind.Device{
+		{PCI: pciA, Vendor: "8086", DeviceID: "10fb", Class: "020000", Driver: "vfio-pci", Override: "vfio-pci", OrigDriver: "ixgbe", OrigInterface: "ens1f0", Port: "node0"},
+		{PCI: pciB, Vendor: "8086", DeviceID: "10fb", Class: "020000", Driver: "ixgbe", Interface: "ens1f1"},
+	}
+	if len(devs) != len(want) {
+		t.Fatalf("Status: %+v", devs)
+	}
+	for i := range want {
+		if devs[i] != want[i] {
+			t.Errorf("device %d: %+v\nwant %+v", i, devs[i], want[i])
+		}
+	}
+	if !devs[0].DPDK() || devs[1].DPDK() {
+		t.Error("DPDK() wrong")
+	}
+}
+
+func TestCanonicalPCI(t *testing.T) {
+	for in, want := range map[string]string{"3b:00.0": "0000:3b:00.0", "0000:3B:00.1": "0000:3b:00.1", " 0001:00:02.0 ": "0001:00:02.0"} {
+		if got := nicbind.CanonicalPCI(in); got != want {
+			t.Errorf("CanonicalPCI(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
