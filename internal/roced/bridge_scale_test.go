@@ -104,20 +104,7 @@ metrics: {listen: "off"}
 
 	// Only warnings: a thousand connections' info lines are noise.
 	logger := slog.New(slog.NewTextHandler(logWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	d, err := daemon.Start(plan, daemon.Options{EAL: testEAL, Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	daemonStopped := false
-	stopDaemon := func() {
-		if !daemonStopped {
-			daemonStopped = true
-			if err := d.Stop(context.Background()); err != nil {
-				t.Errorf("daemon stop (leak check): %v", err)
-			}
-		}
-	}
-	defer stopDaemon()
+	d, stopDaemon := startDaemon(t, plan, logger)
 
 	pio, _ := peerPort(t, "net_af_packet73", "iface="+ifPeer+",framecnt=2048", 1024, 8191, stopDaemon)
 	ep, err := roce.NewEndpoint(roce.EndpointConfig{MAC: [6]byte{2, 0, 0x0a, 0x57, 0, 1}, IP: netip.MustParseAddr(peerIP), IO: pio})

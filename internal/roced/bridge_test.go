@@ -1,7 +1,6 @@
 package roced_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -94,20 +93,7 @@ metrics: {listen: "off"}
 		}
 	}()
 
-	d, err := daemon.Start(plan, daemon.Options{EAL: testEAL, Logger: slog.New(slog.NewTextHandler(logWriter{t}, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	daemonStopped := false
-	stopDaemon := func() {
-		if !daemonStopped {
-			daemonStopped = true
-			if err := d.Stop(context.Background()); err != nil {
-				t.Errorf("daemon stop (leak check): %v", err)
-			}
-		}
-	}
-	defer stopDaemon()
+	_, stopDaemon := startDaemon(t, plan, slog.New(slog.NewTextHandler(logWriter{t}, nil)))
 
 	pio, _ := peerPort(t, "net_af_packet71", "iface="+ifPeer+",framecnt=2048", 1024, 8191, stopDaemon)
 	ep, err := roce.NewEndpoint(roce.EndpointConfig{MAC: [6]byte{2, 0, 0x0a, 0x58, 0, 1}, IP: netip.MustParseAddr(peerIP), IO: pio})

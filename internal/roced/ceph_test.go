@@ -77,24 +77,10 @@ metrics: {listen: "off"}
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := daemon.Start(plan, daemon.Options{EAL: testEAL, Logger: slog.New(slog.NewTextHandler(logWriter{t}, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The daemon's poll loop must be stopped before the peer port goes:
-	// DPDK's memif PMD unmaps the shared rings on disconnect while a
-	// concurrent rx_burst may still read them.
-	daemonStopped := false
-	stopDaemon := func() {
-		if daemonStopped {
-			return
-		}
-		daemonStopped = true
-		if err := d.Stop(context.Background()); err != nil {
-			t.Errorf("daemon stop (leak check): %v", err)
-		}
-	}
-	defer stopDaemon()
+	// The daemon's poll loop must be stopped before the peer port goes
+	// (peerPort's cleanup does): DPDK's memif PMD unmaps the shared rings
+	// on disconnect while a concurrent rx_burst may still read them.
+	_, stopDaemon := startDaemon(t, plan, slog.New(slog.NewTextHandler(logWriter{t}, nil)))
 
 	// The peer: a second port on the same memif socket.
 	io, _ := peerPort(t, "net_memif61", "role=client,socket="+sock, 512, 4095, stopDaemon)
@@ -238,4 +224,27 @@ func peerPort(t *testing.T, name, devargs string, descs uint16, poolSize int, st
 		}
 	}
 	return &portIO{port: port, pool: pool, burst: burst}, port
+}
+
+// startDaemon starts plan's data path on the test EAL. stop stops it once
+// (later calls do nothing), checking that every mbuf came back; the test's
+// cleanup calls it too.
+func startDaemon(t *testing.T, plan *daemon.Plan, log *slog.Logger) (d *daemon.Daemon, stop func()) {
+	t.Helper()
+	d, err := daemon.Start(plan, daemon.Options{EAL: testEAL, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		if err := d.Stop(context.Background()); err != nil {
+			t.Errorf("daemon stop (leak check): %v", err)
+		}
+	}
+	t.Cleanup(stop)
+	return d, stop
 }
