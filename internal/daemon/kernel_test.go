@@ -190,7 +190,10 @@ func TestKernelExceptionPath(t *testing.T) {
 	if got["osd"][0] < 700 { // 1 MiB in 1448-byte segments, plus ACKs
 		t.Errorf("osd service saw %d packets; want the TCP stream's", got["osd"][0])
 	}
-	if got["other"][0] < 8 { // ARP, ICMP, UDP
+	// From the client: 3 echo requests, 3 echo replies, the UDP echo, and
+	// at least one ARP packet (a request or a reply, depending on who
+	// resolved whom first).
+	if got["other"][0] < 7 {
 		t.Errorf("default service saw %d packets; want ARP, ICMP and UDP", got["other"][0])
 	}
 	if got["mon"][0] != 0 {
