@@ -185,7 +185,19 @@ func TestKernelExceptionPath(t *testing.T) {
 		t.Fatalf("UDP echo: %q, %v", buf[:n], err)
 	}
 
-	got := serviceCounts(k.d)
+	// The loop publishes its dispatch counters when idle or every 64
+	// busy iterations: wait until they have caught up with what the
+	// kernel took.
+	var got map[string][2]uint64
+	waitFor(t, 5*time.Second, "the counters to settle", func() bool {
+		got = serviceCounts(k.d)
+		for _, c := range got {
+			if c[0] != c[1] {
+				return false
+			}
+		}
+		return true
+	})
 	t.Logf("service packets/consumed: %v", got)
 	if got["osd"][0] < 700 { // 1 MiB in 1448-byte segments, plus ACKs
 		t.Errorf("osd service saw %d packets; want the TCP stream's", got["osd"][0])
