@@ -41,11 +41,69 @@ func (c *Config) problem(path, msg string) error {
 	return fmt.Errorf("%s: %s", path, msg)
 }
 
-// allowedCPUs returns the CPUs this process may run on; tests replace it.
+// allowedCPUs returns the CPUs the EAL may pin lcores to; tests replace
+// it. That is the machine's online CPUs within the process's cgroup
+// cpuset, not the calling thread's affinity: a process started from a
+// pinned thread (by a DPDK program, or taskset) inherits a narrower mask,
+// which the EAL widens again when it pins its lcores.
 var allowedCPUs = func() (unix.CPUSet, error) {
+	online, err := readCPUList("/sys/devices/system/cpu/online")
+	if err != nil {
+		var s unix.CPUSet
+		err := unix.SchedGetaffinity(0, &s)
+		return s, err
+	}
+	if cg, err := cgroupCPUs(); err == nil {
+		for i := 0; i < MaxLcores; i++ {
+			if !cg.IsSet(i) {
+				online.Clear(i)
+			}
+		}
+	}
+	return online, nil
+}
+
+// cgroupCPUs reads the effective cpuset of the process's cgroup (v2, or
+// v1's cpuset controller).
+func cgroupCPUs() (unix.CPUSet, error) {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return unix.CPUSet{}, err
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		switch {
+		case parts[0] == "0" && parts[1] == "":
+			if s, err := readCPUList(filepath.Join("/sys/fs/cgroup", parts[2], "cpuset.cpus.effective")); err == nil {
+				return s, nil
+			}
+		case parts[1] == "cpuset":
+			if s, err := readCPUList(filepath.Join("/sys/fs/cgroup/cpuset", parts[2], "cpuset.effective_cpus")); err == nil {
+				return s, nil
+			}
+		}
+	}
+	return unix.CPUSet{}, errors.New("config: no cgroup cpuset")
+}
+
+// readCPUList reads a kernel CPU list file ("0-3,8").
+func readCPUList(path string) (unix.CPUSet, error) {
 	var s unix.CPUSet
-	err := unix.SchedGetaffinity(0, &s)
-	return s, err
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return s, err
+	}
+	cpus, err := ParseLcores(strings.TrimSpace(string(b)))
+	if err != nil {
+		return s, fmt.Errorf("config: %s: %w", path, err)
+	}
+	for _, c := range cpus {
+		s.Set(c)
+	}
+	return s, nil
 }
 
 // checkLcoresHost refuses lcores outside the process's CPU affinity: EAL

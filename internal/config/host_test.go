@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -201,5 +202,40 @@ func TestFormatLcores(t *testing.T) {
 		if got := formatLcores(ls); got != want {
 			t.Errorf("formatLcores(%v) = %q, want %q", ls, got, want)
 		}
+	}
+}
+
+// TestAllowedCPUsIgnoresThreadAffinity: a process started from a pinned
+// thread (taskset, a DPDK program spawning cephdpdkd) inherits a narrow
+// affinity; the EAL may still pin lcores to every online CPU of its
+// cpuset, so the check must allow them.
+func TestAllowedCPUsIgnoresThreadAffinity(t *testing.T) {
+	online, err := readCPUList("/sys/devices/system/cpu/online")
+	if err != nil {
+		t.Skip(err)
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var orig, one unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &orig); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.SchedSetaffinity(0, &orig)
+	first := -1
+	for i := 0; i < MaxLcores && first < 0; i++ {
+		if orig.IsSet(i) {
+			first = i
+		}
+	}
+	one.Set(first)
+	if err := unix.SchedSetaffinity(0, &one); err != nil {
+		t.Fatal(err)
+	}
+	got, err := allowedCPUs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Count() < 2 && online.Count() >= 2 {
+		t.Errorf("allowed CPUs %d from a thread pinned to CPU %d; want the online ones (%d)", got.Count(), first, online.Count())
 	}
 }
