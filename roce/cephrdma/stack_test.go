@@ -152,7 +152,11 @@ func TestManySessions(t *testing.T) {
 			echoStream(t, n, c.Session(), 100_000*(i+1), byte(i))
 		}
 	}
-	n.run(5*time.Second, func() bool { return n.srvStack.Stats().Active == 2 && n.cliStack.Stats().Active == 2 })
+	// The server's side of an exchange completes when the client's last
+	// record arrives, which can be after the client's dial returned.
+	n.run(5*time.Second, func() bool {
+		return n.srvStack.Stats().Active == 2 && n.cliStack.Stats().Active == 2 && n.srvStack.Stats().Established == conns
+	})
 	for _, c := range got[:3] {
 		if !c.Closed() || c.Err() != nil {
 			t.Errorf("connection of an ended stream: closed %v, %v", c.Closed(), c.Err())
