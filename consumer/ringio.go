@@ -3,9 +3,9 @@ package consumer
 import (
 	"fmt"
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/cephdpdkd/cephdpdkd/dispatch"
+	"github.com/cephdpdkd/cephdpdkd/mempool"
 	"github.com/cephdpdkd/cephdpdkd/pmd"
 )
 
@@ -21,10 +21,10 @@ import (
 // RoCE transport offers it again, or retransmits); TxRefused counts
 // those.
 type RingIO struct {
-	ring    unsafe.Pointer
+	ring    *dispatch.Ring
 	port    uint16
 	queue   uint16
-	pool    unsafe.Pointer
+	pool    *mempool.Pool
 	burst   *pmd.Burst
 	scratch pmd.TxScratch
 	Counts
@@ -35,19 +35,19 @@ type RingIO struct {
 
 // NewRingIO reads r in bursts of up to burst frames and transmits on
 // port's TX queue with mbufs from pool. Only one lcore may use the queue.
-func NewRingIO(r *dispatch.Ring, port, queue uint16, pool unsafe.Pointer, burst int) (*RingIO, error) {
+func NewRingIO(r *dispatch.Ring, port, queue uint16, pool *mempool.Pool, burst int) (*RingIO, error) {
 	b, err := pmd.NewBurst(burst)
 	if err != nil {
 		return nil, fmt.Errorf("consumer: ring io for %q: %w", r.Name(), err)
 	}
-	return &RingIO{ring: r.Pointer(), port: port, queue: queue, pool: pool, burst: b}, nil
+	return &RingIO{ring: r, port: port, queue: queue, pool: pool, burst: b}, nil
 }
 
 // RecvBurst frees the previous burst and fills frames with the next one.
 func (io *RingIO) RecvBurst(frames [][]byte) int {
 	b := io.burst
 	b.FreeAll()
-	n := b.DequeueRing(io.ring, len(frames))
+	n := b.DequeueRing(io.ring.Pointer(), len(frames))
 	for i := 0; i < n; i++ {
 		frames[i] = b.Frame(i)
 	}
@@ -65,7 +65,7 @@ func (io *RingIO) RecvBurst(frames [][]byte) int {
 func (io *RingIO) SendBurst(frames [][]byte) int {
 	sent := 0
 	for sent < len(frames) {
-		n := pmd.TxCopy(io.port, io.queue, io.pool, frames[sent:], &io.scratch)
+		n := pmd.TxCopy(io.port, io.queue, io.pool.Pointer(), frames[sent:], &io.scratch)
 		if n == 0 {
 			break
 		}

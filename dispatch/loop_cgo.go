@@ -107,6 +107,17 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/pmd"
 )
 
+// NativeConsumer is a Consumer implemented in C that the poll loop runs
+// inside its one cgo call per iteration instead of calling Poll.
+type NativeConsumer interface {
+	Consumer
+	// Native returns the consumer's struct cdd_native (native.h).
+	Native() unsafe.Pointer
+	// Publish makes counters the C side keeps visible to readers; the
+	// loop calls it when it publishes its own.
+	Publish()
+}
+
 // Ring is a service's rte_ring of mbuf pointers. The dispatcher produces;
 // exactly one consumer drains it.
 type Ring struct {
@@ -169,7 +180,7 @@ type loop struct {
 // serviceDelta mirrors struct cdd_svc_delta.
 type serviceDelta struct{ pkts, bytes, drops uint64 }
 
-func newLoop(rings []*Ring, natives []unsafe.Pointer, burst int) (*loop, error) {
+func newLoop(rings []*Ring, natives []NativeConsumer, burst int) (*loop, error) {
 	n := len(rings)
 	ptr := C.size_t(unsafe.Sizeof(uintptr(0)))
 	c := (*C.struct_cdd_loop)(C.rte_zmalloc(nil, C.sizeof_struct_cdd_loop, C.RTE_CACHE_LINE_SIZE))
@@ -190,8 +201,8 @@ func newLoop(rings []*Ring, natives []unsafe.Pointer, burst int) (*loop, error) 
 	for i, r := range rings {
 		unsafe.Slice(c.rings, n)[i] = (*C.struct_rte_ring)(r.Pointer())
 	}
-	for i, p := range natives {
-		unsafe.Slice(c.natives, len(natives))[i] = (*C.struct_cdd_native)(p)
+	for i, n := range natives {
+		unsafe.Slice(c.natives, len(natives))[i] = (*C.struct_cdd_native)(n.Native())
 	}
 	l.deltas = unsafe.Slice((*serviceDelta)(unsafe.Pointer(c.d)), n)
 	return l, nil

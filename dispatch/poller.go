@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/cephdpdkd/cephdpdkd/dispatch/classify"
 	"github.com/cephdpdkd/cephdpdkd/pmd"
@@ -22,17 +21,6 @@ type Consumer interface {
 	// Close frees whatever packets the consumer still holds. It is called
 	// once, after the poll loop has stopped.
 	Close()
-}
-
-// NativeConsumer is a Consumer implemented in C that the poll loop runs
-// inside its one cgo call per iteration instead of calling Poll.
-type NativeConsumer interface {
-	Consumer
-	// Native returns the consumer's struct cdd_native (native.h).
-	Native() unsafe.Pointer
-	// Publish makes counters the C side keeps visible to readers; the
-	// loop calls it when it publishes its own.
-	Publish()
 }
 
 // Service is a named ring, its consumer and its counters.
@@ -136,7 +124,6 @@ func NewPoller(cfg PollerConfig) (*Poller, error) {
 		}
 		p.bursts = append(p.bursts, b)
 	}
-	var natives []unsafe.Pointer
 	for _, i := range cfg.Owned {
 		if i < 0 || i >= len(cfg.Services) {
 			p.Free()
@@ -149,7 +136,6 @@ func NewPoller(cfg PollerConfig) (*Poller, error) {
 		}
 		if n, ok := s.Consumer.(NativeConsumer); ok {
 			p.natives = append(p.natives, n)
-			natives = append(natives, n.Native())
 		} else {
 			p.goPolled = append(p.goPolled, s.Consumer)
 		}
@@ -159,7 +145,7 @@ func NewPoller(cfg PollerConfig) (*Poller, error) {
 	for i, s := range cfg.Services {
 		rings[i] = s.Ring
 	}
-	l, err := newLoop(rings, natives, cfg.BurstSize)
+	l, err := newLoop(rings, p.natives, cfg.BurstSize)
 	if err != nil {
 		p.Free()
 		return nil, err

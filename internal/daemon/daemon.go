@@ -143,7 +143,7 @@ func Start(plan *Plan, opts Options) (_ *Daemon, err error) {
 			}
 			rc := roced.Config{
 				RoCE: cfg.RoCE, Ring: r, Port: d.port.ID(), TxQueue: uint16(cfg.RoCE.TxQueue),
-				Pool: d.pool.Pointer(), PortMAC: info.MAC, Burst: cfg.Burst, Log: d.log,
+				Pool: d.pool, PortMAC: info.MAC, Burst: cfg.Burst, Log: d.log,
 			}
 			if cfg.RoCE.Bridge != nil {
 				// The bridge reaches the Ceph daemons where they listen:

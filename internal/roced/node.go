@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"sync"
 	"time"
-	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -36,7 +35,7 @@ type Config struct {
 	Ring    *dispatch.Ring // the RoCE service ring
 	Port    uint16
 	TxQueue uint16
-	Pool    unsafe.Pointer // mbufs for transmitted frames
+	Pool    *mempool.Pool // mbufs for transmitted frames
 	PortMAC net.HardwareAddr
 	Burst   int
 	Log     *slog.Logger

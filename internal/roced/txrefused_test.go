@@ -129,7 +129,7 @@ func (lp *loopPort) drain() int {
 // undelivered); the refusals are counted apart.
 func TestRingIOKeepsRefusedFrames(t *testing.T) {
 	lp := newLoopPort(t, "keep", "net_ring7")
-	io, err := consumer.NewRingIO(lp.ring, lp.port.ID(), 0, lp.pool.Pointer(), 32)
+	io, err := consumer.NewRingIO(lp.ring, lp.port.ID(), 0, lp.pool, 32)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +219,7 @@ metrics: {listen: "off"}
 		t.Fatal(err)
 	}
 	node, err := roced.New(roced.Config{
-		RoCE: cfg.RoCE, Ring: lp.ring, Port: lp.port.ID(), Pool: lp.pool.Pointer(),
+		RoCE: cfg.RoCE, Ring: lp.ring, Port: lp.port.ID(), Pool: lp.pool,
 		PortMAC: net.HardwareAddr{2, 0, 0, 0, 0x78, 2}, Burst: 32, Log: slog.New(slog.NewTextHandler(logWriter{t}, nil)),
 	})
 	if err != nil {
