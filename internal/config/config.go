@@ -126,14 +126,20 @@ type RoCE struct {
 	// to the Ceph daemons' TCP endpoints at the same address.
 	Bridge *Bridge `yaml:"bridge"`
 
-	BufferSize  int   `yaml:"buffer_size"`  // registered buffer and largest SEND
-	SendBuffers int   `yaml:"send_buffers"` // per session
-	RecvBuffers int   `yaml:"recv_buffers"` // per session, all posted
-	MTU         int   `yaml:"mtu"`          // path MTU 256..4096
-	RNRTimer    uint8 `yaml:"rnr_timer"`    // RNR NAK timer code we send (IB encoding)
-	Timeout     uint8 `yaml:"timeout"`      // local ACK timeout code
-	RetryCount  uint8 `yaml:"retry_count"`  // 7: unlimited
-	RNRRetry    uint8 `yaml:"rnr_retry"`    // 7: unlimited
+	BufferSize  int `yaml:"buffer_size"`  // registered buffer and largest SEND
+	SendBuffers int `yaml:"send_buffers"` // per session
+	RecvBuffers int `yaml:"recv_buffers"` // per session, all posted
+	MTU         int `yaml:"mtu"`          // path MTU 256..4096
+	// Window is each requester's window in packets: it sends no PSN this
+	// far past the oldest unacknowledged one. 0 takes rxe's 128
+	// (RXE_MAX_UNACKED_PSNS); a hardware RNIC allows more, and the bytes
+	// in flight (window × mtu) bound a connection's throughput to one
+	// window per round trip.
+	Window      int   `yaml:"window"`
+	RNRTimer    uint8 `yaml:"rnr_timer"`   // RNR NAK timer code we send (IB encoding)
+	Timeout     uint8 `yaml:"timeout"`     // local ACK timeout code
+	RetryCount  uint8 `yaml:"retry_count"` // 7: unlimited
+	RNRRetry    uint8 `yaml:"rnr_retry"`   // 7: unlimited
 	MaxSessions int   `yaml:"max_sessions"`
 	// MemoryMB bounds the DPDK memory for registered buffers.
 	MemoryMB int `yaml:"memory_mb"`

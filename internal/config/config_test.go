@@ -185,6 +185,8 @@ func TestRoCESection(t *testing.T) {
 		{"port: 7471", "port: 7174", "listed twice"},
 		{`listen: "127.0.0.1:6800"`, `listen: "6800"`, "host:port"},
 		{"  listen:\n", "  mtu: 1000\n  listen:\n", "roce.mtu"},
+		{"  listen:\n", "  window: -1\n  listen:\n", "roce.window"},
+		{"  listen:\n", "  window: 65537\n  listen:\n", "roce.window"},
 		{"  listen:\n", "  memory_mb: 1\n  listen:\n", "cannot hold"},
 	} {
 		_, err := Parse([]byte(strings.Replace(withRoCE, tt.from, tt.to, 1)))

@@ -367,6 +367,9 @@ func (c *Config) txQueueOf(s Service) (int, bool) {
 	return 0, false
 }
 
+// MaxRoCEWindow bounds roce.window, far inside the PSN space's half.
+const MaxRoCEWindow = 1 << 16
+
 // MaxRoCESessions bounds roce.max_sessions; each session registers
 // send_buffers + recv_buffers buffers of buffer_size bytes.
 const MaxRoCESessions = 4096
@@ -396,6 +399,9 @@ func (c *Config) validateRoCE(r *RoCE, services map[string]int, bad func(string,
 	}
 	if r.MTU+80 > c.Port.MTU+14 && r.MTU > 1024 {
 		bad("roce.mtu", "path MTU %d does not fit the port MTU %d with RoCEv2 headers", r.MTU, c.Port.MTU)
+	}
+	if r.Window < 0 || r.Window > MaxRoCEWindow {
+		bad("roce.window", "%d packets: want 1..%d (0: rxe's 128)", r.Window, MaxRoCEWindow)
 	}
 	if r.BufferSize < 64 || r.BufferSize > 1<<20 {
 		bad("roce.buffer_size", "%d outside 64..1048576", r.BufferSize)

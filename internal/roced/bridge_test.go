@@ -13,7 +13,6 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/internal/config"
 	"github.com/cephdpdkd/cephdpdkd/internal/daemon"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv"
-	"github.com/cephdpdkd/cephdpdkd/internal/testenv/netcmd"
 	"github.com/cephdpdkd/cephdpdkd/roce"
 	"github.com/cephdpdkd/cephdpdkd/roce/cm"
 )
@@ -243,59 +242,8 @@ metrics: {listen: "off"}
 	}
 	release(c)
 
-	kernelMBps := kernelTCPThroughput(t, streamBytes)
+	kernelMBps := testenv.KernelTCPThroughput(t, streamBytes)
 	t.Logf("FIGURES bridge (RoCE over DPDK net_af_packet/veth → bridge → kernel TCP sink): %.1f MB/s; kernel TCP over veth between namespaces: %.1f MB/s; ratio %.2f",
 		bridgeMBps, kernelMBps, bridgeMBps/kernelMBps)
 	stopDaemon()
-}
-
-// kernelTCPThroughput sends n bytes over kernel TCP on a veth pair
-// between two namespaces and returns MB/s.
-func kernelTCPThroughput(t *testing.T, n int) float64 {
-	t.Helper()
-	v := testenv.NewVethNS(t, netip.MustParsePrefix("10.89.0.2/24"))
-	other := testenv.NewNetNS(t)
-	// Move the host end into the second namespace: two namespaces, one veth.
-	mustIP(t, "link", "set", v.HostIf, "netns", other.Name)
-	mustIP(t, "-n", other.Name, "addr", "add", "10.89.0.1/24", "dev", v.HostIf)
-	mustIP(t, "-n", other.Name, "link", "set", v.HostIf, "arp", "on", "promisc", "off", "up")
-	var ln net.Listener
-	if err := v.Do(func() (err error) { ln, err = net.Listen("tcp", "10.89.0.2:7000"); return }); err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	done := make(chan int64, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			done <- 0
-			return
-		}
-		k, _ := io.Copy(io.Discard, c)
-		c.Close()
-		done <- k
-	}()
-	var conn net.Conn
-	if err := other.Do(func() (err error) { conn, err = net.DialTimeout("tcp", "10.89.0.2:7000", 5*time.Second); return }); err != nil {
-		t.Fatal(err)
-	}
-	chunk := make([]byte, 1<<20)
-	start := time.Now()
-	for sent := 0; sent < n; sent += len(chunk) {
-		if _, err := conn.Write(chunk); err != nil {
-			t.Fatal(err)
-		}
-	}
-	conn.Close()
-	if got := <-done; got != int64(n) {
-		t.Fatalf("kernel TCP: %d bytes of %d", got, n)
-	}
-	return float64(n) / time.Since(start).Seconds() / 1e6
-}
-
-func mustIP(t *testing.T, args ...string) {
-	t.Helper()
-	if err := netcmd.IP(args...); err != nil {
-		t.Fatal(err)
-	}
 }

@@ -54,6 +54,9 @@ type Node struct {
 	services map[uint16]app.Service
 	order    []app.Service
 	clients  []*ping.Client
+	// session is the configuration's session template: buffers, MTU,
+	// timers.
+	session roce.SessionConfig
 
 	bridge    *bridge.Bridge
 	ceph      *cephrdma.Stack
@@ -90,8 +93,14 @@ func New(cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	n.mem = mempool.NewMemory("cdd_roce", r.MemoryMB<<20)
+	n.session = roce.DefaultSessionConfig()
+	n.session.BufferSize, n.session.SendBuffers, n.session.RecvBuffers = r.BufferSize, r.SendBuffers, r.RecvBuffers
+	n.session.Allocator = n.mem
+	n.session.MinRNRTimer = r.RNRTimer
+	n.session.PathMTU = r.MTU
 	n.ep, err = roce.NewEndpoint(roce.EndpointConfig{
 		MAC: mac, IP: r.Address.Addr(), IO: n.io, RxBurst: cfg.Burst, TxBurst: cfg.Burst, MaxRNRWait: maxRNRWait,
+		MaxUnackedPSNs: r.Window,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("roced: endpoint: %w", err)
@@ -199,13 +208,9 @@ func (n *Node) startBridge(r *config.RoCE, dial bridge.Dialer) error {
 	if dial == nil {
 		return errors.New("roced: roce.bridge without a dialer")
 	}
-	sc := roce.DefaultSessionConfig()
-	sc.BufferSize, sc.SendBuffers, sc.RecvBuffers = r.BufferSize, r.SendBuffers, r.RecvBuffers
-	sc.Allocator = n.mem
-	sc.MinRNRTimer = r.RNRTimer
 	var err error
 	n.bridge, err = bridge.New(n.cm, bridge.Config{
-		Session: sc, Dial: dial, MaxConns: r.MaxSessions, Chunks: r.Bridge.Chunks, Log: n.log,
+		Session: n.session, Dial: dial, MaxConns: r.MaxSessions, Chunks: r.Bridge.Chunks, Log: n.log,
 		RecvPool: r.Bridge.RecvPool, SendPool: r.Bridge.SendPool,
 	})
 	if err != nil {
@@ -263,6 +268,9 @@ func (n *Node) Ping(raddr netip.Addr, port uint16, cfg ping.Config, done func(pi
 	if cfg.Allocator == nil {
 		cfg.Allocator = n.mem
 	}
+	if cfg.Mode == ping.ModeStream {
+		cfg.Session = n.session
+	}
 	return n.cm.Do(func() {
 		c, err := ping.Start(n.cm, raddr, port, cfg, time.Now(), done)
 		if err != nil {
@@ -280,6 +288,7 @@ type Status struct {
 	MemoryInUse int // bytes of DPDK memory in registered buffers
 	Services    map[uint16]app.Stats
 	Neighbours  int
+	Pings       int // roce-ping clients not yet disconnected and freed
 }
 
 // Status asks the poll loop for the node's status and waits for it.
@@ -298,7 +307,7 @@ func (n *Node) Status(ctx context.Context) (Status, error) {
 
 func (n *Node) status() Status {
 	st := Status{Conns: n.cm.NumConns(), QPs: n.ep.NumQPs(), MemoryInUse: n.mem.InUse(),
-		Services: map[uint16]app.Stats{}, Neighbours: n.cm.Neigh().Len()}
+		Services: map[uint16]app.Stats{}, Neighbours: n.cm.Neigh().Len(), Pings: len(n.clients)}
 	for port, s := range n.services {
 		st.Services[port] = s.Stats()
 	}
