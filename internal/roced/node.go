@@ -111,6 +111,7 @@ func New(cfg Config) (_ *Node, err error) {
 		// Give up on a silent peer within a few seconds: rxe answers in
 		// well under one.
 		RetransmitTimeout: time.Second, MaxRetries: 5,
+		Log: n.log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("roced: connection manager: %w", err)

@@ -98,12 +98,17 @@ type Bridge struct {
 	pool   *roce.SessionPool
 	chunks chunkPool
 	conns  map[*cm.Conn]*conn
+	// live holds conns' values for Poll: a slice walks without a map
+	// iterator's cost on every turn of the poll loop.
+	live []*conn
 	// draining are connections the client closed whose last bytes still
 	// go to the daemon before its socket closes.
 	draining []*conn
 	wg       sync.WaitGroup
 	shut     bool
 	cnt      counters
+	// published is the pool state last copied for Stats.
+	published roce.PoolStats
 }
 
 // New creates a bridge on m's endpoint.
@@ -207,7 +212,9 @@ func (b *Bridge) accept(req *cm.ConnRequest) (cm.Accept, error) {
 		return cm.Accept{}, cm.Reject(cm.RejInvalidServiceID, nil)
 	}
 	c := b.newConn(target, sess, nc)
+	c.cc, c.idx = req.Conn, len(b.live)
 	b.conns[req.Conn] = c
+	b.live = append(b.live, c)
 	b.cnt.accepted.Add(1)
 	b.cnt.active.Add(1)
 	return cm.Accept{QP: c.qp, Events: cm.Events{
@@ -228,7 +235,10 @@ func (b *Bridge) Poll(now time.Time) int {
 	// Dispatch the shared CQs: each session's Readable is then current.
 	b.pool.Poll()
 	work := b.drain(now)
-	for cc, c := range b.conns {
+	// end, called from disconnect, removes from live: walk it backwards.
+	for i := len(b.live) - 1; i >= 0; i-- {
+		c := b.live[i]
+		cc := c.cc
 		if !c.up || c.disconnecting {
 			continue
 		}
@@ -253,9 +263,15 @@ func (b *Bridge) Poll(now time.Time) int {
 	return work
 }
 
-// publish copies the pool's state to the counters Stats reads.
+// publish copies the pool's state to the counters Stats reads, storing
+// only what changed: an idle bridge's turn of the poll loop then costs
+// loads, not locked stores.
 func (b *Bridge) publish() {
 	st := b.pool.Stats()
+	if st == b.published {
+		return
+	}
+	b.published = st
 	b.cnt.recvFree.Store(int64(st.RecvPosted))
 	b.cnt.sendFree.Store(int64(st.SendFree))
 	b.cnt.registered.Store(int64(st.RegisteredBytes))
@@ -281,6 +297,7 @@ func (b *Bridge) end(cc *cm.Conn, err error) {
 		return
 	}
 	delete(b.conns, cc)
+	b.unlist(c)
 	b.cnt.active.Add(-1)
 	if err == nil {
 		err = c.cause
@@ -342,6 +359,8 @@ func (b *Bridge) Shutdown() error {
 		b.cnt.active.Add(-1)
 		c.close(true)
 	}
+	clear(b.live)
+	b.live = b.live[:0]
 	for _, c := range b.draining {
 		c.close(true)
 	}
@@ -357,9 +376,20 @@ func (b *Bridge) Shutdown() error {
 	return nil
 }
 
+// unlist removes c from live, moving the last connection into its slot.
+func (b *Bridge) unlist(c *conn) {
+	last := len(b.live) - 1
+	b.live[c.idx] = b.live[last]
+	b.live[c.idx].idx = c.idx
+	b.live[last] = nil
+	b.live = b.live[:last]
+}
+
 // conn is one bridged connection.
 type conn struct {
 	b      *Bridge
+	cc     *cm.Conn
+	idx    int // in b.live
 	target netip.AddrPort
 	qp     *roce.QP
 	sess   *roce.Session

@@ -209,6 +209,8 @@ func (m *Manager) rejectReq(in *madIn, tid uint64, req *wire.CMReq, reason uint1
 	av.TTL = req.HopLimit
 	if m.sendTo(&av, m.encode(tid, rej)) {
 		m.cnt.rejTx[rejIndex(reason)].Add(1)
+		_, port := wire.ServicePort(req.ServiceID)
+		m.logRej(netip.AddrPortFrom(in.srcIP, 0), port, reason, StateReqRcvd)
 	}
 }
 
