@@ -1,8 +1,8 @@
 package cm
 
 import (
-	"log/slog"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/cephdpdkd/cephdpdkd/roce"
