@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -111,9 +112,9 @@ metrics: {listen: "off"}
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The node dials each connection's TCP side on its poll goroutine,
-	// so a storm of REQs waits in line: retransmit no sooner than rdma_cm
-	// would, and often enough not to give up.
+	// The node dials each connection's TCP side through its namespace's
+	// one dialer thread, so a storm of REQs waits in line: retransmit no
+	// sooner than rdma_cm would, and often enough not to give up.
 	mgr, err := cm.New(ep, cm.Config{Timeout: 14, RetryCount: 7, MaxConns: 4 * levels[len(levels)-1],
 		RetransmitTimeout: time.Second, MaxRetries: 10, TimeWait: 10 * time.Millisecond})
 	if err != nil {
@@ -124,7 +125,14 @@ metrics: {listen: "off"}
 	// though the RSS is the whole process's, clients included.
 	sc := roce.DefaultSessionConfig()
 	sc.BufferSize, sc.SendBuffers, sc.RecvBuffers = 4096, 1, 1
-	poll := func() { mgr.Poll(time.Now()) }
+	// The clients share this process's Go scheduler with the node: an
+	// idle turn yields, as the node's dial goroutines need a P (in the
+	// daemon they have one of their own).
+	poll := func() {
+		if mgr.Poll(time.Now()) == 0 {
+			runtime.Gosched()
+		}
+	}
 	status := func() roced.Status {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -6,9 +6,11 @@
 // byte streams both ways through a flow-controlled roce.Session. msgr2
 // sees the address it dialled, so its identity check passes.
 //
-// Everything but the TCP reads and writes runs on the goroutine that
-// polls the connection manager. Each connection has a reader and a writer
-// goroutine for its TCP socket, and a fixed number of chunk credits per
+// Everything but the TCP dials, reads and writes runs on the goroutine
+// that polls the connection manager. A REQ is answered once its dial
+// ends (the connection manager's deferred accept), so a daemon slow to
+// accept never stalls the poll loop. Each connection has a reader and a
+// writer goroutine for its TCP socket, and a fixed number of chunk credits per
 // direction: its memory is bounded, and a slow side stalls the other
 // instead of buffering without end. Chunks come from a bridge-wide free
 // list only while they hold data (the reader waits for the socket to be
@@ -77,9 +79,10 @@ type Config struct {
 	// RecvPool and SendPool are the registered buffers all connections
 	// share: receive buffers on one SRQ, send buffers on a free list.
 	RecvPool, SendPool int
-	// Dial connects to the Ceph daemon; it runs on the polling goroutine,
-	// bounded by DialTimeout, so it must be a connection to a local
-	// address.
+	// Dial connects to the Ceph daemon, on a goroutine of its own,
+	// bounded by DialTimeout (which should stay under the connection
+	// manager's wait for a deferred answer: three retransmission
+	// intervals); it may be called concurrently.
 	Dial        Dialer
 	DialTimeout time.Duration
 	// MaxConns bounds the bridged connections; more are rejected.
@@ -109,6 +112,12 @@ type Bridge struct {
 	cnt      counters
 	// published is the pool state last copied for Stats.
 	published roce.PoolStats
+	// Dials run off the poll loop: dialing counts those in flight, each
+	// ends on dialed; stop cancels them at Shutdown.
+	dialing int
+	dialed  chan dialed
+	ctx     context.Context
+	stop    context.CancelFunc
 }
 
 // New creates a bridge on m's endpoint.
@@ -147,7 +156,9 @@ func New(m *cm.Manager, cfg Config) (*Bridge, error) {
 	capTo(&cfg.Session.SendBuffers, cfg.SendPool)
 	// Ceph's clients allow no RNR NAK.
 	cfg.Session.NoRNR = true
-	b := &Bridge{cfg: cfg, m: m, pd: m.Endpoint().NewPD(), conns: map[*cm.Conn]*conn{}}
+	b := &Bridge{cfg: cfg, m: m, pd: m.Endpoint().NewPD(), conns: map[*cm.Conn]*conn{},
+		dialed: make(chan dialed, cfg.MaxConns)}
+	b.ctx, b.stop = context.WithCancel(context.Background())
 	b.chunks.size = cfg.Session.BufferSize
 	var err error
 	b.pool, err = roce.NewSessionPool(b.pd, roce.PoolConfig{
@@ -167,17 +178,20 @@ func (b *Bridge) Listen(port uint16) error {
 	return b.m.Listen(port, b.accept)
 }
 
-// accept runs for a REQ: it dials the daemon at the address and port the
-// client targeted, and rejects the request when nothing listens there.
+// accept runs for a REQ: it takes the connection's place in the shared
+// pools and starts dialing the daemon at the address and port the client
+// targeted; the answer (a REP, or a REJ when nothing listens there) goes
+// out from Poll once the dial ends. A dial never blocks the poll loop: a
+// daemon with a full accept backlog delays only its own clients.
 func (b *Bridge) accept(req *cm.ConnRequest) (cm.Accept, error) {
 	target := netip.AddrPortFrom(req.LocalAddr, req.Port)
 	switch {
 	case b.shut:
 		return cm.Accept{}, cm.Reject(cm.RejConsumerDefined, nil)
-	case len(b.conns) >= b.cfg.MaxConns:
+	case len(b.conns)+b.dialing >= b.cfg.MaxConns:
 		b.cnt.refused[refusedMaxConns].Add(1)
 		b.cfg.Log.Warn("bridge: refusing a connection: at max_sessions", "peer", req.RemoteAddr, "target", target, "max", b.cfg.MaxConns)
-		return cm.Accept{}, fmt.Errorf("bridge: %d connections: %w", len(b.conns), roce.ErrBusy)
+		return cm.Accept{}, fmt.Errorf("bridge: %d connections: %w", len(b.conns)+b.dialing, roce.ErrBusy)
 	}
 	// The shared buffers first: a refusal costs the daemon nothing.
 	sess, err := b.pool.NewSession(b.cfg.Session)
@@ -190,9 +204,48 @@ func (b *Bridge) accept(req *cm.ConnRequest) (cm.Accept, error) {
 			"send_free", st.SendFree, "send_pool", st.SendBuffers, "err", err)
 		return cm.Accept{}, cm.Reject(cm.RejNoResources, nil)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.DialTimeout)
-	nc, err := b.cfg.Dial(ctx, target)
-	cancel()
+	b.dialing++
+	b.wg.Add(1)
+	// req is the Manager's to reuse once accept returns.
+	d := dialed{cc: req.Conn, peer: req.RemoteAddr, target: target, sess: sess}
+	go func() {
+		defer b.wg.Done()
+		ctx, cancel := context.WithTimeout(b.ctx, b.cfg.DialTimeout)
+		d.nc, d.err = b.cfg.Dial(ctx, d.target)
+		cancel()
+		// Never blocks: room for every dial in flight.
+		b.dialed <- d
+	}()
+	return cm.Accept{}, cm.ErrDeferred
+}
+
+// dialed is the end of a dial accept started.
+type dialed struct {
+	cc     *cm.Conn
+	peer   netip.AddrPort
+	target netip.AddrPort
+	sess   *roce.Session
+	nc     net.Conn
+	err    error
+}
+
+// completeDials answers the REQs whose dials ended.
+func (b *Bridge) completeDials() int {
+	work := 0
+	for {
+		select {
+		case d := <-b.dialed:
+			b.dialing--
+			b.completeDial(d)
+			work++
+		default:
+			return work
+		}
+	}
+}
+
+func (b *Bridge) completeDial(d dialed) {
+	nc, err, sess, target := d.nc, d.err, d.sess, d.target
 	if err != nil {
 		releaseSession(sess)
 		reason := refusedDialFailed
@@ -204,20 +257,22 @@ func (b *Bridge) accept(req *cm.ConnRequest) (cm.Accept, error) {
 		b.cnt.refused[reason].Add(1)
 		if reason == refusedNoFDs {
 			b.cfg.Log.Warn("bridge: refusing a connection: out of file descriptors (raise RLIMIT_NOFILE)",
-				"peer", req.RemoteAddr, "target", target, "conns", len(b.conns), "err", err)
+				"peer", d.peer, "target", target, "conns", len(b.conns), "err", err)
 		} else {
-			b.cfg.Log.Warn("bridge: refusing a connection: cannot reach the daemon", "peer", req.RemoteAddr, "target", target, "err", err)
+			b.cfg.Log.Warn("bridge: refusing a connection: cannot reach the daemon", "peer", d.peer, "target", target, "err", err)
 		}
-		// The client fails at once instead of after its retries.
-		return cm.Accept{}, cm.Reject(cm.RejInvalidServiceID, nil)
+		// The client fails at once instead of after its retries. The
+		// Manager may have given up on the request already.
+		b.m.Complete(d.cc, cm.Accept{}, cm.Reject(cm.RejInvalidServiceID, nil))
+		return
 	}
 	c := b.newConn(target, sess, nc)
-	c.cc, c.idx = req.Conn, len(b.live)
-	b.conns[req.Conn] = c
+	c.cc, c.idx = d.cc, len(b.live)
+	b.conns[d.cc] = c
 	b.live = append(b.live, c)
 	b.cnt.accepted.Add(1)
 	b.cnt.active.Add(1)
-	return cm.Accept{QP: c.qp, Events: cm.Events{
+	err = b.m.Complete(d.cc, cm.Accept{QP: c.qp, Events: cm.Events{
 		Connected: func(cc *cm.Conn, err error) {
 			if err != nil {
 				b.end(cc, fmt.Errorf("connection attempt: %w", err))
@@ -226,7 +281,17 @@ func (b *Bridge) accept(req *cm.ConnRequest) (cm.Accept, error) {
 			c.up = true
 		},
 		Disconnected: func(cc *cm.Conn, err error) { b.end(cc, err) },
-	}}, nil
+	}}, nil)
+	if err != nil {
+		// The Manager rejected the client while the dial ran.
+		b.cnt.errors[errQP].Add(1)
+		b.cfg.Log.Info("bridge: connection failed", "target", target, "peer", d.peer, "err", err)
+		delete(b.conns, d.cc)
+		b.unlist(c)
+		b.cnt.active.Add(-1)
+		b.cnt.closed.Add(1)
+		c.close(true)
+	}
 }
 
 // Poll moves what can be moved on every connection and returns the work
@@ -234,7 +299,7 @@ func (b *Bridge) accept(req *cm.ConnRequest) (cm.Accept, error) {
 func (b *Bridge) Poll(now time.Time) int {
 	// Dispatch the shared CQs: each session's Readable is then current.
 	b.pool.Poll()
-	work := b.drain(now)
+	work := b.completeDials() + b.drain(now)
 	// end, called from disconnect, removes from live: walk it backwards.
 	for i := len(b.live) - 1; i >= 0; i-- {
 		c := b.live[i]
@@ -365,7 +430,16 @@ func (b *Bridge) Shutdown() error {
 		c.close(true)
 	}
 	b.draining = nil
+	b.stop()
 	b.wg.Wait()
+	for b.dialing > 0 {
+		d := <-b.dialed
+		b.dialing--
+		if d.nc != nil {
+			d.nc.Close()
+		}
+		releaseSession(d.sess)
+	}
 	if err := b.pool.Close(); err != nil {
 		return fmt.Errorf("bridge: shutdown: %w", err)
 	}

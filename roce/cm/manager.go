@@ -445,6 +445,14 @@ func (m *Manager) expire(c *Conn, now time.Time) {
 			m.sendRejTimeout(c)
 			m.fail(c, err)
 		}
+	case StateReqRcvd:
+		// The application never answered a deferred REQ (see Complete).
+		if c.deferred != nil {
+			c.deferred = nil
+			m.cnt.failed.Add(1)
+			m.sendRej(c, RejConsumerDefined, wire.CMMsgReq, nil, nil)
+			m.free(c)
+		}
 	case StateTimeWait:
 		m.free(c)
 	}
