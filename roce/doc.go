@@ -39,7 +39,8 @@
 // against the region its R_Key names before any byte moves. No pointer
 // leaves the process and the package needs no unsafe.
 //
-// Collector exports per-QP counters (cephdpdkd_roce_*) to Prometheus.
+// Endpoint.Stats, EachQPStats and QP.Stats snapshot the counters from any
+// goroutine; internal/metrics exports them (cephdpdkd_roce_*).
 //
 // Wire formats come from roce/wire. Connection management (rdma_cm REQ/
 // REP/RTU, the Ceph TCP exchange) is built on top of this package and

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/cephdpdkd/cephdpdkd/internal/config"
 	"github.com/cephdpdkd/cephdpdkd/internal/daemon"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv"
@@ -92,7 +94,7 @@ metrics: {listen: "off"}
 		}
 	}()
 
-	_, stopDaemon := startDaemon(t, plan, slog.New(slog.NewTextHandler(logWriter{t}, nil)))
+	d, stopDaemon := startDaemon(t, plan, slog.New(slog.NewTextHandler(logWriter{t}, nil)))
 
 	pio, _ := peerPort(t, "net_af_packet71", "iface="+ifPeer+",framecnt=2048", 1024, 8191, stopDaemon)
 	ep, err := roce.NewEndpoint(roce.EndpointConfig{MAC: [6]byte{2, 0, 0x0a, 0x58, 0, 1}, IP: netip.MustParseAddr(peerIP), IO: pio})
@@ -242,8 +244,54 @@ metrics: {listen: "off"}
 	}
 	release(c)
 
+	// The node's collectors export what the bridge did: the REJ for the
+	// closed port, two connections bridged and ended, the bytes relayed.
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(d.RoCE().Collectors()...)
+	for end := time.Now().Add(5 * time.Second); metric(t, reg, "cephdpdkd_roce_bridge_connections") != 0; {
+		if time.Now().After(end) {
+			t.Fatal("bridged connections never ended")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, tc := range []struct {
+		name, label, value string
+		want               func(float64) bool
+		what               string
+	}{
+		{"cephdpdkd_roce_bridge_refused_total", "reason", "no_listener", func(v float64) bool { return v == 1 }, "1"},
+		{"cephdpdkd_roce_bridge_refused_total", "reason", "max_sessions", func(v float64) bool { return v == 0 }, "0"},
+		{"cephdpdkd_roce_bridge_accepted_total", "", "", func(v float64) bool { return v == 2 }, "2"},
+		{"cephdpdkd_roce_bridge_closed_total", "", "", func(v float64) bool { return v == 2 }, "2"},
+		{"cephdpdkd_roce_bridge_bytes_total", "direction", "to_tcp", func(v float64) bool { return v == streamBytes+float64(len(msg)) }, "the stream and the echo"},
+		{"cephdpdkd_roce_bridge_bytes_total", "direction", "to_roce", func(v float64) bool { return v == float64(len(msg)) }, "the echo"},
+		{"cephdpdkd_roce_bridge_errors_total", "side", "roce", func(v float64) bool { return v == 0 }, "0"},
+	} {
+		if v := labelled(t, reg, tc.name, tc.label, tc.value); !tc.want(v) {
+			t.Errorf("%s{%s=%q} = %v, want %s", tc.name, tc.label, tc.value, v, tc.what)
+		}
+	}
+
 	kernelMBps := testenv.KernelTCPThroughput(t, streamBytes)
 	t.Logf("FIGURES bridge (RoCE over DPDK net_af_packet/veth → bridge → kernel TCP sink): %.1f MB/s; kernel TCP over veth between namespaces: %.1f MB/s; ratio %.2f",
 		bridgeMBps, kernelMBps, bridgeMBps/kernelMBps)
 	stopDaemon()
+}
+
+// labelled returns the value of the series of a family whose label has
+// value want; with no label, the family's only series.
+func labelled(t *testing.T, g prometheus.Gatherer, name, label, want string) float64 {
+	t.Helper()
+	for _, m := range gatherFamily(t, g, name).GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == label && l.GetValue() == want {
+				return value(m)
+			}
+		}
+		if label == "" {
+			return value(m)
+		}
+	}
+	t.Fatalf("no metric %s{%s=%q}", name, label, want)
+	return 0
 }

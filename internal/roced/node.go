@@ -16,6 +16,7 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/consumer"
 	"github.com/cephdpdkd/cephdpdkd/dispatch"
 	"github.com/cephdpdkd/cephdpdkd/internal/config"
+	"github.com/cephdpdkd/cephdpdkd/internal/metrics"
 	"github.com/cephdpdkd/cephdpdkd/mempool"
 	"github.com/cephdpdkd/cephdpdkd/roce"
 	"github.com/cephdpdkd/cephdpdkd/roce/app"
@@ -318,10 +319,11 @@ func (n *Node) status() Status {
 // Collectors export the endpoint's per-QP metrics (cephdpdkd_roce_*), the
 // connection manager's (cephdpdkd_roce_cm_*), the frames the TX queue
 // refused (cephdpdkd_roce_endpoint_tx_refused_total), the built-in
-// services' (cephdpdkd_roce_app_*) and the Ceph exchange's
-// (cephdpdkd_roce_ceph_*).
+// services' (cephdpdkd_roce_app_*), the Ceph exchange's
+// (cephdpdkd_roce_ceph_*) and the bridge's (cephdpdkd_roce_bridge_*).
+// They read only snapshots, so they may be collected from any goroutine.
 func (n *Node) Collectors() []prometheus.Collector {
-	srcs := map[string]app.StatsSource{}
+	srcs := map[string]metrics.AppSource{}
 	for port, s := range n.services {
 		srcs[strconv.Itoa(int(port))] = s
 	}
@@ -329,14 +331,15 @@ func (n *Node) Collectors() []prometheus.Collector {
 		srcs["ceph_tcp_"+strconv.Itoa(i)] = s
 	}
 	cs := []prometheus.Collector{
-		roce.NewCollector(n.ep), cm.NewCollector(n.cm), newCollector(n.ep.IP().String(), n.io),
-		app.NewCollector(srcs),
+		metrics.NewRoCECollector(n.ep), metrics.NewCMCollector(n.cm),
+		metrics.NewTxRefusedCollector(n.ep.IP().String(), &n.io.TxRefused),
+		metrics.NewAppCollector(srcs),
 	}
 	if n.ceph != nil {
-		cs = append(cs, cephrdma.NewCollector(map[string]*cephrdma.Stack{"ceph": n.ceph}))
+		cs = append(cs, metrics.NewCephCollector(map[string]metrics.CephSource{"ceph": n.ceph}))
 	}
 	if n.bridge != nil {
-		cs = append(cs, bridge.NewCollector(n.bridge))
+		cs = append(cs, metrics.NewBridgeCollector(n.bridge))
 	}
 	return cs
 }

@@ -42,6 +42,5 @@
 //	func (st *Stack) Stats() Stats                                         // any goroutine
 //	type Resolver interface{ Resolve(ip netip.Addr, done func(mac [6]byte, err error)) } // *cm.Manager
 //	(*Conn) Session, RemoteAddr, Records, Closed, Err, Close
-//	func NewCollector(stacks map[string]*Stack) *Collector
 //	var ErrBadRecord, ErrGIDMismatch, ErrUnexpectedData, ErrTooManyConns, ErrClosed, ErrTimeout
 package cephrdma
