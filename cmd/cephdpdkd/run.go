@@ -21,6 +21,7 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/internal/config"
 	"github.com/cephdpdkd/cephdpdkd/internal/daemon"
 	"github.com/cephdpdkd/cephdpdkd/internal/metrics"
+	"github.com/cephdpdkd/cephdpdkd/internal/sdnotify"
 )
 
 // loadConfig reads and validates a configuration, the embedded default
@@ -72,6 +73,11 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// Under systemd (Type=notify): READY=1, STATUS=, the watchdog.
+	notifier, watchdog, err := sdnotify.FromEnv(os.Getenv)
+	if err != nil {
+		return err
+	}
 	ctx, shuttingDown, stopSignals := daemonSignals(log)
 	defer stopSignals()
 	if *duration > 0 {
@@ -119,12 +125,22 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 		}
 	}()
 
+	agent := newAgent(d, reg, notifier, watchdog, log)
+	agentDone := make(chan struct{})
+	go func() {
+		defer close(agentDone)
+		agent.Run(ctx)
+	}()
+	agent.Ready(fmt.Sprintf("port %s started, %d poll loops", cfg.Port.Name, len(d.Pollers())))
+
 	runErr := d.Wait(ctx)
 	// From here on a signal cuts the shutdown short. This also ends the
 	// status line when a poll loop died.
 	shuttingDown(cmp.Or(context.Cause(ctx), runErr))
 	<-statusDone
+	<-agentDone
 	log.Info("shutting down", "reason", context.Cause(ctx))
+	agent.Stopping(fmt.Sprintf("stopping: %v", context.Cause(ctx)))
 	if srv != nil {
 		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		srv.Shutdown(sctx)
@@ -176,12 +192,38 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
+// sampleStatus reads the status line's counters from the registry.
+func sampleStatus(g prometheus.Gatherer) metrics.Status {
+	fams, _ := g.Gather()
+	return metrics.StatusFromFamilies(time.Now(), fams)
+}
+
+// newAgent sets up the systemd notifications: the status line's rates
+// since the previous STATUS=, and a watchdog over every poll loop's
+// iteration counter.
+func newAgent(d *daemon.Daemon, g prometheus.Gatherer, n sdnotify.Notifier, watchdog time.Duration, log *slog.Logger) *sdnotify.Agent {
+	var loops []sdnotify.Loop
+	for _, p := range d.Pollers() {
+		loops = append(loops, sdnotify.Loop{Name: fmt.Sprintf("lcore %d", p.Lcore()), Progress: p.Iterations})
+	}
+	if n != nil && watchdog > 0 {
+		log.Info("systemd watchdog: pinging while every poll loop progresses", "timeout", watchdog, "loops", len(loops))
+	}
+	prev := sampleStatus(g)
+	return sdnotify.New(sdnotify.Config{
+		Notifier: n, Watchdog: watchdog, Loops: loops, Log: log,
+		Status: func() string {
+			cur := sampleStatus(g)
+			line := metrics.FormatStatus(prev, cur)
+			prev = cur
+			return line
+		},
+	})
+}
+
 // liveStatus redraws one status line every second until ctx ends.
 func liveStatus(ctx context.Context, w io.Writer, g prometheus.Gatherer) {
-	sample := func() metrics.Status {
-		fams, _ := g.Gather()
-		return metrics.StatusFromFamilies(time.Now(), fams)
-	}
+	sample := func() metrics.Status { return sampleStatus(g) }
 	prev := sample()
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
