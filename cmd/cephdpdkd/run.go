@@ -21,6 +21,7 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/internal/config"
 	"github.com/cephdpdkd/cephdpdkd/internal/daemon"
 	"github.com/cephdpdkd/cephdpdkd/internal/metrics"
+	"github.com/cephdpdkd/cephdpdkd/internal/nicbind"
 	"github.com/cephdpdkd/cephdpdkd/internal/sdnotify"
 )
 
@@ -85,13 +86,35 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 		ctx, cancel = context.WithTimeout(ctx, *duration)
 		defer cancel()
 	}
+	h := &host{nic: nicSystem(nicbind.DefaultSysfs, nicbind.DefaultRunDir), log: log}
+	return h.with(cfg, func() error {
+		return runDaemon(ctx, shuttingDown, cfg, plan, runOptions{
+			stdout: stdout, cpuProfile: *cpuProfile, status: *status,
+			notifier: notifier, watchdog: watchdog, log: log,
+		})
+	})
+}
 
+// runOptions are cmdRun's settings for runDaemon.
+type runOptions struct {
+	stdout     io.Writer
+	cpuProfile string
+	status     string
+	notifier   sdnotify.Notifier
+	watchdog   time.Duration
+	log        *slog.Logger
+}
+
+// runDaemon starts the data path, serves its metrics and status, and
+// stops it when ctx ends or a poll loop dies.
+func runDaemon(ctx context.Context, shuttingDown context.CancelCauseFunc, cfg *config.Config, plan *daemon.Plan, o runOptions) error {
+	log := o.log
 	d, err := daemon.Start(plan, daemon.Options{Logger: log})
 	if err != nil {
 		return err
 	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
 		if err != nil {
 			return errors.Join(err, d.Stop(context.Background()))
 		}
@@ -116,16 +139,16 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 
-	live := *status == "on" || (*status == "auto" && isTerminal(stdout))
+	live := o.status == "on" || (o.status == "auto" && isTerminal(o.stdout))
 	statusDone := make(chan struct{})
 	go func() {
 		defer close(statusDone)
 		if live {
-			liveStatus(ctx, stdout, reg)
+			liveStatus(ctx, o.stdout, reg)
 		}
 	}()
 
-	agent := newAgent(d, reg, notifier, watchdog, log)
+	agent := newAgent(d, reg, o.notifier, o.watchdog, log)
 	agentDone := make(chan struct{})
 	go func() {
 		defer close(agentDone)
@@ -286,9 +309,22 @@ func cmdCheckConfig(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("config %s: %w", args[0], err)
 	}
+	if !*offline {
+		if err := checkBind(cfg, nicSystem(nicbind.DefaultSysfs, nicbind.DefaultRunDir)); err != nil {
+			return fmt.Errorf("config %s: %w", args[0], err)
+		}
+	}
 	fmt.Fprintf(stdout, "%s: ok\n", args[0])
 	fmt.Fprintf(stdout, "port %s: %s, %d rx / %d tx queues, MTU %d\n", cfg.Port.Name, cfg.Port.Device,
 		cfg.Port.RxQueues, cfg.Port.TxQueues, cfg.Port.MTU)
+	if b := cfg.Port.Bind; b != nil {
+		iface, _ := cfg.Port.BindTarget()
+		what := cfg.Port.Device
+		if iface != "" {
+			what = iface + " (" + cfg.Port.Device + ")"
+		}
+		fmt.Fprintf(stdout, "bind: %s to %s at start, back to its kernel driver at stop\n", what, b.Driver)
+	}
 	fmt.Fprintf(stdout, "mbuf pool: %d mbufs (%s)\n", plan.PoolSize, plan.Demand)
 	for _, s := range cfg.Services {
 		fmt.Fprintf(stdout, "service %s: ring %d, consumer %s\n", s.Name, s.RingSize, s.Consumer.Type)
