@@ -109,7 +109,8 @@ func usage(w io.Writer) {
                                  list network PCI devices with their drivers (read-only)
   cephdpdkd restore-nic --config FILE [--sysfs DIR] [--run-dir DIR]
                                  give the config's port back to the kernel driver recorded when
-                                 port.bind bound it (a no-op when nothing is recorded)
+                                 port.bind bound it, and the hugepages eal.hugepages added
+                                 (after a crash; a no-op when nothing is recorded)
   cephdpdkd --version
 `)
 }

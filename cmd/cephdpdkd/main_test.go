@@ -176,9 +176,9 @@ func TestRunStatusAndSIGTERM(t *testing.T) {
 	}
 }
 
-// hugepages reserves n 2 MiB hugepages and a hugetlbfs mount for the test,
+// hugepageMount reserves n 2 MiB hugepages and a hugetlbfs mount for the test,
 // restoring what was there at cleanup. It skips when the kernel refuses.
-func hugepages(t *testing.T, n int) string {
+func hugepageMount(t *testing.T, n int) string {
 	t.Helper()
 	const knob = "/proc/sys/vm/nr_hugepages"
 	old, err := os.ReadFile(knob)
@@ -207,7 +207,7 @@ func TestRunOnHugepages(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root for DPDK and hugepages")
 	}
-	dir := hugepages(t, 256)
+	dir := hugepageMount(t, 256)
 	bin := binary(t)
 	cfg, err := os.ReadFile("../../configs/cephdpdkd.yaml")
 	if err != nil {

@@ -86,7 +86,11 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 		ctx, cancel = context.WithTimeout(ctx, *duration)
 		defer cancel()
 	}
-	h := &host{nic: nicSystem(nicbind.DefaultSysfs, nicbind.DefaultRunDir), log: log}
+	h := &host{
+		nic:  nicSystem(nicbind.DefaultSysfs, nicbind.DefaultRunDir),
+		huge: hugeSystem(nicbind.DefaultSysfs, nicbind.DefaultRunDir),
+		log:  log,
+	}
 	return h.with(cfg, func() error {
 		return runDaemon(ctx, shuttingDown, cfg, plan, runOptions{
 			stdout: stdout, cpuProfile: *cpuProfile, status: *status,

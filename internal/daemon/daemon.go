@@ -84,7 +84,7 @@ func Start(plan *Plan, opts Options) (_ *Daemon, err error) {
 	} else {
 		d.eal, err = pmd.InitEAL(pmd.EALConfig{
 			Lcores: cfg.EAL.Lcores, MainLcore: cfg.EAL.MainLcore, MemoryMB: cfg.EAL.MemoryMB,
-			NoHuge: cfg.EAL.NoHuge, HugeDir: cfg.EAL.HugeDir, FilePrefix: cfg.EAL.FilePrefix,
+			NoHuge: cfg.EAL.NoHuge, HugeDir: cfg.EAL.HugepageDir(), FilePrefix: cfg.EAL.FilePrefix,
 			Devices: []string{device}, ExtraArgs: cfg.EAL.ExtraArgs,
 		})
 		if err != nil {
