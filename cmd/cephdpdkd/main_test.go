@@ -237,3 +237,58 @@ func TestRunOnHugepages(t *testing.T) {
 		}
 	}
 }
+
+// eal.hugepages for real: the daemon reserves the pages and mounts
+// hugetlbfs itself, the EAL runs on them, and at stop the machine's
+// reservation is what it was. The daemon runs in a private mount
+// namespace (unshare -m): its mount never shows outside.
+func TestRunReservesHugepages(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for DPDK and hugepages")
+	}
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("no unshare(1)")
+	}
+	const knob = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages"
+	before, err := os.ReadFile(knob)
+	if err != nil {
+		t.Skipf("no 2M hugepages: %v", err)
+	}
+	t.Cleanup(func() {
+		if now, _ := os.ReadFile(knob); string(now) != string(before) {
+			t.Errorf("nr_hugepages %s after the run, %s before: putting it back", strings.TrimSpace(string(now)), strings.TrimSpace(string(before)))
+			os.WriteFile(knob, before, 0)
+		}
+	})
+	bin := binary(t)
+	mnt := filepath.Join(t.TempDir(), "huge")
+	path := sampleConfig(t, "hugeres",
+		"no_huge: true", "no_huge: false\n  hugepages: {pages: 160, size: 2M, mount: "+mnt+"}",
+		"memory_mb: 512", "memory_mb: 256")
+	cmd := exec.Command("unshare", "-m", "--propagation", "private", bin, "run", "--config", path, "--status=off", "--duration", "3s", "--run-dir", t.TempDir())
+	cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		if strings.Contains(string(out), "the kernel granted") {
+			t.Skipf("the kernel cannot provide the pages:\n%s", out)
+		}
+		t.Fatalf("run: %v\n%s", err, out)
+	}
+	for _, want := range []string{"msg=\"hugepages ready\" pages=160 size=2M mount=" + mnt, "mounted=true", "hugepages=true",
+		"all mbufs returned", "msg=\"hugepages given back\"", "unmounted=" + mnt} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("log lacks %q:\n%s", want, out)
+		}
+	}
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.Contains(l, "hugepages") {
+			t.Log(l)
+		}
+	}
+	if now, _ := os.ReadFile(knob); string(now) != string(before) {
+		t.Errorf("nr_hugepages %s after the run, want %s", strings.TrimSpace(string(now)), strings.TrimSpace(string(before)))
+	}
+	if _, err := os.Stat(mnt); !os.IsNotExist(err) {
+		t.Errorf("the mount point the daemon created is left: %v", err)
+	}
+}
