@@ -1,4 +1,4 @@
-package hugepages
+package hugepages_test
 
 import (
 	"os"
@@ -9,6 +9,9 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cephdpdkd/cephdpdkd/internal/hugepages"
+	"github.com/cephdpdkd/cephdpdkd/internal/hugepages/hugepagestest"
 )
 
 // The real kernel: reserve 4 more 2M pages than are free, mount
@@ -20,8 +23,8 @@ func TestRealKernel(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root")
 	}
-	sys := &System{}
-	if _, err := os.Stat(sys.sizeDir(2048)); err != nil {
+	sys := &hugepages.System{}
+	if _, err := os.Stat("/sys/kernel/mm/hugepages/hugepages-2048kB"); err != nil {
 		t.Skipf("no 2M hugepages: %v", err)
 	}
 	if os.Getenv("CDD_HUGEPAGES_CHILD") == "1" {
@@ -31,18 +34,26 @@ func TestRealKernel(t *testing.T) {
 	if _, err := exec.LookPath("unshare"); err != nil {
 		t.Skip("no unshare(1)")
 	}
+	hugepagestest.Lock(t)
 	before, err := sys.Counts(2048)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The child records what it added here; if it dies before giving
+	// the pages back, the parent does, from the state file: never by
+	// writing an absolute count, which could undo another's change.
+	runDir := t.TempDir()
 	t.Cleanup(func() {
+		parent := &hugepages.System{RunDir: runDir}
+		if st, err := parent.Release(parent.StatePath("realtest")); st != nil || err != nil {
+			t.Errorf("the child left %+v reserved; given back: %v", st, err)
+		}
 		if now, err := sys.Counts(2048); err == nil && now.Total != before.Total {
-			t.Errorf("nr_hugepages %d after the test, %d before: putting it back", now.Total, before.Total)
-			sys.setTotal(2048, before.Total)
+			t.Errorf("nr_hugepages %d after the test, %d before", now.Total, before.Total)
 		}
 	})
 	cmd := exec.Command("unshare", "-m", "--propagation", "private", os.Args[0], "-test.run=^TestRealKernel$", "-test.v")
-	cmd.Env = append(os.Environ(), "CDD_HUGEPAGES_CHILD=1")
+	cmd.Env = append(os.Environ(), "CDD_HUGEPAGES_CHILD=1", "CDD_HUGEPAGES_RUNDIR="+runDir)
 	out, err := cmd.CombinedOutput()
 	t.Logf("in a private mount namespace:\n%s", out)
 	switch {
@@ -55,14 +66,14 @@ func TestRealKernel(t *testing.T) {
 	}
 }
 
-func realKernelChild(t *testing.T, sys *System) {
+func realKernelChild(t *testing.T, sys *hugepages.System) {
 	before, err := sys.Counts(2048)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(t.TempDir(), "huge")
-	sys.RunDir = t.TempDir()
-	req := Request{Pages: before.Available() + 4, SizeKB: 2048, Mount: dir}
+	sys.RunDir = os.Getenv("CDD_HUGEPAGES_RUNDIR")
+	req := hugepages.Request{Pages: before.Available() + 4, SizeKB: 2048, Mount: dir}
 	st, err := sys.Reserve("realtest", req)
 	if err != nil {
 		if now, _ := sys.Counts(2048); now.Total != before.Total {
@@ -79,9 +90,8 @@ func realKernelChild(t *testing.T, sys *System) {
 	if st.Added != 4 || after.Total != before.Total+4 || after.Available() < req.Pages {
 		t.Errorf("added %d, nr %d -> %d, available %d; want 4 more and %d available", st.Added, before.Total, after.Total, after.Available(), req.Pages)
 	}
-	m, err := sys.lookup(dir)
-	if err != nil || m == nil || m.fstype != "hugetlbfs" || m.sizeKB != 2048 {
-		t.Fatalf("mount table for %s: %+v, %v", dir, m, err)
+	if m := mountOf(dir); m != "hugetlbfs pagesize=2M" {
+		t.Fatalf("mount table for %s: %q, want 2M hugetlbfs", dir, m)
 	}
 	// A page from the mount, as the EAL takes them.
 	f, err := os.Create(filepath.Join(dir, "page0"))
@@ -107,11 +117,31 @@ func realKernelChild(t *testing.T, sys *System) {
 	if end.Total != before.Total {
 		t.Errorf("nr_hugepages %d after Release, want %d", end.Total, before.Total)
 	}
-	if m, _ := sys.lookup(dir); m != nil {
-		t.Errorf("still mounted after Release: %+v", m)
+	if m := mountOf(dir); m != "" {
+		t.Errorf("still mounted after Release: %s", m)
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("mount point Reserve created is left: %v", err)
 	}
 	t.Logf("given back: nr_hugepages %s", strconv.Itoa(end.Total))
+}
+
+// mountOf returns "fstype pagesize=..." of what /proc/self/mounts shows
+// on dir; "" when nothing.
+func mountOf(dir string) string {
+	b, _ := os.ReadFile("/proc/self/mounts")
+	var m string
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) < 4 || f[1] != dir {
+			continue
+		}
+		m = f[2]
+		for _, o := range strings.Split(f[3], ",") {
+			if strings.HasPrefix(o, "pagesize=") {
+				m += " " + o
+			}
+		}
+	}
+	return m
 }

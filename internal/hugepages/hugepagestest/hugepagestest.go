@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/cephdpdkd/cephdpdkd/internal/hugepages"
 )
 
@@ -126,4 +128,24 @@ func (k *Kernel) Mounted(dir string) bool {
 		}
 	}
 	return false
+}
+
+// LockFile serializes the tests that change this machine's hugepage
+// reservation, across packages and test binaries: nr_hugepages is one
+// per machine, and a test that reads it while another changes it would
+// put back the wrong count.
+const LockFile = "/tmp/cephdpdkd-hugepages-test.lock"
+
+// Lock holds LockFile until the test ends.
+func Lock(t testing.TB) {
+	t.Helper()
+	f, err := os.OpenFile(LockFile, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatalf("hugepages test lock: %v", err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		f.Close()
+		t.Fatalf("hugepages test lock: %v", err)
+	}
+	t.Cleanup(func() { f.Close() }) // closing drops the lock
 }
