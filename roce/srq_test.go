@@ -7,54 +7,84 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/roce/memlink"
 )
 
+// srqNet is senders on endpoint a connected to QPs on endpoint b that
+// share one SRQ of 8 receives of 64 bytes, with shared CQs.
+type srqNet struct {
+	t        *testing.T
+	n        *testNet
+	o        qpOpts
+	srq      *SRQ
+	scq, rcq *CQ
+	mrA, mrB *MR
+}
+
+func newSRQNet(t *testing.T, o qpOpts) *srqNet {
+	n := newTestNet(t, memlink.Config{}, EndpointConfig{})
+	s := &srqNet{t: t, n: n, o: o}
+	var err error
+	if s.srq, err = n.pb.CreateSRQ(&SRQInitAttr{MaxWR: 8}); err != nil {
+		t.Fatal(err)
+	}
+	s.rcq, _ = n.b.NewCQ(CQConfig{Depth: 16})
+	s.scq, _ = n.b.NewCQ(CQConfig{Depth: 16})
+	s.mrB = region(t, n.pb, 8*64, AccessLocalWrite)
+	s.mrA = region(t, n.pa, 64, 0)
+	return s
+}
+
+// post puts receive buffer i on the SRQ.
+func (s *srqNet) post(i int) {
+	s.t.Helper()
+	if err := s.srq.PostRecv(&RecvWR{ID: uint64(i), SGList: []SGE{s.mrB.SGE(i*64, 64)}}); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// send posts a signaled 10-byte SEND on qp.
+func (s *srqNet) send(qp *QP, id uint64) {
+	s.t.Helper()
+	if err := qp.PostSend(&SendWR{ID: id, Opcode: WRSend, Flags: SendSignaled, SGList: []SGE{s.mrA.SGE(0, 10)}}); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// pair connects a new sender to a new QP on the SRQ; it returns both and
+// the sender's CQs.
+func (s *srqNet) pair() (sender, recver *QP, scqs [2]*CQ) {
+	s.t.Helper()
+	var evs []Event
+	sender, scqs = s.n.newQP(s.n.pa, s.o, &evs)
+	recver, err := s.n.pb.CreateQP(&QPInitAttr{SendCQ: s.scq, RecvCQ: s.rcq, SRQ: s.srq, Cap: QPCap{MaxSendWR: 4}, NoRNR: s.o.noRNR})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if err := recver.Modify(&QPAttr{State: QPStateInit}, QPAttrState); err != nil {
+		s.t.Fatal(err)
+	}
+	connectQP(s.t, sender, s.o, macB, ipB, recver.QPN(), s.o.psnB, s.o.psnA)
+	connectQP(s.t, recver, s.o, macA, ipA, sender.QPN(), s.o.psnA, s.o.psnB)
+	return sender, recver, scqs
+}
+
 // TestSRQ: two QPs share an SRQ; completions carry each QP's number; a
 // QP in ERROR flushes only the receive it took, not the SRQ's; PostRecv
 // on such a QP fails; a SEND finding the SRQ empty is NAKed RNR.
 func TestSRQ(t *testing.T) {
-	n := newTestNet(t, memlink.Config{}, EndpointConfig{})
-	o := defaultQPOpts()
-	srq, err := n.pb.CreateSRQ(&SRQInitAttr{MaxWR: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rcq, _ := n.b.NewCQ(CQConfig{Depth: 16})
-	scq, _ := n.b.NewCQ(CQConfig{Depth: 16})
-	mrB := region(t, n.pb, 8*64, AccessLocalWrite)
-	mrA := region(t, n.pa, 64, 0)
-	post := func(i int) {
-		t.Helper()
-		if err := srq.PostRecv(&RecvWR{ID: uint64(i), SGList: []SGE{mrB.SGE(i*64, 64)}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s := newSRQNet(t, defaultQPOpts())
+	n, srq, rcq := s.n, s.srq, s.rcq
 	var senders [2]*QP
 	var recvers [2]*QP
-	var evs []Event
 	for i := range senders {
-		senders[i], _ = n.newQP(n.pa, o, &evs)
-		if recvers[i], err = n.pb.CreateQP(&QPInitAttr{SendCQ: scq, RecvCQ: rcq, SRQ: srq, Cap: QPCap{MaxSendWR: 4}}); err != nil {
-			t.Fatal(err)
-		}
-		if err := recvers[i].Modify(&QPAttr{State: QPStateInit}, QPAttrState); err != nil {
-			t.Fatal(err)
-		}
-		connectQP(t, senders[i], o, macB, ipB, recvers[i].QPN(), o.psnB, o.psnA)
-		connectQP(t, recvers[i], o, macA, ipA, senders[i].QPN(), o.psnA, o.psnB)
+		senders[i], recvers[i], _ = s.pair()
 	}
 	if err := recvers[0].PostRecv(&RecvWR{}); !errors.Is(err, ErrInvalidState) {
 		t.Errorf("PostRecv on a QP with an SRQ: %v", err)
 	}
 	for i := range 3 {
-		post(i)
+		s.post(i)
 	}
-	send := func(qp *QP, id uint64) {
-		t.Helper()
-		if err := qp.PostSend(&SendWR{ID: id, Opcode: WRSend, Flags: SendSignaled, SGList: []SGE{mrA.SGE(0, 10)}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	send(senders[0], 1)
-	send(senders[1], 2)
+	s.send(senders[0], 1)
+	s.send(senders[1], 2)
 	n.settle()
 	got := map[uint32]uint64{}
 	var wc [4]WorkCompletion
@@ -72,13 +102,13 @@ func TestSRQ(t *testing.T) {
 		t.Errorf("a QP in ERROR flushed the SRQ: %d completions, %d left", rcq.Len(), srq.Len())
 	}
 	// The SRQ's last receive, then an RNR NAK for the next SEND.
-	send(senders[1], 3)
-	send(senders[1], 4)
+	s.send(senders[1], 3)
+	s.send(senders[1], 4)
 	n.run(1000, func() bool { return senders[1].Stats().RNRNaksReceived > 0 })
 	if k := rcq.Poll(wc[:]); k != 1 || wc[0].WRID != 2 || wc[0].QPN != recvers[1].QPN() {
 		t.Errorf("%d completions %+v", k, wc[:k])
 	}
-	post(3)
+	s.post(3)
 	n.settle()
 	if k := rcq.Poll(wc[:]); k != 1 || wc[0].WRID != 3 {
 		t.Errorf("after the repost: %d completions %+v", k, wc[:k])
@@ -99,38 +129,17 @@ func TestSRQ(t *testing.T) {
 // and sent again on the requester's timer), though the SRQ has more;
 // ReleaseSRQ lets it take the next one.
 func TestSRQLimit(t *testing.T) {
-	n := newTestNet(t, memlink.Config{}, EndpointConfig{})
 	o := defaultQPOpts()
 	o.noRNR = true
-	srq, err := n.pb.CreateSRQ(&SRQInitAttr{MaxWR: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rcq, _ := n.b.NewCQ(CQConfig{Depth: 16})
-	scq, _ := n.b.NewCQ(CQConfig{Depth: 16})
-	mrB := region(t, n.pb, 8*64, AccessLocalWrite)
-	mrA := region(t, n.pa, 64, 0)
+	s := newSRQNet(t, o)
+	n, srq, rcq := s.n, s.srq, s.rcq
 	for i := range 4 {
-		if err := srq.PostRecv(&RecvWR{ID: uint64(i), SGList: []SGE{mrB.SGE(i*64, 64)}}); err != nil {
-			t.Fatal(err)
-		}
+		s.post(i)
 	}
-	var evs []Event
-	sender, scqs := n.newQP(n.pa, o, &evs)
-	recver, err := n.pb.CreateQP(&QPInitAttr{SendCQ: scq, RecvCQ: rcq, SRQ: srq, Cap: QPCap{MaxSendWR: 4}, NoRNR: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := recver.Modify(&QPAttr{State: QPStateInit}, QPAttrState); err != nil {
-		t.Fatal(err)
-	}
-	connectQP(t, sender, o, macB, ipB, recver.QPN(), o.psnB, o.psnA)
-	connectQP(t, recver, o, macA, ipA, sender.QPN(), o.psnA, o.psnB)
+	sender, recver, scqs := s.pair()
 	recver.SetSRQLimit(2)
 	for id := range uint64(3) {
-		if err := sender.PostSend(&SendWR{ID: id, Opcode: WRSend, Flags: SendSignaled, SGList: []SGE{mrA.SGE(0, 10)}}); err != nil {
-			t.Fatal(err)
-		}
+		s.send(sender, id)
 	}
 	n.run(100_000, func() bool { return recver.Stats().RNRSilentDrops > 0 && rcq.Len() == 2 })
 	if recver.SRQHeld() != 2 || srq.Len() != 2 {
