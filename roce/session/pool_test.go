@@ -90,6 +90,18 @@ func TestSessionPool(t *testing.T) {
 	if st := pool.Stats(); st.RecvPosted != 20-cfg.RecvBuffers {
 		t.Errorf("pool %+v with one stalled session", st)
 	}
+	// The pool's Poll hands the completions to their sessions: the
+	// stalled one has its cap of full buffers to read, the others none.
+	if pn.b[0].Readable() || pn.b[0].Buffered() != 0 {
+		t.Errorf("data counted before the pool was polled: %d bytes", pn.b[0].Buffered())
+	}
+	pool.Poll()
+	if !pn.b[0].Readable() || pn.b[0].Buffered() != cfg.RecvBuffers*cfg.BufferSize {
+		t.Errorf("after the pool's Poll: readable %v, %d bytes buffered", pn.b[0].Readable(), pn.b[0].Buffered())
+	}
+	if pn.b[1].Readable() || pool.Sessions() != 3 {
+		t.Errorf("an idle session is readable, or the pool holds %d sessions", pool.Sessions())
+	}
 	// 12 buffers free, at the cap of 8: one more session is admitted...
 	if err := pn.add(); err != nil {
 		t.Fatalf("a session with %d buffers free: %v", pool.Stats().RecvPosted, err)
