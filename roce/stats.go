@@ -57,7 +57,6 @@ type qpCounters struct {
 	duplicates, outOfSequence              atomic.Uint64
 	staleResponses                         atomic.Uint64
 	state                                  atomic.Int32
-	sendBufInUse, sendBufTotal             atomic.Int64
 }
 
 // QPStats is a snapshot of a QP's counters.
@@ -81,32 +80,28 @@ type QPStats struct {
 	StaleResponses     uint64 // responses for PSNs already acknowledged
 
 	SendCQDepth, RecvCQDepth int // completions waiting
-	SendBuffersInUse         int // session send buffers posted and not completed
-	SendBuffers              int // session send buffers
 }
 
 func (c *qpCounters) snapshot(qpn uint32, sendCQ, recvCQ *CQ) QPStats {
 	s := QPStats{
-		QPN:              qpn,
-		State:            QPState(c.state.Load()),
-		TxPackets:        c.txPackets.Load(),
-		TxBytes:          c.txBytes.Load(),
-		RxPackets:        c.rxPackets.Load(),
-		RxBytes:          c.rxBytes.Load(),
-		Retransmits:      c.retransmits.Load(),
-		Timeouts:         c.timeouts.Load(),
-		RNRNaksSent:      c.rnrNakSent.Load(),
-		RNRSilentDrops:   c.rnrSilent.Load(),
-		RNRNaksReceived:  c.rnrNakRecv.Load(),
-		ICRCErrors:       c.icrcErrors.Load(),
-		Dropped:          c.dropped.Load(),
-		Duplicates:       c.duplicates.Load(),
-		OutOfSequence:    c.outOfSequence.Load(),
-		StaleResponses:   c.staleResponses.Load(),
-		SendCQDepth:      int(sendCQ.depth.Load()),
-		RecvCQDepth:      int(recvCQ.depth.Load()),
-		SendBuffersInUse: int(c.sendBufInUse.Load()),
-		SendBuffers:      int(c.sendBufTotal.Load()),
+		QPN:             qpn,
+		State:           QPState(c.state.Load()),
+		TxPackets:       c.txPackets.Load(),
+		TxBytes:         c.txBytes.Load(),
+		RxPackets:       c.rxPackets.Load(),
+		RxBytes:         c.rxBytes.Load(),
+		Retransmits:     c.retransmits.Load(),
+		Timeouts:        c.timeouts.Load(),
+		RNRNaksSent:     c.rnrNakSent.Load(),
+		RNRSilentDrops:  c.rnrSilent.Load(),
+		RNRNaksReceived: c.rnrNakRecv.Load(),
+		ICRCErrors:      c.icrcErrors.Load(),
+		Dropped:         c.dropped.Load(),
+		Duplicates:      c.duplicates.Load(),
+		OutOfSequence:   c.outOfSequence.Load(),
+		StaleResponses:  c.staleResponses.Load(),
+		SendCQDepth:     int(sendCQ.depth.Load()),
+		RecvCQDepth:     int(recvCQ.depth.Load()),
 	}
 	for i := range c.nakSent {
 		s.NaksSent[i] = c.nakSent[i].Load()

@@ -7,11 +7,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cephdpdkd/cephdpdkd/roce"
+	"github.com/cephdpdkd/cephdpdkd/roce/session"
 )
 
 // RoCECollector exports the counters of RoCE endpoints and their QPs as
-// cephdpdkd_roce_* metrics. It reads only the endpoints' snapshots
-// (roce.Endpoint.Stats and EachQPStats), so a Prometheus handler may
+// cephdpdkd_roce_* metrics, with the send buffers of the sessions on the
+// QPs. It reads only the endpoints' snapshots (roce.Endpoint.Stats and
+// EachQPStats) and a session.Registry, so a Prometheus handler may
 // collect while the endpoints are being polled.
 type RoCECollector struct {
 	eps []roceSource
@@ -29,14 +31,26 @@ type roceSource struct {
 	addr  string // the endpoint label
 	stats func() roce.EndpointStats
 	eachQ func(func(roce.QPStats))
+	// session returns the figures of the session on QP qpn: zero for a
+	// QP without one.
+	session func(qpn uint32) session.Stats
 }
 
 // NewRoCECollector returns a collector for eps, for the daemon to
-// register.
-func NewRoCECollector(eps ...*roce.Endpoint) *RoCECollector {
+// register. sessions, if not nil, is where the sessions on the
+// endpoints' QPs publish their send buffers; a QP without a session
+// exports none.
+func NewRoCECollector(sessions *session.Registry, eps ...*roce.Endpoint) *RoCECollector {
 	srcs := make([]roceSource, len(eps))
 	for i, e := range eps {
-		srcs[i] = roceSource{addr: e.IP().String(), stats: e.Stats, eachQ: e.EachQPStats}
+		srcs[i] = roceSource{addr: e.IP().String(), stats: e.Stats, eachQ: e.EachQPStats,
+			session: func(qpn uint32) session.Stats {
+				if sessions == nil {
+					return session.Stats{}
+				}
+				st, _ := sessions.Lookup(e, qpn)
+				return st
+			}}
 	}
 	return newRoCECollector(srcs)
 }
@@ -123,8 +137,9 @@ func (c *RoCECollector) Collect(ch chan<- prometheus.Metric) {
 			counter(c.stale, s.StaleResponses, ep, qpn)
 			gauge(c.cqDepth, float64(s.SendCQDepth), ep, qpn, "send")
 			gauge(c.cqDepth, float64(s.RecvCQDepth), ep, qpn, "recv")
-			gauge(c.sendBufs, float64(s.SendBuffers), ep, qpn)
-			gauge(c.sendBufsInUse, float64(s.SendBuffersInUse), ep, qpn)
+			ss := e.session(s.QPN)
+			gauge(c.sendBufs, float64(ss.SendBuffers), ep, qpn)
+			gauge(c.sendBufsInUse, float64(ss.SendBuffersInUse), ep, qpn)
 			gauge(c.state, float64(s.State), ep, qpn)
 		})
 	}

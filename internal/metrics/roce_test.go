@@ -1,15 +1,20 @@
 package metrics
 
 import (
+	"fmt"
+	"net/netip"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/cephdpdkd/cephdpdkd/roce"
 	"github.com/cephdpdkd/cephdpdkd/roce/memlink"
+	"github.com/cephdpdkd/cephdpdkd/roce/session"
 )
 
 // Every counter of an endpoint and of a QP, each with its own value, is
@@ -18,7 +23,7 @@ func TestRoCECollector(t *testing.T) {
 	q := roce.QPStats{QPN: 17, State: roce.QPStateRTS, TxPackets: 1, TxBytes: 2, RxPackets: 3, RxBytes: 4,
 		Retransmits: 5, Timeouts: 6, RNRNaksSent: 7, RNRNaksReceived: 8, RNRSilentDrops: 9,
 		ICRCErrors: 18, Dropped: 19, Duplicates: 20, OutOfSequence: 21, StaleResponses: 22,
-		SendCQDepth: 23, RecvCQDepth: 24, SendBuffersInUse: 25, SendBuffers: 26}
+		SendCQDepth: 23, RecvCQDepth: 24}
 	q.NaksSent[roce.NakSequence], q.NaksSent[roce.NakInvalidRequest] = 10, 11
 	q.NaksSent[roce.NakRemoteAccess], q.NaksSent[roce.NakRemoteOperational] = 12, 13
 	q.NaksReceived[roce.NakSequence], q.NaksReceived[roce.NakInvalidRequest] = 14, 15
@@ -30,6 +35,12 @@ func TestRoCECollector(t *testing.T) {
 				NoQP: 105, Unsupported: 106, TooManyVLANs: 107, NotRoCE: 108, GSIReceived: 109, GSISent: 110, TxBusy: 111}
 		},
 		eachQ: func(f func(roce.QPStats)) { f(q) },
+		session: func(qpn uint32) session.Stats {
+			if qpn != q.QPN {
+				t.Errorf("session figures asked for qp %d", qpn)
+			}
+			return session.Stats{SendBuffersInUse: 25, SendBuffers: 26}
+		},
 	}})
 	checkExposition(t, c, `
 # HELP cephdpdkd_roce_bytes_total RoCE frame bytes per QP and direction.
@@ -145,7 +156,7 @@ func family(fams []*dto.MetricFamily, name string, labels map[string]string) (fl
 func TestRoCECollectorsLive(t *testing.T) {
 	p := newRocePair(t, memlink.Config{Seed: 5, Loss: 0.02, Reorder: 0.02})
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(NewRoCECollector(p.srv, p.cli), NewCMCollector(p.srvM, p.cliM),
+	reg.MustRegister(NewRoCECollector(nil, p.srv, p.cli), NewCMCollector(p.srvM, p.cliM),
 		NewAppCollector(map[string]AppSource{"7471": p.echo}))
 	stop, scrapes, started := make(chan struct{}), make(chan int), make(chan struct{})
 	go func() {
@@ -208,6 +219,7 @@ func TestRoCECollectorsLive(t *testing.T) {
 			check("cephdpdkd_roce_naks_total", l("direction", "sent", "code", "psn_sequence"), float64(s.NaksSent[roce.NakSequence]))
 			check("cephdpdkd_roce_cq_depth", l("queue", "recv"), float64(s.RecvCQDepth))
 			check("cephdpdkd_roce_qp_state", l(), float64(s.State))
+			check("cephdpdkd_roce_send_buffers", l(), 0) // no sessions here
 		})
 		// The connection's QP at least.
 		if qps == 0 || qps != e.NumQPs() {
@@ -242,5 +254,91 @@ func TestRoCECollectorsLive(t *testing.T) {
 	}
 	if len(qpns) != 0 {
 		t.Errorf("client QPs exported after the disconnect: %v", qpns)
+	}
+}
+
+// The send-buffer gauges of QPs with sessions come from the sessions'
+// registry, keyed by endpoint and QP number (both endpoints here number
+// their QPs alike); a QP without a session exports zeros.
+func TestRoCECollectorSessions(t *testing.T) {
+	la, lb := memlink.New(memlink.Config{})
+	var eps [2]*roce.Endpoint
+	for i, c := range []roce.EndpointConfig{{MAC: macSrv, IP: ipSrv, IO: la}, {MAC: macCli, IP: ipCli, IO: lb}} {
+		var err error
+		if eps[i], err = roce.NewEndpoint(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var sessions session.Registry
+	cfg := session.DefaultConfig()
+	cfg.BufferSize, cfg.SendBuffers, cfg.RecvBuffers = 4096, 5, 4
+	cfg.Registry = &sessions
+	var qps [2]*roce.QP
+	var ss [2]*session.Session
+	for i, e := range eps {
+		var err error
+		if qps[i], err = session.NewQP(e.NewPD(), cfg); err != nil {
+			t.Fatal(err)
+		}
+		if ss[i], err = session.New(qps[i], cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if qps[0].QPN() != qps[1].QPN() {
+		t.Fatalf("QPNs %d and %d: the test needs one number on both endpoints", qps[0].QPN(), qps[1].QPN())
+	}
+	for i, peer := range []struct {
+		mac [6]byte
+		ip  netip.Addr
+	}{{macCli, ipCli}, {macSrv, ipSrv}} {
+		if err := qps[i].Modify(cfg.RTRAttr(roce.AddressVector{DstMAC: peer.mac, DstIP: peer.ip}, qps[1-i].QPN(), 100)); err != nil {
+			t.Fatal(err)
+		}
+		if err := qps[i].Modify(cfg.RTSAttr(100)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if k, err := ss[0].Send(make([]byte, 3*4096)); k != 3*4096 || err != nil {
+		t.Fatal(k, err)
+	}
+	// A QP without a session on the server.
+	cq, err := eps[0].NewCQ(roce.CQConfig{Depth: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := eps[0].NewPD().CreateQP(&roce.QPInitAttr{SendCQ: cq, RecvCQ: cq, Cap: roce.QPCap{MaxSendWR: 1, MaxRecvWR: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewRoCECollector(&sessions, eps[:]...)
+	srv, cli := ipSrv.String(), ipCli.String()
+	q, r := strconv.Itoa(int(qps[0].QPN())), strconv.Itoa(int(raw.QPN()))
+	want := func(total, inUse [3]int) string {
+		return fmt.Sprintf(`
+# HELP cephdpdkd_roce_send_buffers Registered session send buffers.
+# TYPE cephdpdkd_roce_send_buffers gauge
+cephdpdkd_roce_send_buffers{endpoint=%[1]q,qpn=%[3]q} %[5]d
+cephdpdkd_roce_send_buffers{endpoint=%[1]q,qpn=%[4]q} %[6]d
+cephdpdkd_roce_send_buffers{endpoint=%[2]q,qpn=%[3]q} %[7]d
+# HELP cephdpdkd_roce_send_buffers_in_use Session send buffers posted and not yet reaped.
+# TYPE cephdpdkd_roce_send_buffers_in_use gauge
+cephdpdkd_roce_send_buffers_in_use{endpoint=%[1]q,qpn=%[3]q} %[8]d
+cephdpdkd_roce_send_buffers_in_use{endpoint=%[1]q,qpn=%[4]q} %[9]d
+cephdpdkd_roce_send_buffers_in_use{endpoint=%[2]q,qpn=%[3]q} %[10]d
+`, srv, cli, q, r, total[0], total[1], total[2], inUse[0], inUse[1], inUse[2])
+	}
+	names := []string{"cephdpdkd_roce_send_buffers", "cephdpdkd_roce_send_buffers_in_use"}
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want([3]int{5, 0, 5}, [3]int{3, 0, 0})), names...); err != nil {
+		t.Error(err)
+	}
+	// Released sessions export zeros while their QPs live on.
+	for _, s := range ss {
+		s.QP().Modify(&roce.QPAttr{State: roce.QPStateError}, roce.QPAttrState)
+		if err := s.Release(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want([3]int{}, [3]int{})), names...); err != nil {
+		t.Error(err)
 	}
 }

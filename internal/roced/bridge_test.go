@@ -17,6 +17,7 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv"
 	"github.com/cephdpdkd/cephdpdkd/roce"
 	"github.com/cephdpdkd/cephdpdkd/roce/cm"
+	"github.com/cephdpdkd/cephdpdkd/roce/session"
 )
 
 // TestBridgeOverDPDK: the daemon's RoCE⇄TCP bridge, reached over its DPDK
@@ -106,13 +107,13 @@ metrics: {listen: "off"}
 		t.Fatal(err)
 	}
 	pd := ep.NewPD()
-	sc := roce.DefaultSessionConfig()
+	sc := session.DefaultConfig()
 	sc.BufferSize, sc.SendBuffers, sc.RecvBuffers = 128<<10, 32, 64
 	poll := func() { mgr.Poll(time.Now()) }
 
 	type client struct {
 		qp        *roce.QP
-		s         *roce.Session
+		s         *session.Session
 		conn      *cm.Conn
 		connected bool
 		err       error
@@ -122,10 +123,10 @@ metrics: {listen: "off"}
 		t.Helper()
 		c := &client{}
 		var err error
-		if c.qp, err = roce.NewSessionQP(pd, sc); err != nil {
+		if c.qp, err = session.NewQP(pd, sc); err != nil {
 			t.Fatal(err)
 		}
-		if c.s, err = roce.NewSession(c.qp, sc); err != nil {
+		if c.s, err = session.New(c.qp, sc); err != nil {
 			t.Fatal(err)
 		}
 		c.conn, err = mgr.Dial(netip.MustParseAddr(nodeIP), port, c.qp, nil, cm.Events{
@@ -239,6 +240,13 @@ metrics: {listen: "off"}
 	if string(back) != string(msg) {
 		t.Error("the echo through the bridge differs")
 	}
+	// The bridged connection's session publishes its send buffers, read
+	// here while the daemon polls: its cap of roce.send_buffers.
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(d.RoCE().Collectors()...)
+	if v := metric(t, reg, "cephdpdkd_roce_send_buffers"); v != 32 {
+		t.Errorf("cephdpdkd_roce_send_buffers sums to %v with one bridged connection, want its 32", v)
+	}
 	mgr.Disconnect(c.conn)
 	for end := time.Now().Add(5 * time.Second); !c.down && time.Now().Before(end); poll() {
 	}
@@ -246,8 +254,6 @@ metrics: {listen: "off"}
 
 	// The node's collectors export what the bridge did: the REJ for the
 	// closed port, two connections bridged and ended, the bytes relayed.
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(d.RoCE().Collectors()...)
 	for end := time.Now().Add(5 * time.Second); metric(t, reg, "cephdpdkd_roce_bridge_connections") != 0; {
 		if time.Now().After(end) {
 			t.Fatal("bridged connections never ended")

@@ -24,6 +24,7 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/roce/cephrdma"
 	"github.com/cephdpdkd/cephdpdkd/roce/cm"
 	"github.com/cephdpdkd/cephdpdkd/roce/ping"
+	"github.com/cephdpdkd/cephdpdkd/roce/session"
 )
 
 // maxRNRWait caps waits after a peer's RNR NAK: rdma_cm leaves Linux
@@ -57,7 +58,10 @@ type Node struct {
 	clients  []*ping.Client
 	// session is the configuration's session template: buffers, MTU,
 	// timers.
-	session roce.SessionConfig
+	session session.Config
+	// sessions holds the send-buffer figures of every session on the
+	// endpoint, for the metrics.
+	sessions session.Registry
 
 	bridge    *bridge.Bridge
 	ceph      *cephrdma.Stack
@@ -94,11 +98,12 @@ func New(cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	n.mem = mempool.NewMemory("cdd_roce", r.MemoryMB<<20)
-	n.session = roce.DefaultSessionConfig()
+	n.session = session.DefaultConfig()
 	n.session.BufferSize, n.session.SendBuffers, n.session.RecvBuffers = r.BufferSize, r.SendBuffers, r.RecvBuffers
 	n.session.Allocator = n.mem
 	n.session.MinRNRTimer = r.RNRTimer
 	n.session.PathMTU = r.MTU
+	n.session.Registry = &n.sessions
 	n.ep, err = roce.NewEndpoint(roce.EndpointConfig{
 		MAC: mac, IP: r.Address.Addr(), IO: n.io, RxBurst: cfg.Burst, TxBurst: cfg.Burst, MaxRNRWait: maxRNRWait,
 		MaxUnackedPSNs: r.Window,
@@ -169,6 +174,7 @@ func (n *Node) startCeph(r *config.RoCE) error {
 	cfg.Session.BufferSize = r.BufferSize
 	cfg.Session.SendBuffers, cfg.Session.RecvBuffers = r.SendBuffers, r.RecvBuffers
 	cfg.Session.Allocator = n.mem
+	cfg.Session.Registry = &n.sessions
 	cfg.Session.MinRNRTimer = r.RNRTimer
 	// Ceph asks for unlimited retries; a vanished peer must still free
 	// its QP, buffers and mbufs.
@@ -316,7 +322,8 @@ func (n *Node) status() Status {
 	return st
 }
 
-// Collectors export the endpoint's per-QP metrics (cephdpdkd_roce_*), the
+// Collectors export the endpoint's per-QP metrics (cephdpdkd_roce_*, with
+// the send buffers of the sessions on the QPs), the
 // connection manager's (cephdpdkd_roce_cm_*), the frames the TX queue
 // refused (cephdpdkd_roce_endpoint_tx_refused_total), the built-in
 // services' (cephdpdkd_roce_app_*), the Ceph exchange's
@@ -331,7 +338,7 @@ func (n *Node) Collectors() []prometheus.Collector {
 		srcs["ceph_tcp_"+strconv.Itoa(i)] = s
 	}
 	cs := []prometheus.Collector{
-		metrics.NewRoCECollector(n.ep), metrics.NewCMCollector(n.cm),
+		metrics.NewRoCECollector(&n.sessions, n.ep), metrics.NewCMCollector(n.cm),
 		metrics.NewTxRefusedCollector(n.ep.IP().String(), &n.io.TxRefused),
 		metrics.NewAppCollector(srcs),
 	}

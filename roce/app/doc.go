@@ -4,7 +4,7 @@
 //
 // Two kinds of service exist, because peers frame data in two ways:
 //
-//   - A SessionService serves roce.Session byte streams (Ceph async+rdma
+//   - A SessionService serves session.Session byte streams (Ceph async+rdma
 //     framing: SENDs of up to one 128 KiB chunk, a zero-length SEND
 //     closes). Echo sends every byte back; Discard counts and drops.
 //     roce/cephrdma hands them the sessions it accepts.
@@ -47,8 +47,8 @@
 //		Shutdown() error
 //	}
 //	type SessionService interface {
-//		Attach(s *roce.Session, done func(err error)) error
-//		Detach(s *roce.Session)
+//		Attach(s *session.Session, done func(err error)) error
+//		Detach(s *session.Session)
 //		Poll(now time.Time) int
 //		Stats() Stats
 //	}

@@ -3,7 +3,7 @@
 // to the node's address and a Ceph port; the bridge accepts the
 // connection only once a kernel TCP connection to the same address and
 // port is up, where ceph-mon or ceph-osd listens, and then copies the two
-// byte streams both ways through a flow-controlled roce.Session. msgr2
+// byte streams both ways through a flow-controlled session.Session. msgr2
 // sees the address it dialled, so its identity check passes.
 //
 // Everything but the TCP dials, reads and writes runs on the goroutine
@@ -17,7 +17,7 @@
 // readable before taking one), so an idle connection holds none.
 //
 // The connections' registered buffers are shared, as Ceph's own RDMA
-// messenger shares them through an SRQ: one roce.SessionPool holds
+// messenger shares them through an SRQ: one session.Pool holds
 // RecvPool receive buffers, all posted on one SRQ, and SendPool send
 // buffers; registered memory is fixed whatever the number of
 // connections. Flow control stays per connection. Fairness: a connection
@@ -49,6 +49,7 @@ import (
 
 	"github.com/cephdpdkd/cephdpdkd/roce"
 	"github.com/cephdpdkd/cephdpdkd/roce/cm"
+	"github.com/cephdpdkd/cephdpdkd/roce/session"
 )
 
 // Defaults.
@@ -56,8 +57,8 @@ const (
 	DefaultMaxConns    = 256
 	DefaultChunks      = 8
 	DefaultDialTimeout = 2 * time.Second
-	DefaultRecvPool    = roce.DefaultPoolRecvBuffers
-	DefaultSendPool    = roce.DefaultPoolSendBuffers
+	DefaultRecvPool    = session.DefaultPoolRecvBuffers
+	DefaultSendPool    = session.DefaultPoolSendBuffers
 	// maxFreeChunks bounds the idle chunks kept for reuse.
 	maxFreeChunks = 256
 	// closeTimeout bounds how long an orderly close may wait for the TCP
@@ -75,7 +76,7 @@ type Config struct {
 	// ms_async_rdma_buffer_size. SendBuffers and RecvBuffers are the
 	// per-connection caps on the shared pools (each at most a quarter
 	// of its pool).
-	Session roce.SessionConfig
+	Session session.Config
 	// RecvPool and SendPool are the registered buffers all connections
 	// share: receive buffers on one SRQ, send buffers on a free list.
 	RecvPool, SendPool int
@@ -98,7 +99,7 @@ type Bridge struct {
 	cfg    Config
 	m      *cm.Manager
 	pd     *roce.PD
-	pool   *roce.SessionPool
+	pool   *session.Pool
 	chunks chunkPool
 	conns  map[*cm.Conn]*conn
 	// live holds conns' values for Poll: a slice walks without a map
@@ -111,7 +112,7 @@ type Bridge struct {
 	shut     bool
 	cnt      counters
 	// published is the pool state last copied for Stats.
-	published roce.PoolStats
+	published session.PoolStats
 	// Dials run off the poll loop: dialing counts those in flight, each
 	// ends on dialed; stop cancels them at Shutdown.
 	dialing int
@@ -135,7 +136,7 @@ func New(m *cm.Manager, cfg Config) (*Bridge, error) {
 		cfg.DialTimeout = DefaultDialTimeout
 	}
 	if cfg.Session.BufferSize <= 0 {
-		cfg.Session.BufferSize = roce.DefaultBufferSize
+		cfg.Session.BufferSize = session.DefaultBufferSize
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
@@ -148,7 +149,7 @@ func New(m *cm.Manager, cfg Config) (*Bridge, error) {
 	}
 	capTo := func(v *int, pool int) {
 		if *v <= 0 {
-			*v = roce.DefaultRecvBuffers
+			*v = session.DefaultRecvBuffers
 		}
 		*v = max(1, min(*v, pool/4))
 	}
@@ -161,7 +162,7 @@ func New(m *cm.Manager, cfg Config) (*Bridge, error) {
 	b.ctx, b.stop = context.WithCancel(context.Background())
 	b.chunks.size = cfg.Session.BufferSize
 	var err error
-	b.pool, err = roce.NewSessionPool(b.pd, roce.PoolConfig{
+	b.pool, err = session.NewPool(b.pd, session.PoolConfig{
 		BufferSize: cfg.Session.BufferSize, RecvBuffers: cfg.RecvPool, SendBuffers: cfg.SendPool,
 		MaxSessions: cfg.MaxConns, Allocator: cfg.Session.Allocator,
 	})
@@ -224,7 +225,7 @@ type dialed struct {
 	cc     *cm.Conn
 	peer   netip.AddrPort
 	target netip.AddrPort
-	sess   *roce.Session
+	sess   *session.Session
 	nc     net.Conn
 	err    error
 }
@@ -466,7 +467,7 @@ type conn struct {
 	idx    int // in b.live
 	target netip.AddrPort
 	qp     *roce.QP
-	sess   *roce.Session
+	sess   *session.Session
 	tcp    net.Conn
 
 	up            bool // established: data may flow
@@ -495,7 +496,7 @@ type conn struct {
 	peek     [1]byte // the reader's readiness probe
 }
 
-func (b *Bridge) newConn(target netip.AddrPort, sess *roce.Session, nc net.Conn) *conn {
+func (b *Bridge) newConn(target netip.AddrPort, sess *session.Session, nc net.Conn) *conn {
 	k := b.cfg.Chunks
 	c := &conn{b: b, target: target, tcp: nc, sess: sess, qp: sess.QP(),
 		in: make(chan []byte, k), inFree: make(chan []byte, k),
@@ -732,7 +733,7 @@ func (c *conn) close(reset bool) {
 func (c *conn) releaseRoCE() { releaseSession(c.sess) }
 
 // releaseSession gives a session's QP and shared buffers back.
-func releaseSession(s *roce.Session) {
+func releaseSession(s *session.Session) {
 	qp := s.QP()
 	qp.Modify(&roce.QPAttr{State: roce.QPStateError}, roce.QPAttrState)
 	s.Release()
@@ -740,4 +741,4 @@ func releaseSession(s *roce.Session) {
 }
 
 // Pool returns the shared buffer pool; use it on the polling goroutine.
-func (b *Bridge) Pool() *roce.SessionPool { return b.pool }
+func (b *Bridge) Pool() *session.Pool { return b.pool }

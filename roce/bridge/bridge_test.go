@@ -15,6 +15,7 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/roce"
 	"github.com/cephdpdkd/cephdpdkd/roce/cm"
 	"github.com/cephdpdkd/cephdpdkd/roce/memlink"
+	"github.com/cephdpdkd/cephdpdkd/roce/session"
 )
 
 var (
@@ -33,7 +34,7 @@ type testNet struct {
 	cliPD   *roce.PD
 	b       *Bridge
 	alloc   *roce.HeapAllocator
-	cliCfg  roce.SessionConfig
+	cliCfg  session.Config
 	tcpPort uint16 // where the test's TCP server listens on 127.0.0.1
 }
 
@@ -68,7 +69,7 @@ func newTestNetTimeout(t *testing.T, cfg Config, timeout uint8) *testNet {
 		t.Fatal(err)
 	}
 	n.cliPD = epC.NewPD()
-	n.cliCfg = roce.DefaultSessionConfig()
+	n.cliCfg = session.DefaultConfig()
 	n.cliCfg.BufferSize, n.cliCfg.SendBuffers, n.cliCfg.RecvBuffers = 16<<10, 16, 16
 	n.cliCfg.RNRRetry = 0
 	n.cliCfg.Allocator = n.alloc
@@ -77,7 +78,7 @@ func newTestNetTimeout(t *testing.T, cfg Config, timeout uint8) *testNet {
 	if cfg.Dial == nil {
 		cfg.Dial = loopbackDialer(nil)
 	}
-	cfg.Session = roce.DefaultSessionConfig()
+	cfg.Session = session.DefaultConfig()
 	// More receives posted than the client has SENDs in flight: a
 	// bridge that keeps up never drops one.
 	cfg.Session.BufferSize, cfg.Session.SendBuffers, cfg.Session.RecvBuffers = 16<<10, 8, 32
@@ -146,7 +147,7 @@ func (n *testNet) server(serve func(net.Conn)) {
 // client is the active side: a session over a connection to the bridge.
 type client struct {
 	qp           *roce.QP
-	sess         *roce.Session
+	sess         *session.Session
 	conn         *cm.Conn
 	connErr      error
 	connected    bool
@@ -159,10 +160,10 @@ func (n *testNet) dial(port uint16) *client {
 	n.t.Helper()
 	c := &client{}
 	var err error
-	if c.qp, err = roce.NewSessionQP(n.cliPD, n.cliCfg); err != nil {
+	if c.qp, err = session.NewQP(n.cliPD, n.cliCfg); err != nil {
 		n.t.Fatal(err)
 	}
-	if c.sess, err = roce.NewSession(c.qp, n.cliCfg); err != nil {
+	if c.sess, err = session.New(c.qp, n.cliCfg); err != nil {
 		n.t.Fatal(err)
 	}
 	c.conn, err = n.cliM.Dial(ipS, port, c.qp, nil, cm.Events{

@@ -77,7 +77,7 @@
 // Events.Connected(c, err) instead, with the QP in ERROR.
 //
 // Send nothing on a QP before Connected(c, nil): until then it may still
-// be in RTR, where posting a send fails (and fails a roce.Session).
+// be in RTR, where posting a send fails (and fails a session.Session).
 //
 // Once established, Disconnect, the peer's DREQ or the QP failing (a
 // transport error, the retry limit: EventQPFatal) moves the QP to ERROR,

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cephdpdkd/cephdpdkd/roce"
 	"github.com/cephdpdkd/cephdpdkd/roce/cm"
+	"github.com/cephdpdkd/cephdpdkd/roce/session"
 )
 
 // Mode is what the client expects of the server.
@@ -34,7 +35,7 @@ type Config struct {
 	Timeout time.Duration
 	// Session sizes the stream's session and QP (ModeStream only); its
 	// Allocator is the run's.
-	Session roce.SessionConfig
+	Session session.Config
 }
 
 // Result is what a run measured.
@@ -88,8 +89,8 @@ type Client struct {
 	inflight             int // sends posted, not completed
 	res                  Result
 
-	stream *roce.Session // ModeStream
-	left   int64         // stream bytes not yet handed to the session
+	stream *session.Session // ModeStream
+	left   int64            // stream bytes not yet handed to the session
 }
 
 // Start creates the QP and buffers and dials raddr:port. now must be the

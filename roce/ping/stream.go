@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cephdpdkd/cephdpdkd/roce"
+	"github.com/cephdpdkd/cephdpdkd/roce/session"
 )
 
 // setupStream creates the stream's QP and session: the flow-controlled
@@ -14,12 +15,12 @@ func (c *Client) setupStream() error {
 	sc := c.cfg.Session
 	sc.Allocator = c.cfg.Allocator
 	pd := c.m.Endpoint().NewPD()
-	qp, err := roce.NewSessionQP(pd, sc)
+	qp, err := session.NewQP(pd, sc)
 	if err != nil {
 		pd.Dealloc()
 		return fmt.Errorf("ping: stream qp: %w", err)
 	}
-	s, err := roce.NewSession(qp, sc)
+	s, err := session.New(qp, sc)
 	if err != nil {
 		destroySessionQP(qp)
 		pd.Dealloc()
@@ -85,7 +86,7 @@ func (c *Client) releaseStream() {
 	c.qp, c.stream, c.mem = nil, nil, nil
 }
 
-// destroySessionQP destroys a QP made by roce.NewSessionQP and its CQs.
+// destroySessionQP destroys a QP made by session.NewQP and its CQs.
 func destroySessionQP(qp *roce.QP) {
 	scq, rcq := qp.SendCQ(), qp.RecvCQ()
 	pd := qp.PD()
