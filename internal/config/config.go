@@ -39,13 +39,17 @@ type Config struct {
 type EAL struct {
 	// Lcores is the EAL -l list, e.g. "0-1". The main lcore runs the Go
 	// runtime's DPDK calls; every other lcore may own a poll loop.
-	Lcores     string   `yaml:"lcores"`
-	MainLcore  int      `yaml:"main_lcore"`
-	MemoryMB   int      `yaml:"memory_mb"`
-	NoHuge     bool     `yaml:"no_huge"`
-	HugeDir    string   `yaml:"huge_dir"`
-	FilePrefix string   `yaml:"file_prefix"`
-	ExtraArgs  []string `yaml:"extra_args"`
+	Lcores    string `yaml:"lcores"`
+	MainLcore int    `yaml:"main_lcore"`
+	// RuntimeCPUs is where the Go runtime's threads run (the metrics
+	// server, the bridge's TCP I/O, GC): a CPU list such as "0,4-5".
+	// Empty: the lcores that run no poll loop, the main lcore among them.
+	RuntimeCPUs string   `yaml:"runtime_cpus"`
+	MemoryMB    int      `yaml:"memory_mb"`
+	NoHuge      bool     `yaml:"no_huge"`
+	HugeDir     string   `yaml:"huge_dir"`
+	FilePrefix  string   `yaml:"file_prefix"`
+	ExtraArgs   []string `yaml:"extra_args"`
 	// Hugepages, when set, has the daemon reserve and mount the
 	// hugepages the EAL uses, and give them back at stop.
 	Hugepages *Hugepages `yaml:"hugepages"`

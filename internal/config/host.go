@@ -110,8 +110,16 @@ func readCPUList(path string) (unix.CPUSet, error) {
 
 // checkLcoresHost refuses lcores outside the process's CPU affinity: EAL
 // lcore IDs given with -l are CPU numbers.
+// eal.runtime_cpus gets the same check.
 func (c *Config) checkLcoresHost(bad func(path, format string, args ...any)) {
-	lcores, err := ParseLcores(c.EAL.Lcores)
+	checkCPUsHost("eal.lcores", c.EAL.Lcores, bad)
+	if c.EAL.RuntimeCPUs != "" {
+		checkCPUsHost("eal.runtime_cpus", c.EAL.RuntimeCPUs, bad)
+	}
+}
+
+func checkCPUsHost(path, list string, bad func(path, format string, args ...any)) {
+	lcores, err := ParseLcores(list)
 	if err != nil {
 		return // Validate reports it
 	}
@@ -137,7 +145,7 @@ func (c *Config) checkLcoresHost(bad func(path, format string, args ...any)) {
 	if len(missing) > 1 {
 		what = "lcores " + formatLcores(missing) + " are not CPUs"
 	}
-	bad("eal.lcores", "%s this process may run on; available CPUs on this machine: %s", what, formatLcores(avail))
+	bad(path, "%s this process may run on; available CPUs on this machine: %s", what, formatLcores(avail))
 }
 
 // formatLcores writes sorted lcores as an EAL list: "0-3,8".

@@ -179,6 +179,17 @@ func (c *Config) Validate() error {
 	if err == nil && !lcoreSet[c.EAL.MainLcore] {
 		bad("eal.main_lcore", "lcore %d is not in eal.lcores %q", c.EAL.MainLcore, c.EAL.Lcores)
 	}
+	if c.EAL.RuntimeCPUs != "" {
+		cpus, err := ParseLcores(c.EAL.RuntimeCPUs)
+		if err != nil {
+			bad("eal.runtime_cpus", "%v", err)
+		}
+		for _, cpu := range cpus {
+			if cpu >= MaxLcores {
+				bad("eal.runtime_cpus", "CPU %d: at most %d", cpu, MaxLcores-1)
+			}
+		}
+	}
 	if c.EAL.MemoryMB < 64 {
 		bad("eal.memory_mb", "%d MB is too little for DPDK; use at least 64", c.EAL.MemoryMB)
 	} else if c.EAL.MemoryMB > MaxMemoryMB {
