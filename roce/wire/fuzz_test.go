@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/cephdpdkd/cephdpdkd/dispatch/classify"
 	"github.com/cephdpdkd/cephdpdkd/header"
 )
 
@@ -76,6 +77,7 @@ func FuzzParsePacket(f *testing.F) {
 func checkParse(t *testing.T, data []byte) {
 	var p Packet
 	err := ParsePacket(data, &p)
+	checkClassifierAgrees(t, data, &p, err)
 
 	if err != nil {
 		if !isSentinel(err) {
@@ -205,4 +207,22 @@ func FuzzCephQPRecord(f *testing.F) {
 			t.Fatalf("round trip: %+v %+v %v", r, r2, err)
 		}
 	})
+}
+
+// checkClassifierAgrees fails unless the classifier reads a frame that
+// ParsePacket decodes (err nil, or only the ICRC wrong) as a well-formed,
+// unfragmented UDP datagram to port 4791 between the same addresses:
+// both read the Ethernet, IP and UDP headers by package header's rules,
+// so a frame RoCE accepts is one the classifier hands to it.
+func checkClassifierAgrees(t *testing.T, frame []byte, p *Packet, err error) {
+	t.Helper()
+	if err != nil && !errors.Is(err, ErrBadICRC) {
+		return
+	}
+	var h classify.Headers
+	r := classify.Parse(frame, &h)
+	if r != classify.ReasonNone || h.Proto != classify.ProtoUDP || !h.HasPorts || h.DstPort != UDPPort ||
+		h.SrcPort != p.UDPSrc || h.Fragment || h.Src != p.SrcIP || h.Dst != p.DstIP || h.VLANs != p.VLANs.N {
+		t.Fatalf("ParsePacket accepts %x (%v), classifier: %v, %+v", frame, err, r, h)
+	}
 }
