@@ -48,53 +48,66 @@ func udpDatagram(src, dst uint16, payload []byte) []byte {
 	return b
 }
 
-func TestIPv4Check(t *testing.T) {
-	udp := udpDatagram(49152, 4791, []byte("payload"))
-	good := ipv4Packet(t, IPv4FlagDontFragment, ProtoUDP, nil, udp)
-	opts := ipv4Packet(t, 0, ProtoUDP, []byte{0x94, 4, 0, 0}, udp) // router alert
-	set := func(b []byte, off int, v ...byte) []byte {
-		b = bytes.Clone(b)
-		copy(b[off:], v)
-		return b
-	}
-	for _, tc := range []struct {
-		name string
-		b    []byte
-		size int // -1: len(b)
-		want error
-	}{
-		{"good", good, -1, nil},
-		{"options", opts, -1, nil},
-		{"padding after the datagram", append(bytes.Clone(good), 0, 0, 0), -1, nil},
-		{"empty", nil, -1, ErrTruncatedIPv4},
-		{"short of a header", good[:19], -1, ErrTruncatedIPv4},
-		{"version 6", set(good, 0, 0x65), -1, ErrBadIPv4Header},
-		{"ihl 4", set(good, 0, 0x44), -1, ErrBadIPv4Header},
-		{"ihl beyond total", set(good, 0, 0x4f), -1, ErrBadIPv4Length},
-		{"total below header", set(good, 2, 0, 19), -1, ErrBadIPv4Length},
-		{"total beyond packet", set(good, 2, 0x05, 0xdc), -1, ErrTruncatedIPv4},
-		{"options cut", opts[:22], -1, ErrTruncatedIPv4},
-		// The first segment of a chained packet.
-		{"chain: header in segment", good[:20], len(good), nil},
-		{"chain: fixed header split", good[:19], len(good), ErrSplitHeader},
-		{"chain: options split", opts[:22], len(opts), ErrSplitHeader},
-		{"chain: total beyond packet", set(good, 2, 0x05, 0xdc)[:20], len(good), ErrTruncatedIPv4},
-		{"chain: packet short of a header", good[:10], 19, ErrTruncatedIPv4},
-	} {
+// patched returns a copy of b with v written at off.
+func patched(b []byte, off int, v ...byte) []byte {
+	b = bytes.Clone(b)
+	copy(b[off:], v)
+	return b
+}
+
+// checkCase is a row of a Check table: b is the first segment of a
+// packet of size bytes (-1: b is the whole packet), want the error.
+type checkCase struct {
+	name string
+	b    []byte
+	size int
+	want error
+}
+
+// runChecks runs check on each case and, for whole packets, holds valid
+// (the IsValid method, if the header has one) to it.
+func runChecks(t *testing.T, cases []checkCase, check checkFunc, valid func([]byte) bool) {
+	t.Helper()
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			b := tc.b[:len(tc.b):len(tc.b)]
 			size := tc.size
 			if size < 0 {
 				size = len(b)
 			}
-			if err := IPv4(b).Check(size); err != tc.want {
+			if err := check(b, size); err != tc.want {
 				t.Fatalf("Check(%d) = %v, want %v", size, err, tc.want)
 			}
-			if tc.size < 0 && IPv4(b).IsValid() != (tc.want == nil) {
-				t.Errorf("IsValid = %v, Check %v", IPv4(b).IsValid(), tc.want)
+			if valid != nil && tc.size < 0 && valid(b) != (tc.want == nil) {
+				t.Errorf("IsValid = %v, Check %v", valid(b), tc.want)
 			}
 		})
 	}
+}
+
+func TestIPv4Check(t *testing.T) {
+	udp := udpDatagram(49152, 4791, []byte("payload"))
+	good := ipv4Packet(t, IPv4FlagDontFragment, ProtoUDP, nil, udp)
+	opts := ipv4Packet(t, 0, ProtoUDP, []byte{0x94, 4, 0, 0}, udp) // router alert
+	runChecks(t, []checkCase{
+		{"good", good, -1, nil},
+		{"options", opts, -1, nil},
+		{"padding after the datagram", append(bytes.Clone(good), 0, 0, 0), -1, nil},
+		{"empty", nil, -1, ErrTruncatedIPv4},
+		{"short of a header", good[:19], -1, ErrTruncatedIPv4},
+		{"version 6", patched(good, 0, 0x65), -1, ErrBadIPv4Header},
+		{"ihl 4", patched(good, 0, 0x44), -1, ErrBadIPv4Header},
+		{"ihl beyond total", patched(good, 0, 0x4f), -1, ErrBadIPv4Length},
+		{"total below header", patched(good, 2, 0, 19), -1, ErrBadIPv4Length},
+		{"total beyond packet", patched(good, 2, 0x05, 0xdc), -1, ErrTruncatedIPv4},
+		{"options cut", opts[:22], -1, ErrTruncatedIPv4},
+		// The first segment of a chained packet.
+		{"chain: header in segment", good[:20], len(good), nil},
+		{"chain: fixed header split", good[:19], len(good), ErrSplitHeader},
+		{"chain: options split", opts[:22], len(opts), ErrSplitHeader},
+		{"chain: total beyond packet", patched(good, 2, 0x05, 0xdc)[:20], len(good), ErrTruncatedIPv4},
+		{"chain: packet short of a header", good[:10], 19, ErrTruncatedIPv4},
+	}, func(b []byte, size int) error { return IPv4(b).Check(size) }, func(b []byte) bool { return IPv4(b).IsValid() })
 }
 
 // TestIPv4Fields reads headers gopacket wrote, and checks Encode's
@@ -201,39 +214,15 @@ func TestIPv6(t *testing.T) {
 		g.Length != uint16(len(udp)) || g.HopLimit != 64 {
 		t.Errorf("gopacket reads %+v", g)
 	}
-	set := func(b []byte, off int, v ...byte) []byte {
-		b = bytes.Clone(b)
-		copy(b[off:], v)
-		return b
-	}
-	for _, tc := range []struct {
-		name string
-		b    []byte
-		size int
-		want error
-	}{
+	runChecks(t, []checkCase{
 		{"good", good, -1, nil},
 		{"padding", append(bytes.Clone(good), 0, 0), -1, nil},
 		{"short", good[:39], -1, ErrTruncatedIPv6},
-		{"version 4", set(good, 0, 0x45), -1, ErrBadIPv6Header},
-		{"payload beyond packet", set(good, 4, 0x01, 0), -1, ErrTruncatedIPv6},
+		{"version 4", patched(good, 0, 0x45), -1, ErrBadIPv6Header},
+		{"payload beyond packet", patched(good, 4, 0x01, 0), -1, ErrTruncatedIPv6},
 		{"chain: header split", good[:39], len(good), ErrSplitHeader},
 		{"chain: header in segment", good[:40], len(good), nil},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			b := tc.b[:len(tc.b):len(tc.b)]
-			size := tc.size
-			if size < 0 {
-				size = len(b)
-			}
-			if err := IPv6(b).Check(size); err != tc.want {
-				t.Fatalf("Check(%d) = %v, want %v", size, err, tc.want)
-			}
-			if tc.size < 0 && IPv6(b).IsValid() != (tc.want == nil) {
-				t.Errorf("IsValid = %v, Check %v", IPv6(b).IsValid(), tc.want)
-			}
-		})
-	}
+	}, func(b []byte, size int) error { return IPv6(b).Check(size) }, func(b []byte) bool { return IPv6(b).IsValid() })
 }
 
 func TestIPv6Extensions(t *testing.T) {
@@ -313,56 +302,30 @@ func TestTransport(t *testing.T) {
 	if h := UDP(udp); h.SourcePort() != 49152 || h.DestinationPort() != 4791 || h.Length() != 11 || h.Checksum() != 0 {
 		t.Errorf("udp fields of %x", udp)
 	}
-	set := func(b []byte, off int, v ...byte) []byte {
-		b = bytes.Clone(b)
-		copy(b[off:], v)
-		return b
-	}
-	for _, tc := range []struct {
-		name string
-		tcp  bool
-		b    []byte
-		size int
-		want error
-	}{
-		{"tcp", true, tcp, -1, nil},
-		{"tcp with payload", true, append(bytes.Clone(tcp), 1, 2, 3), -1, nil},
-		{"tcp short", true, tcp[:19], -1, ErrTruncatedTCP},
-		{"tcp data offset 4", true, set(tcp, 12, 4<<4), -1, ErrBadTCPHeader},
-		{"tcp data offset beyond", true, set(tcp, 12, 7<<4), -1, ErrBadTCPHeader},
-		{"tcp options split", true, tcp[:20], 24, ErrSplitHeader},
-		{"tcp fixed header split", true, tcp[:10], 24, ErrSplitHeader},
-		// Link padding after the segment: b is longer than size.
-		{"tcp padded", true, append(bytes.Clone(tcp), 0, 0), 24, nil},
-		{"udp", false, udp, -1, nil},
-		{"udp length below the datagram", false, set(udp, 4, 0, 8), -1, nil},
-		{"udp short", false, udp[:7], -1, ErrTruncatedUDP},
-		{"udp length 7", false, set(udp, 4, 0, 7), -1, ErrBadUDPLength},
-		{"udp length beyond", false, set(udp, 4, 0, 12), -1, ErrBadUDPLength},
-		{"udp split", false, udp[:6], 11, ErrSplitHeader},
-		{"udp padded", false, append(bytes.Clone(udp), 0), 11, nil},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			b := tc.b[:len(tc.b):len(tc.b)]
-			size := tc.size
-			if size < 0 {
-				size = len(b)
-			}
-			var err error
-			var valid bool
-			if tc.tcp {
-				err, valid = TCP(b).Check(size), TCP(b).IsValid()
-			} else {
-				err, valid = UDP(b).Check(size), UDP(b).IsValid()
-			}
-			if err != tc.want {
-				t.Fatalf("Check(%d) = %v, want %v", size, err, tc.want)
-			}
-			if tc.size < 0 && valid != (tc.want == nil) {
-				t.Errorf("IsValid = %v, Check %v", valid, err)
-			}
-		})
-	}
+	t.Run("tcp", func(t *testing.T) {
+		runChecks(t, []checkCase{
+			{"good", tcp, -1, nil},
+			{"with payload", append(bytes.Clone(tcp), 1, 2, 3), -1, nil},
+			{"short", tcp[:19], -1, ErrTruncatedTCP},
+			{"data offset 4", patched(tcp, 12, 4<<4), -1, ErrBadTCPHeader},
+			{"data offset beyond", patched(tcp, 12, 7<<4), -1, ErrBadTCPHeader},
+			{"options split", tcp[:20], 24, ErrSplitHeader},
+			{"fixed header split", tcp[:10], 24, ErrSplitHeader},
+			// Link padding after the segment: b is longer than size.
+			{"padded", append(bytes.Clone(tcp), 0, 0), 24, nil},
+		}, func(b []byte, size int) error { return TCP(b).Check(size) }, func(b []byte) bool { return TCP(b).IsValid() })
+	})
+	t.Run("udp", func(t *testing.T) {
+		runChecks(t, []checkCase{
+			{"good", udp, -1, nil},
+			{"length below the datagram", patched(udp, 4, 0, 8), -1, nil},
+			{"short", udp[:7], -1, ErrTruncatedUDP},
+			{"length 7", patched(udp, 4, 0, 7), -1, ErrBadUDPLength},
+			{"length beyond", patched(udp, 4, 0, 12), -1, ErrBadUDPLength},
+			{"split", udp[:6], 11, ErrSplitHeader},
+			{"padded", append(bytes.Clone(udp), 0), 11, nil},
+		}, func(b []byte, size int) error { return UDP(b).Check(size) }, func(b []byte) bool { return UDP(b).IsValid() })
+	})
 }
 
 func TestARP(t *testing.T) {
@@ -388,12 +351,7 @@ func TestARP(t *testing.T) {
 		!bytes.Equal(a.TargetProtocolAddress(), []byte{10, 0, 0, 2}) || !bytes.Equal(a.TargetHardwareAddress(), long[20:28]) {
 		t.Errorf("%x: check %v, fields", long, a.Check(len(a)))
 	}
-	for _, tc := range []struct {
-		name string
-		b    []byte
-		size int
-		want error
-	}{
+	runChecks(t, []checkCase{
 		{"short of the fixed part", b[:7], -1, ErrTruncatedARP},
 		{"addresses cut", b[:27], -1, ErrTruncatedARP},
 		{"padded", append(bytes.Clone(b), 0, 0), -1, nil},
@@ -401,17 +359,7 @@ func TestARP(t *testing.T) {
 		{"chain: fixed part split", b[:6], 28, ErrSplitHeader},
 		{"chain: addresses split", b[:20], 28, ErrSplitHeader},
 		{"chain: addresses beyond the packet", b[:20], 27, ErrTruncatedARP},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			size := tc.size
-			if size < 0 {
-				size = len(tc.b)
-			}
-			if err := ARP(tc.b[:len(tc.b):len(tc.b)]).Check(size); err != tc.want {
-				t.Errorf("Check(%d) = %v, want %v", size, err, tc.want)
-			}
-		})
-	}
+	}, func(b []byte, size int) error { return ARP(b).Check(size) }, nil)
 }
 
 func TestNoAllocs(t *testing.T) {
