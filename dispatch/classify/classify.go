@@ -233,7 +233,11 @@ func linkReason(err error, segLen, pktLen int) Reason {
 
 // reason names an error of package header's parsers past the link layer.
 // An error it does not know, which TestReasons rules out, is named
-// fallback: the frame is refused all the same.
+// fallback: the frame is refused all the same. It is kept out of line:
+// it runs only for malformed frames, and inlined into every parser it
+// would crowd the code that runs for every frame.
+//
+//go:noinline
 func reason(err error, fallback Reason) Reason {
 	switch err {
 	case nil:
@@ -309,8 +313,13 @@ func parseIPv6(seg []byte, pktLen int, h *Headers) Reason {
 	h.Src = ip.SourceAddress()
 	h.Dst = ip.DestinationAddress()
 	h.End = off + header.IPv6MinimumSize + ip.PayloadLength()
-	var p header.IPv6Payload
-	err := ip.ParseExtensions(&p)
+	// No extension headers, the most common case, needs no walk (and no
+	// call: ParseExtensions is too large to inline).
+	p := header.IPv6Payload{Protocol: ip.NextHeader(), Offset: header.IPv6MinimumSize}
+	var err error
+	if header.IsIPv6ExtHeader(p.Protocol) {
+		err = ip.ParseExtensions(&p)
+	}
 	h.Fragment, h.FragOffset = p.Fragment, p.FragmentOffset
 	if err != nil {
 		return reason(err, ReasonBadIPv6ExtHeader)
