@@ -103,6 +103,18 @@ func (b ARP) Check(size int) error {
 	return nil
 }
 
+// IsValid reports whether Check(size) would accept b, small enough to
+// inline.
+func (b ARP) IsValid(size int) bool {
+	if len(b) < ARPFixedSize {
+		return false
+	}
+	// n is at least ARPFixedSize: n <= size implies size is too. Fields
+	// read directly, as in IPv4.IsValid.
+	n := ARPFixedSize + 2*int(b[4]) + 2*int(b[5])
+	return n <= size && n <= len(b)
+}
+
 // ARPFields are the fields Encode writes into an Ethernet/IPv4 ARP
 // packet.
 type ARPFields struct {

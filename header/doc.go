@@ -20,10 +20,11 @@
 // like gVisor's, panic if the slice is too short for them; the Check
 // methods (and ParseLink, ParseExtensions) are the validating parsers:
 // they read only the slice they are given, return one of the package's
-// sentinel errors, compared with ==, and allocate nothing. IsValid and
-// InnerEtherType are the same rules, small enough to inline into a
-// packet-path switch; the tests and fuzz targets hold them to the
-// validating parsers. Builders (PutLink, Encode) write into the caller's
+// sentinel errors, compared with ==, and allocate nothing. IsValid (as
+// in gVisor) and InnerEtherType are the same rules, small enough to
+// inline: the packet path asks them, and calls Check only to name what
+// is wrong; the tests and fuzz targets hold them to the validating
+// parsers. Builders (PutLink, Encode) write into the caller's
 // buffer and panic, like binary.BigEndian.PutUint16, if it is too short.
 //
 // A packet received into a chain of buffers is parsed from its first

@@ -9,17 +9,24 @@ import (
 // bytes.
 type checkFunc func(b []byte, size int) error
 
+// validFunc is an IsValid method.
+type validFunc func(b []byte, size int) bool
+
 // checkCuts holds check to its contract on b: it reads only b (capacity
 // cut to length, so reslicing past it panics), does not modify it, and
 // when b is the first k bytes of the packet, for every k, gives the
 // whole-packet result or ErrSplitHeader, and ErrSplitHeader exactly for
 // the k below need when the packet is accepted. need is where the
-// accepted packet's header ends.
-func checkCuts(t *testing.T, b []byte, check checkFunc, need func(b []byte) int, known ...error) error {
+// accepted packet's header ends. valid, when not nil, must agree with
+// check on every cut.
+func checkCuts(t *testing.T, b []byte, check checkFunc, valid validFunc, need func(b []byte) int, known ...error) error {
 	t.Helper()
 	b = b[:len(b):len(b)]
 	orig := bytes.Clone(b)
 	whole := check(b, len(b))
+	if valid != nil && valid(b, len(b)) != (whole == nil) {
+		t.Fatalf("%x: IsValid %v, Check %v", b, valid(b, len(b)), whole)
+	}
 	if !bytes.Equal(b, orig) {
 		t.Fatal("check modified its input")
 	}
@@ -38,6 +45,9 @@ func checkCuts(t *testing.T, b []byte, check checkFunc, need func(b []byte) int,
 	}
 	for k := range len(b) {
 		got := check(b[:k:k], len(b))
+		if valid != nil && valid(b[:k:k], len(b)) != (got == nil) {
+			t.Fatalf("%x cut to %d: IsValid %v, Check %v", b, k, valid(b[:k:k], len(b)), got)
+		}
 		switch {
 		case got != whole && got != ErrSplitHeader:
 			t.Fatalf("%x cut to %d: %v, whole %v", b, k, got, whole)
@@ -66,11 +76,9 @@ func FuzzIPv4(f *testing.F) {
 	f.Add(ipv4Packet(f, 185, ProtoUDP, make([]byte, 40), nil))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		check := func(b []byte, size int) error { return IPv4(b).Check(size) }
-		err := checkCuts(t, b, check, func(b []byte) int { return IPv4(b).HeaderLength() },
+		valid := func(b []byte, size int) bool { return IPv4(b).IsValid(size) }
+		err := checkCuts(t, b, check, valid, func(b []byte) int { return IPv4(b).HeaderLength() },
 			ErrTruncatedIPv4, ErrBadIPv4Header, ErrBadIPv4Length)
-		if IPv4(b).IsValid() != (err == nil) {
-			t.Fatalf("%x: IsValid %v, Check %v", b, IPv4(b).IsValid(), err)
-		}
 		if err != nil {
 			return
 		}
@@ -98,10 +106,8 @@ func FuzzIPv6(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		b = b[:len(b):len(b)]
 		check := func(b []byte, size int) error { return IPv6(b).Check(size) }
-		err := checkCuts(t, b, check, func([]byte) int { return IPv6MinimumSize }, ErrTruncatedIPv6, ErrBadIPv6Header)
-		if IPv6(b).IsValid() != (err == nil) {
-			t.Fatalf("%x: IsValid %v, Check %v", b, IPv6(b).IsValid(), err)
-		}
+		valid := func(b []byte, size int) bool { return IPv6(b).IsValid(size) }
+		err := checkCuts(t, b, check, valid, func([]byte) int { return IPv6MinimumSize }, ErrTruncatedIPv6, ErrBadIPv6Header)
 		if err != nil {
 			return
 		}
@@ -114,7 +120,7 @@ func FuzzIPv6(f *testing.F) {
 			}
 			return IPv6(seg).ParseExtensions(&p)
 		}
-		err = checkCuts(t, b, exts, func([]byte) int { return p.Offset }, ErrBadIPv6ExtHeader, ErrTooManyIPv6ExtHeaders)
+		err = checkCuts(t, b, exts, nil, func([]byte) int { return p.Offset }, ErrBadIPv6ExtHeader, ErrTooManyIPv6ExtHeaders)
 		if err != nil {
 			return
 		}
@@ -137,18 +143,14 @@ func FuzzTransport(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		b = b[:len(b):len(b)]
 		tcpCheck := func(b []byte, size int) error { return TCP(b).Check(size) }
-		err := checkCuts(t, b, tcpCheck, func(b []byte) int { return TCP(b).DataOffset() }, ErrTruncatedTCP, ErrBadTCPHeader)
-		if TCP(b).IsValid() != (err == nil) {
-			t.Fatalf("%x: TCP IsValid %v, Check %v", b, TCP(b).IsValid(), err)
-		}
+		tcpValid := func(b []byte, size int) bool { return TCP(b).IsValid(size) }
+		err := checkCuts(t, b, tcpCheck, tcpValid, func(b []byte) int { return TCP(b).DataOffset() }, ErrTruncatedTCP, ErrBadTCPHeader)
 		if err == nil && (TCP(b).DataOffset() < TCPMinimumSize || TCP(b).DataOffset() > len(b)) {
 			t.Fatalf("%x: TCP accepted with data offset %d", b, TCP(b).DataOffset())
 		}
 		udpCheck := func(b []byte, size int) error { return UDP(b).Check(size) }
-		err = checkCuts(t, b, udpCheck, func([]byte) int { return UDPMinimumSize }, ErrTruncatedUDP, ErrBadUDPLength)
-		if UDP(b).IsValid() != (err == nil) {
-			t.Fatalf("%x: UDP IsValid %v, Check %v", b, UDP(b).IsValid(), err)
-		}
+		udpValid := func(b []byte, size int) bool { return UDP(b).IsValid(size) }
+		err = checkCuts(t, b, udpCheck, udpValid, func([]byte) int { return UDPMinimumSize }, ErrTruncatedUDP, ErrBadUDPLength)
 		if err == nil && (UDP(b).Length() < UDPMinimumSize || UDP(b).Length() > len(b)) {
 			t.Fatalf("%x: UDP accepted with length %d", b, UDP(b).Length())
 		}
@@ -165,7 +167,8 @@ func FuzzARP(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		b = b[:len(b):len(b)]
 		check := func(b []byte, size int) error { return ARP(b).Check(size) }
-		if checkCuts(t, b, check, func(b []byte) int { return ARP(b).Len() }, ErrTruncatedARP) != nil {
+		valid := func(b []byte, size int) bool { return ARP(b).IsValid(size) }
+		if checkCuts(t, b, check, valid, func(b []byte) int { return ARP(b).Len() }, ErrTruncatedARP) != nil {
 			return
 		}
 		a := ARP(b)

@@ -64,9 +64,9 @@ type checkCase struct {
 	want error
 }
 
-// runChecks runs check on each case and, for whole packets, holds valid
-// (the IsValid method, if the header has one) to it.
-func runChecks(t *testing.T, cases []checkCase, check checkFunc, valid func([]byte) bool) {
+// runChecks runs check on each case and holds valid (the IsValid method)
+// to it.
+func runChecks(t *testing.T, cases []checkCase, check checkFunc, valid validFunc) {
 	t.Helper()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -78,8 +78,8 @@ func runChecks(t *testing.T, cases []checkCase, check checkFunc, valid func([]by
 			if err := check(b, size); err != tc.want {
 				t.Fatalf("Check(%d) = %v, want %v", size, err, tc.want)
 			}
-			if valid != nil && tc.size < 0 && valid(b) != (tc.want == nil) {
-				t.Errorf("IsValid = %v, Check %v", valid(b), tc.want)
+			if valid(b, size) != (tc.want == nil) {
+				t.Errorf("IsValid(%d) = %v, Check %v", size, valid(b, size), tc.want)
 			}
 		})
 	}
@@ -107,7 +107,7 @@ func TestIPv4Check(t *testing.T) {
 		{"chain: options split", opts[:22], len(opts), ErrSplitHeader},
 		{"chain: total beyond packet", patched(good, 2, 0x05, 0xdc)[:20], len(good), ErrTruncatedIPv4},
 		{"chain: packet short of a header", good[:10], 19, ErrTruncatedIPv4},
-	}, func(b []byte, size int) error { return IPv4(b).Check(size) }, func(b []byte) bool { return IPv4(b).IsValid() })
+	}, func(b []byte, size int) error { return IPv4(b).Check(size) }, func(b []byte, size int) bool { return IPv4(b).IsValid(size) })
 }
 
 // TestIPv4Fields reads headers gopacket wrote, and checks Encode's
@@ -222,7 +222,7 @@ func TestIPv6(t *testing.T) {
 		{"payload beyond packet", patched(good, 4, 0x01, 0), -1, ErrTruncatedIPv6},
 		{"chain: header split", good[:39], len(good), ErrSplitHeader},
 		{"chain: header in segment", good[:40], len(good), nil},
-	}, func(b []byte, size int) error { return IPv6(b).Check(size) }, func(b []byte) bool { return IPv6(b).IsValid() })
+	}, func(b []byte, size int) error { return IPv6(b).Check(size) }, func(b []byte, size int) bool { return IPv6(b).IsValid(size) })
 }
 
 func TestIPv6Extensions(t *testing.T) {
@@ -313,7 +313,7 @@ func TestTransport(t *testing.T) {
 			{"fixed header split", tcp[:10], 24, ErrSplitHeader},
 			// Link padding after the segment: b is longer than size.
 			{"padded", append(bytes.Clone(tcp), 0, 0), 24, nil},
-		}, func(b []byte, size int) error { return TCP(b).Check(size) }, func(b []byte) bool { return TCP(b).IsValid() })
+		}, func(b []byte, size int) error { return TCP(b).Check(size) }, func(b []byte, size int) bool { return TCP(b).IsValid(size) })
 	})
 	t.Run("udp", func(t *testing.T) {
 		runChecks(t, []checkCase{
@@ -324,7 +324,7 @@ func TestTransport(t *testing.T) {
 			{"length beyond", patched(udp, 4, 0, 12), -1, ErrBadUDPLength},
 			{"split", udp[:6], 11, ErrSplitHeader},
 			{"padded", append(bytes.Clone(udp), 0), 11, nil},
-		}, func(b []byte, size int) error { return UDP(b).Check(size) }, func(b []byte) bool { return UDP(b).IsValid() })
+		}, func(b []byte, size int) error { return UDP(b).Check(size) }, func(b []byte, size int) bool { return UDP(b).IsValid(size) })
 	})
 }
 
@@ -359,7 +359,7 @@ func TestARP(t *testing.T) {
 		{"chain: fixed part split", b[:6], 28, ErrSplitHeader},
 		{"chain: addresses split", b[:20], 28, ErrSplitHeader},
 		{"chain: addresses beyond the packet", b[:20], 27, ErrTruncatedARP},
-	}, func(b []byte, size int) error { return ARP(b).Check(size) }, nil)
+	}, func(b []byte, size int) error { return ARP(b).Check(size) }, func(b []byte, size int) bool { return ARP(b).IsValid(size) })
 }
 
 func TestNoAllocs(t *testing.T) {
@@ -372,7 +372,7 @@ func TestNoAllocs(t *testing.T) {
 	var sink int
 	if a := testing.AllocsPerRun(1000, func() {
 		ip := IPv4(v4)
-		if ip.Check(len(ip)) != nil || !ip.IsValid() || !ip.IsChecksumValid() || UDP(ip[ip.HeaderLength():]).Check(8) != nil {
+		if ip.Check(len(ip)) != nil || !ip.IsValid(len(ip)) || !ip.IsChecksumValid() || UDP(ip[ip.HeaderLength():]).Check(8) != nil {
 			t.Fatal("v4")
 		}
 		sink += int(ip.SourceAddress().As4()[0])

@@ -61,7 +61,11 @@ func (b IPv4) ID() uint16 { return binary.BigEndian.Uint16(b[4:6]) }
 func (b IPv4) FlagsFragmentOffset() uint16 { return binary.BigEndian.Uint16(b[6:8]) }
 
 // FragmentOffset returns the fragment offset in 8-byte units.
-func (b IPv4) FragmentOffset() uint16 { return b.FlagsFragmentOffset() & ipv4FragmentOffsetMask }
+func (b IPv4) FragmentOffset() uint16 { return IPv4FragmentOffset(b.FlagsFragmentOffset()) }
+
+// IPv4FragmentOffset is IPv4.FragmentOffset on a flags-and-fragment-offset
+// field already read.
+func IPv4FragmentOffset(ff uint16) uint16 { return ff & ipv4FragmentOffsetMask }
 
 // IsFragment reports whether the packet is a fragment of a larger
 // datagram: More Fragments set or a nonzero offset. Only the first
@@ -127,14 +131,18 @@ func (b IPv4) Check(size int) error {
 	return nil
 }
 
-// IsValid reports whether Check(len(b)) would accept b: Check for a whole
-// packet, small enough to inline into a packet-path switch.
-func (b IPv4) IsValid() bool {
+// IsValid reports whether Check(size) would accept b, as gVisor's
+// IPv4.IsValid(pktSize) does: the same rules, small enough to inline, for
+// the packet path, which calls Check only to name what is wrong.
+func (b IPv4) IsValid(size int) bool {
 	if len(b) < IPv4MinimumSize {
 		return false
 	}
-	ihl, total := b.HeaderLength(), b.TotalLength()
-	return b.Version() == IPv4Version && ihl >= IPv4MinimumSize && total >= ihl && total <= len(b)
+	// total <= size below implies size >= IPv4MinimumSize. The fields
+	// are read directly, not through the accessors: each inlined call
+	// can leave a marker instruction in the caller's packet path.
+	ihl, total := int(b[0]&0x0f)*4, int(binary.BigEndian.Uint16(b[2:4]))
+	return b[0]>>4 == IPv4Version && ihl >= IPv4MinimumSize && total >= ihl && total <= size && ihl <= len(b)
 }
 
 // IPv4Fields are the fields Encode writes into an IPv4 header without

@@ -106,10 +106,11 @@ func (b IPv6) Check(size int) error {
 	return nil
 }
 
-// IsValid reports whether Check(len(b)) would accept b, small enough to
+// IsValid reports whether Check(size) would accept b, small enough to
 // inline.
-func (b IPv6) IsValid() bool {
-	return len(b) >= IPv6MinimumSize && b.Version() == IPv6Version && IPv6MinimumSize+b.PayloadLength() <= len(b)
+func (b IPv6) IsValid(size int) bool {
+	// Fields read directly, as in IPv4.IsValid.
+	return len(b) >= IPv6MinimumSize && b[0]>>4 == IPv6Version && IPv6MinimumSize+int(binary.BigEndian.Uint16(b[4:6])) <= size
 }
 
 // IPv6Payload is where ParseExtensions found the upper-layer header of an

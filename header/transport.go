@@ -76,14 +76,16 @@ func (b TCP) Check(size int) error {
 	return nil
 }
 
-// IsValid reports whether Check(len(b)) would accept b, small enough to
+// IsValid reports whether Check(size) would accept b, small enough to
 // inline.
-func (b TCP) IsValid() bool {
+func (b TCP) IsValid(size int) bool {
 	if len(b) < TCPMinimumSize {
 		return false
 	}
-	doff := b.DataOffset()
-	return doff >= TCPMinimumSize && doff <= len(b)
+	// doff <= size below implies size >= TCPMinimumSize. Fields read
+	// directly, as in IPv4.IsValid.
+	doff := int(b[12]>>4) * 4
+	return doff >= TCPMinimumSize && doff <= size && doff <= len(b)
 }
 
 // UDP is a datagram starting with a UDP header. Its accessors panic if
@@ -121,14 +123,16 @@ func (b UDP) Check(size int) error {
 	return nil
 }
 
-// IsValid reports whether Check(len(b)) would accept b, small enough to
+// IsValid reports whether Check(size) would accept b, small enough to
 // inline.
-func (b UDP) IsValid() bool {
+func (b UDP) IsValid(size int) bool {
 	if len(b) < UDPMinimumSize {
 		return false
 	}
-	l := b.Length()
-	return l >= UDPMinimumSize && l <= len(b)
+	// l <= size below implies size >= UDPMinimumSize. Fields read
+	// directly, as in IPv4.IsValid.
+	l := int(binary.BigEndian.Uint16(b[4:6]))
+	return l >= UDPMinimumSize && l <= size
 }
 
 // UDPFields are the fields Encode writes into a UDP header.

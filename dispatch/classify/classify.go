@@ -189,7 +189,9 @@ func ParseChain(first []byte, pktLen int, h *Headers) Reason {
 // header's: every length is checked against pktLen first, for the reason
 // Parse gives a whole frame, then against seg (header.ErrSplitHeader)
 // before any byte is read, so for a single segment (pktLen == len(seg))
-// the result is that of the whole-frame parser.
+// the result is that of the whole-frame parser. Each header is tested
+// with its inlined IsValid; only a header that fails is run through
+// Check, to name the reason.
 func parse(seg []byte, pktLen int, h *Headers) Reason {
 	*h = Headers{}
 	et, off, ok := header.InnerEtherType(seg)
@@ -275,8 +277,8 @@ func reason(err error, fallback Reason) Reason {
 func parseARP(seg []byte, pktLen int, h *Headers) Reason {
 	off := h.L3Offset
 	a := header.ARP(seg[off:])
-	if err := a.Check(pktLen - off); err != nil {
-		return reason(err, ReasonTruncatedARP)
+	if !a.IsValid(pktLen - off) {
+		return reason(a.Check(pktLen-off), ReasonTruncatedARP)
 	}
 	h.End = off + a.Len()
 	if a.ProtocolType() == EtherTypeIPv4 && a.ProtocolAddressLength() == 4 {
@@ -289,8 +291,8 @@ func parseARP(seg []byte, pktLen int, h *Headers) Reason {
 func parseIPv4(seg []byte, pktLen int, h *Headers) Reason {
 	off := h.L3Offset
 	ip := header.IPv4(seg[off:])
-	if err := ip.Check(pktLen - off); err != nil {
-		return reason(err, ReasonBadIPv4Header)
+	if !ip.IsValid(pktLen - off) {
+		return reason(ip.Check(pktLen-off), ReasonBadIPv4Header)
 	}
 	h.IPVersion = 4
 	h.Proto = ip.Protocol()
@@ -306,8 +308,8 @@ func parseIPv4(seg []byte, pktLen int, h *Headers) Reason {
 func parseIPv6(seg []byte, pktLen int, h *Headers) Reason {
 	off := h.L3Offset
 	ip := header.IPv6(seg[off:])
-	if err := ip.Check(pktLen - off); err != nil {
-		return reason(err, ReasonBadIPv6Header)
+	if !ip.IsValid(pktLen - off) {
+		return reason(ip.Check(pktLen-off), ReasonBadIPv6Header)
 	}
 	h.IPVersion = 6
 	h.Src = ip.SourceAddress()
@@ -357,15 +359,15 @@ func parseL4(seg []byte, h *Headers) Reason {
 		return ReasonNone
 	case h.Proto == ProtoTCP:
 		t := header.TCP(l4)
-		if err := t.Check(size); err != nil {
-			return reason(err, ReasonBadTCPHeader)
+		if !t.IsValid(size) {
+			return reason(t.Check(size), ReasonBadTCPHeader)
 		}
 		h.SrcPort, h.DstPort = t.SourcePort(), t.DestinationPort()
 		h.PayloadOffset = off + t.DataOffset()
 	default:
 		u := header.UDP(l4)
-		if err := u.Check(size); err != nil {
-			return reason(err, ReasonBadUDPLength)
+		if !u.IsValid(size) {
+			return reason(u.Check(size), ReasonBadUDPLength)
 		}
 		h.SrcPort, h.DstPort = u.SourcePort(), u.DestinationPort()
 		h.PayloadOffset = off + header.UDPMinimumSize

@@ -100,16 +100,16 @@ func (c *Classifier) classify(frame []byte) (service int, reason Reason, fast bo
 	switch et {
 	case EtherTypeIPv4:
 		ip := header.IPv4(b)
-		if !ip.IsValid() {
+		if !ip.IsValid(len(b)) {
 			break
 		}
 		proto := ip.Protocol()
 		l4 := b[ip.HeaderLength():ip.TotalLength()]
 		m = c.fast.ip4[proto]
 		if ff := ip.FlagsFragmentOffset(); header.IPv4IsFragment(ff) {
-			m &= c.fragmentPorts(proto, ip.FragmentOffset() == 0, l4)
+			m &= c.fragmentPorts(proto, header.IPv4FragmentOffset(ff) == 0, l4)
 		} else if proto == ProtoTCP || proto == ProtoUDP {
-			if !transportValid(proto, l4) {
+			if len(l4) < header.UDPMinimumSize || !transportValid(proto, l4) {
 				break
 			}
 			m &= c.dstPorts.lookup(be16(l4[2:4])) & c.srcPorts.lookup(be16(l4[0:2]))
@@ -120,7 +120,7 @@ func (c *Classifier) classify(frame []byte) (service int, reason Reason, fast bo
 		fast = true
 	case EtherTypeIPv6:
 		ip := header.IPv6(b)
-		if !ip.IsValid() {
+		if !ip.IsValid(len(b)) {
 			break
 		}
 		next := ip.NextHeader()
@@ -130,7 +130,7 @@ func (c *Classifier) classify(frame []byte) (service int, reason Reason, fast bo
 		l4 := b[header.IPv6MinimumSize : header.IPv6MinimumSize+ip.PayloadLength()]
 		m = c.fast.ip6[next]
 		if next == ProtoTCP || next == ProtoUDP {
-			if !transportValid(next, l4) {
+			if len(l4) < header.UDPMinimumSize || !transportValid(next, l4) {
 				break
 			}
 			m &= c.dstPorts.lookup(be16(l4[2:4])) & c.srcPorts.lookup(be16(l4[0:2]))
@@ -153,17 +153,15 @@ func (c *Classifier) classify(frame []byte) (service int, reason Reason, fast bo
 }
 
 // transportValid reports whether l4, the rest of an unfragmented IP packet
-// with protocol TCP or UDP, holds the header Parse accepts.
+// with protocol TCP or UDP, holds the header Parse accepts. Callers check
+// first that l4 holds UDPMinimumSize bytes, as both headers do: it tells
+// the compiler the ports they read are there, and keeps this function
+// small enough to inline.
 func transportValid(proto uint8, l4 []byte) bool {
-	// Both headers are at least this long; checking it first also tells
-	// the compiler the ports the caller reads are there.
-	if len(l4) < header.UDPMinimumSize {
-		return false
-	}
 	if proto == ProtoTCP {
-		return header.TCP(l4).IsValid()
+		return header.TCP(l4).IsValid(len(l4))
 	}
-	return header.UDP(l4).IsValid()
+	return header.UDP(l4).IsValid(len(l4))
 }
 
 // fragmentPorts returns the rules an IPv4 fragment with protocol proto,
@@ -181,7 +179,7 @@ func (c *Classifier) fragmentPorts(proto uint8, first bool, l4 []byte) uint64 {
 // matching it, and false if b is malformed.
 func (c *Classifier) classifyARP(b []byte) (uint64, bool) {
 	a := header.ARP(b)
-	if len(b) < header.ARPFixedSize || len(b) < a.Len() {
+	if !a.IsValid(len(b)) {
 		return 0, false
 	}
 	if a.ProtocolType() != EtherTypeIPv4 || a.ProtocolAddressLength() != 4 {
