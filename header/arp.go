@@ -78,7 +78,8 @@ func (b ARP) TargetHardwareAddress() []byte {
 // TargetProtocolAddress returns the target protocol address, in place.
 func (b ARP) TargetProtocolAddress() []byte {
 	h, p := b.HardwareAddressLength(), b.ProtocolAddressLength()
-	return b[ARPFixedSize+2*h+p : ARPFixedSize+2*h+2*p]
+	off := ARPFixedSize + 2*h + p
+	return b[off : off+p]
 }
 
 // Check validates the ARP header at the start of b, the first len(b)

@@ -79,13 +79,10 @@ func (b TCP) Check(size int) error {
 // IsValid reports whether Check(size) would accept b, small enough to
 // inline.
 func (b TCP) IsValid(size int) bool {
-	if len(b) < TCPMinimumSize {
-		return false
-	}
-	// doff <= size below implies size >= TCPMinimumSize. Fields read
-	// directly, as in IPv4.IsValid.
-	doff := int(b[12]>>4) * 4
-	return doff >= TCPMinimumSize && doff <= size && doff <= len(b)
+	// One expression, fields read directly, as in IPv4.IsValid. doff <=
+	// size implies size >= TCPMinimumSize; min folds for a whole
+	// segment (size == len(b)).
+	return len(b) >= TCPMinimumSize && int(b[12]>>4)*4 >= TCPMinimumSize && int(b[12]>>4)*4 <= min(size, len(b))
 }
 
 // UDP is a datagram starting with a UDP header. Its accessors panic if
@@ -126,13 +123,10 @@ func (b UDP) Check(size int) error {
 // IsValid reports whether Check(size) would accept b, small enough to
 // inline.
 func (b UDP) IsValid(size int) bool {
-	if len(b) < UDPMinimumSize {
-		return false
-	}
-	// l <= size below implies size >= UDPMinimumSize. Fields read
-	// directly, as in IPv4.IsValid.
-	l := int(binary.BigEndian.Uint16(b[4:6]))
-	return l >= UDPMinimumSize && l <= size
+	// One expression, fields read directly, as in IPv4.IsValid. l <=
+	// size implies size >= UDPMinimumSize.
+	return len(b) >= UDPMinimumSize && int(binary.BigEndian.Uint16(b[4:6])) >= UDPMinimumSize &&
+		int(binary.BigEndian.Uint16(b[4:6])) <= size
 }
 
 // UDPFields are the fields Encode writes into a UDP header.
