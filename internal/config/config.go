@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/cephdpdkd/cephdpdkd/header"
 )
 
 // Config is one cephdpdkd configuration: one NIC and its services.
@@ -252,7 +254,10 @@ func parsePort(s string) (uint16, error) {
 // Protocol is an IP protocol: tcp, udp, icmp, icmpv6, or a number. Zero means any.
 type Protocol uint8
 
-var protocolNames = map[string]Protocol{"tcp": 6, "udp": 17, "icmp": 1, "icmpv6": 58, "any": 0, "": 0}
+var protocolNames = map[string]Protocol{
+	"tcp": Protocol(header.ProtoTCP), "udp": Protocol(header.ProtoUDP), "icmp": Protocol(header.ProtoICMP),
+	"icmpv6": Protocol(header.ProtoICMPv6), "any": 0, "": 0,
+}
 
 // UnmarshalYAML accepts a name or a number.
 func (p *Protocol) UnmarshalYAML(n *yaml.Node) error {
@@ -271,7 +276,10 @@ func (p *Protocol) UnmarshalYAML(n *yaml.Node) error {
 // EtherType is an Ethernet type: ipv4, ipv6, arp, or a number. Zero means any.
 type EtherType uint16
 
-var etherTypeNames = map[string]EtherType{"ipv4": 0x0800, "ipv6": 0x86dd, "arp": 0x0806, "any": 0, "": 0}
+var etherTypeNames = map[string]EtherType{
+	"ipv4": EtherType(header.EtherTypeIPv4), "ipv6": EtherType(header.EtherTypeIPv6), "arp": EtherType(header.EtherTypeARP),
+	"any": 0, "": 0,
+}
 
 // UnmarshalYAML accepts a name or a number such as 0x88cc.
 func (e *EtherType) UnmarshalYAML(n *yaml.Node) error {

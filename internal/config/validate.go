@@ -9,6 +9,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cephdpdkd/cephdpdkd/header"
+	"github.com/cephdpdkd/cephdpdkd/internal/devargs"
+	"github.com/cephdpdkd/cephdpdkd/roce/wire"
 )
 
 // Defaults for fields left out of the file.
@@ -206,8 +210,8 @@ func (c *Config) Validate() error {
 	c.validateBind(bad)
 	if p.Device == "" {
 		bad("port.device", "required: a PCI address or vdev devargs such as net_af_packet0,iface=veth0")
-	} else if !IsPCIAddress(p.Device) && !isVdev(p.Device) {
-		bad("port.device", "%q is neither a PCI address (0000:01:00.0) nor vdev devargs (net_<driver><n>[,key=value...])", p.Device)
+	} else if _, err := devargs.Parse(p.Device); err != nil {
+		bad("port.device", "%v", err)
 	}
 	checkRange := func(path string, v, lo, hi int) {
 		if v < lo || v > hi {
@@ -502,12 +506,13 @@ func (c *Config) RoCERules() []Rule {
 		return nil
 	}
 	rules := []Rule{
-		{Service: r.Service, EtherType: 0x0800, Protocol: 17, DstPorts: []PortRange{{4791, 4791}}, DstCIDRs: []Prefix{r.Address}},
+		{Service: r.Service, EtherType: EtherType(header.EtherTypeIPv4), Protocol: Protocol(header.ProtoUDP),
+			DstPorts: []PortRange{{wire.UDPPort, wire.UDPPort}}, DstCIDRs: []Prefix{r.Address}},
 	}
 	if !c.roceAddressIsKernel() {
 		// A shared address is the kernel's to answer ARP for (with the
 		// same MAC); the endpoint learns its peers from their frames.
-		rules = append(rules, Rule{Service: r.Service, EtherType: 0x0806, DstCIDRs: []Prefix{r.Address}})
+		rules = append(rules, Rule{Service: r.Service, EtherType: EtherType(header.EtherTypeARP), DstCIDRs: []Prefix{r.Address}})
 	}
 	return rules
 }
@@ -547,21 +552,4 @@ func ParseLcores(s string) ([]int, error) {
 	}
 	sort.Ints(out)
 	return out, nil
-}
-
-var (
-	pciRE  = regexp.MustCompile(`^([0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$`)
-	vdevRE = regexp.MustCompile(`^net_[a-z_]+[0-9]+(,[A-Za-z0-9_]+=[^,]*)*$`)
-)
-
-// IsPCIAddress reports whether dev is a PCI address rather than vdev devargs.
-func IsPCIAddress(dev string) bool { return pciRE.MatchString(dev) }
-
-func isVdev(dev string) bool { return vdevRE.MatchString(dev) }
-
-// DeviceName returns the name DPDK gives the port: the PCI address, or the
-// vdev name before the first comma.
-func (p Port) DeviceName() string {
-	name, _, _ := strings.Cut(p.Device, ",")
-	return name
 }
