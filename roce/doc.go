@@ -29,8 +29,13 @@
 // implements over its DPDK port and roce/memlink implements in memory.
 // Endpoint.Poll, called from one goroutine, drives everything: there are
 // no locks and no per-packet allocations on that path; time is passed in,
-// so tests advance a clock instead of sleeping. Frames for QP1 (the
-// connection manager's MADs) go to a handler set with SetGSIHandler.
+// so tests advance a clock instead of sleeping. What no QP consumes goes
+// one way, up, to two dispatchers attached once (dispatcher.go, after
+// gVisor's stack.NetworkDispatcher and TransportDispatcher): frames that
+// are not RoCEv2 (ARP) and the senders' addresses to a
+// NetworkDispatcher (roce/neigh), MADs for QP1 and asynchronous events
+// to a TransportDispatcher (roce/cm). Neither polls the endpoint; the
+// goroutine's owner polls each in turn.
 //
 // Memory addresses that peers use for RDMA are synthetic: each memory
 // region has its own base (MR.Addr), and a remote access is checked

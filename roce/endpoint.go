@@ -84,17 +84,17 @@ type Endpoint struct {
 	txN       int
 	gatherBuf []byte
 
-	gsi       func(p *wire.Packet)
 	gsiPkt    wire.Packet
 	gsiBuf    []byte
 	gsiFrames [][]byte
 	gsiPSN    uint32
+	rawFrames [][]byte
 
-	// Hooks for the connection manager and the neighbour table.
-	frameHandler func(frame []byte, now time.Time) bool
-	neighHandler func(ip netip.Addr, mac [6]byte, now time.Time)
-	eventHandler func(Event)
-	rawFrames    [][]byte
+	// The dispatchers (Attach): the neighbour table and the connection
+	// manager.
+	nd       NetworkDispatcher
+	td       TransportDispatcher
+	attached bool
 
 	notify []*CQ
 	events [64]pendingEvent
@@ -164,10 +164,12 @@ func (e *Endpoint) MAC() [6]byte { return e.mac }
 func (e *Endpoint) IP() netip.Addr { return e.ip }
 
 // Poll does one round of work at time now: it transmits frames left over
-// from the previous round, reads one burst and processes it, runs the
-// QPs' timers, builds and transmits up to a burst of frames, and then
-// calls the event and completion handlers. It returns the number of
-// frames received and transmitted, so a caller can tell an idle round.
+// from the previous round, reads one burst and dispatches it (to the QPs,
+// or to the attached dispatchers), runs the QPs' timers, builds and
+// transmits up to a burst of frames, and then calls the event handlers
+// (the transport dispatcher's last) and the completion handlers. It
+// returns the number of frames received and transmitted, so a caller can
+// tell an idle round.
 func (e *Endpoint) Poll(now time.Time) int {
 	work := e.flush()
 	n := e.io.RecvBurst(e.rxFrames)
@@ -179,7 +181,7 @@ func (e *Endpoint) Poll(now time.Time) int {
 		qp.reqTimers(now)
 	}
 	work += n + e.output(now)
-	e.deliver()
+	e.deliver(now)
 	return work
 }
 
@@ -263,7 +265,7 @@ func (qp *QP) output(buf []byte, now time.Time) int {
 // input handles one received frame. Frames that fail to parse, and among
 // them those with a bad ICRC, are dropped silently and counted by reason,
 // as rxe does; so are well-formed frames that are not RoCEv2 and that the
-// frame handler (ARP) does not take.
+// network dispatcher (ARP) does not take.
 func (e *Endpoint) input(frame []byte, now time.Time) {
 	p := &e.rxPkt
 	if err := wire.ParsePacket(frame, p); err != nil {
@@ -276,7 +278,7 @@ func (e *Endpoint) input(frame []byte, now time.Time) {
 		case errors.Is(err, wire.ErrTooManyVLANs):
 			e.cnt.tooManyVLANs.Add(1)
 		case errors.Is(err, wire.ErrNotRoCE):
-			if e.frameHandler == nil || !e.frameHandler(frame, now) {
+			if e.nd == nil || !e.nd.HandleFrame(frame, now) {
 				e.cnt.notRoCE.Add(1)
 			}
 		default:
@@ -288,8 +290,8 @@ func (e *Endpoint) input(frame []byte, now time.Time) {
 		e.cnt.notLocal.Add(1)
 		return
 	}
-	if e.neighHandler != nil {
-		e.neighHandler(p.SrcIP, p.SrcMAC, now)
+	if e.nd != nil {
+		e.nd.Learn(p.SrcIP, p.SrcMAC, now)
 	}
 	switch p.BTH.Opcode.Transport() {
 	case wire.TransportRC:
@@ -300,12 +302,12 @@ func (e *Endpoint) input(frame []byte, now time.Time) {
 		}
 		qp.input(p, len(frame), now)
 	case wire.TransportUD:
-		if p.BTH.DestQP != 1 || p.DETH.QKey != wire.GSIQKey || e.gsi == nil {
+		if p.BTH.DestQP != 1 || p.DETH.QKey != wire.GSIQKey || e.td == nil {
 			e.cnt.noQP.Add(1)
 			return
 		}
 		e.cnt.gsiReceived.Add(1)
-		e.gsi(p)
+		e.td.DeliverGSI(p)
 	default:
 		e.cnt.unsupp.Add(1)
 	}
@@ -329,11 +331,6 @@ func (qp *QP) input(p *wire.Packet, frameLen int, now time.Time) {
 		qp.reqInput(p, now)
 	}
 }
-
-// SetGSIHandler installs h to receive every UD packet to QP1 (the general
-// services interface: connection manager MADs) with the GSI Q_Key. h runs
-// inside Poll; p and its payload are valid only until h returns.
-func (e *Endpoint) SetGSIHandler(h func(p *wire.Packet)) { e.gsi = h }
 
 // SendGSI transmits payload (a MAD) as a UD SEND ONLY from QP1 to QP1 of
 // the host av describes, with the GSI Q_Key. It returns an error wrapping
@@ -372,26 +369,6 @@ func (e *Endpoint) SendGSI(av *AddressVector, payload []byte) error {
 	return nil
 }
 
-// SetFrameHandler installs h to receive, from Poll, every received frame
-// that is well formed but not RoCEv2 (ARP, other IP traffic). h reports
-// whether it took the frame; a frame it did not take, or any such frame
-// without a handler, is dropped and counted (EndpointStats.NotRoCE).
-// frame is valid only until h returns.
-func (e *Endpoint) SetFrameHandler(h func(frame []byte, now time.Time) bool) { e.frameHandler = h }
-
-// SetNeighbourHandler installs h to learn, from Poll, the source IP and
-// MAC address of every valid RoCEv2 frame addressed to the endpoint. It
-// runs once per received packet, so it must be cheap.
-func (e *Endpoint) SetNeighbourHandler(h func(ip netip.Addr, mac [6]byte, now time.Time)) {
-	e.neighHandler = h
-}
-
-// SetEventHandler installs h to receive every asynchronous event of the
-// endpoint's QPs and CQs, after the QP's or CQ's own handler, at the end
-// of Poll. The connection manager uses it to learn that a connection was
-// established or that its QP failed.
-func (e *Endpoint) SetEventHandler(h func(Event)) { e.eventHandler = h }
-
 // SendFrame transmits frame, a complete Ethernet frame, as it is. It
 // returns an error wrapping ErrWouldBlock if the link did not take it.
 func (e *Endpoint) SendFrame(frame []byte) error {
@@ -416,7 +393,7 @@ func (qp *QP) Endpoint() *Endpoint { return qp.ep }
 // never run in the middle of packet processing. Events beyond the
 // bounded queue are dropped.
 func (e *Endpoint) queueEvent(h func(Event), ev Event) {
-	if h == nil && e.eventHandler == nil || e.evN == len(e.events) {
+	if h == nil && e.td == nil || e.evN == len(e.events) {
 		return
 	}
 	e.events[(e.evHead+e.evN)%len(e.events)] = pendingEvent{h, ev}
@@ -425,7 +402,7 @@ func (e *Endpoint) queueEvent(h func(Event), ev Event) {
 
 // deliver runs the queued event handlers, then the completion handlers
 // of the CQs that received completions.
-func (e *Endpoint) deliver() {
+func (e *Endpoint) deliver(now time.Time) {
 	for e.evN > 0 {
 		pe := e.events[e.evHead]
 		e.events[e.evHead] = pendingEvent{}
@@ -434,8 +411,8 @@ func (e *Endpoint) deliver() {
 		if pe.handler != nil {
 			pe.handler(pe.ev)
 		}
-		if e.eventHandler != nil {
-			e.eventHandler(pe.ev)
+		if e.td != nil {
+			e.td.DeliverEvent(pe.ev, now)
 		}
 	}
 	for i := 0; i < len(e.notify); i++ {

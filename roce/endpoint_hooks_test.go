@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cephdpdkd/cephdpdkd/roce/memlink"
+	"github.com/cephdpdkd/cephdpdkd/roce/wire"
 )
 
 // arpRequest is a broadcast who-has for ipB from A.
@@ -23,7 +24,56 @@ func arpRequest() []byte {
 	return f
 }
 
-func TestFrameHandler(t *testing.T) {
+// dispatcher is a NetworkDispatcher and a TransportDispatcher made of
+// functions; a nil one is not called.
+type dispatcher struct {
+	frame func(frame []byte, now time.Time) bool
+	learn func(ip netip.Addr, mac [6]byte, now time.Time)
+	gsi   func(p *wire.Packet)
+	event func(ev Event, now time.Time)
+}
+
+func (d *dispatcher) HandleFrame(f []byte, now time.Time) bool {
+	return d.frame != nil && d.frame(f, now)
+}
+
+func (d *dispatcher) Learn(ip netip.Addr, mac [6]byte, now time.Time) {
+	if d.learn != nil {
+		d.learn(ip, mac, now)
+	}
+}
+
+func (d *dispatcher) DeliverGSI(p *wire.Packet) {
+	if d.gsi != nil {
+		d.gsi(p)
+	}
+}
+
+func (d *dispatcher) DeliverEvent(ev Event, now time.Time) {
+	if d.event != nil {
+		d.event(ev, now)
+	}
+}
+
+func TestAttachOnce(t *testing.T) {
+	n := newTestNet(t, memlink.Config{}, EndpointConfig{})
+	d := &dispatcher{}
+	if err := n.a.Attach(d, d); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.a.Attach(d, d); !errors.Is(err, ErrInvalidState) {
+		t.Errorf("second Attach = %v, want ErrInvalidState", err)
+	}
+	// Nil dispatchers are allowed, and count as attached.
+	if err := n.b.Attach(nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.b.Attach(d, d); !errors.Is(err, ErrInvalidState) {
+		t.Errorf("Attach after Attach(nil, nil) = %v, want ErrInvalidState", err)
+	}
+}
+
+func TestNetworkDispatcher(t *testing.T) {
 	for _, tc := range []struct {
 		name               string
 		handler, takes     bool
@@ -38,11 +88,11 @@ func TestFrameHandler(t *testing.T) {
 			var got [][]byte
 			var at time.Time
 			if tc.handler {
-				n.b.SetFrameHandler(func(f []byte, now time.Time) bool {
+				n.b.Attach(&dispatcher{frame: func(f []byte, now time.Time) bool {
 					got = append(got, append([]byte(nil), f...))
 					at = now
 					return tc.takes
-				})
+				}}, nil)
 			}
 			if n.la.SendBurst([][]byte{arpRequest(), {1, 2, 3}}) != 2 {
 				t.Fatal("link full")
@@ -78,16 +128,22 @@ func TestSendFrame(t *testing.T) {
 	}
 }
 
-func TestNeighbourAndEventHandlers(t *testing.T) {
+func TestNeighbourAndEventDispatch(t *testing.T) {
 	n := newTestNet(t, memlink.Config{}, EndpointConfig{})
 	type seen struct {
 		ip  netip.Addr
 		mac [6]byte
 	}
 	var learned []seen
-	n.b.SetNeighbourHandler(func(ip netip.Addr, mac [6]byte, now time.Time) { learned = append(learned, seen{ip, mac}) })
 	var tapped []Event
-	n.b.SetEventHandler(func(ev Event) { tapped = append(tapped, ev) })
+	var tappedAt time.Time
+	d := &dispatcher{
+		learn: func(ip netip.Addr, mac [6]byte, now time.Time) { learned = append(learned, seen{ip, mac}) },
+		event: func(ev Event, now time.Time) { tapped, tappedAt = append(tapped, ev), now },
+	}
+	if err := n.b.Attach(d, d); err != nil {
+		t.Fatal(err)
+	}
 
 	o := defaultQPOpts()
 	var aEvents []Event
@@ -117,14 +173,14 @@ func TestNeighbourAndEventHandlers(t *testing.T) {
 		t.Fatal(err)
 	}
 	n.run(1000, func() bool { return len(tapped) > 0 })
-	if tapped[0].Type != EventCommEstablished || tapped[0].QPN != qb.QPN() {
-		t.Errorf("tap saw %+v", tapped)
+	// The event came in the last, busy, round, after which run moved the
+	// clock on by a microsecond.
+	if tapped[0].Type != EventCommEstablished || tapped[0].QPN != qb.QPN() || !tappedAt.Equal(n.now.Add(-time.Microsecond)) {
+		t.Errorf("tap saw %+v at %v", tapped, tappedAt)
 	}
 	if len(learned) == 0 || learned[0] != (seen{ipA, macA}) {
 		t.Errorf("neighbour handler saw %+v", learned)
 	}
-	n.b.SetNeighbourHandler(nil)
-	n.b.SetEventHandler(nil)
 	qb.Destroy()
 	if n.b.NumQPs() != 0 {
 		t.Errorf("%d qps after destroy", n.b.NumQPs())

@@ -321,10 +321,10 @@ func TestGSI(t *testing.T) {
 	n := newTestNet(t, testLink(0), EndpointConfig{})
 	var got []byte
 	var from wire.Packet
-	n.b.SetGSIHandler(func(p *wire.Packet) {
+	n.b.Attach(nil, &dispatcher{gsi: func(p *wire.Packet) {
 		got = bytes.Clone(p.Payload)
 		from = *p
-	})
+	}})
 	mad := make([]byte, 256)
 	pattern(mad, 9)
 	if err := n.a.SendGSI(&AddressVector{DstMAC: macB, DstIP: ipB}, mad); err != nil {

@@ -60,7 +60,9 @@ func newRocePair(t *testing.T, lc memlink.Config) *rocePair {
 func (p *rocePair) run(t *testing.T, done func() bool) {
 	t.Helper()
 	for range 2_000_000 {
+		p.srv.Poll(p.now)
 		p.srvM.Poll(p.now)
+		p.cli.Poll(p.now)
 		p.cliM.Poll(p.now)
 		for _, f := range p.pollers {
 			f(p.now)
@@ -77,6 +79,7 @@ func (p *rocePair) run(t *testing.T, done func() bool) {
 func (p *rocePair) ping(t *testing.T, count int) <-chan ping.Result {
 	t.Helper()
 	done := make(chan ping.Result, 1)
+	p.cli.Poll(p.now)
 	p.cliM.Poll(p.now)
 	c, err := ping.Start(p.cliM, ipSrv, 7471, ping.Config{Count: count, Size: 4096, Mode: ping.ModeEcho}, p.now,
 		func(r ping.Result) { done <- r })

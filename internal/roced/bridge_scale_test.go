@@ -130,7 +130,8 @@ metrics: {listen: "off"}
 	// idle turn yields, as the node's dial goroutines need a P (in the
 	// daemon they have one of their own).
 	poll := func() {
-		if mgr.Poll(time.Now()) == 0 {
+		now := time.Now()
+		if ep.Poll(now)+mgr.Poll(now) == 0 {
 			runtime.Gosched()
 		}
 	}

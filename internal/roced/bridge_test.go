@@ -109,7 +109,11 @@ metrics: {listen: "off"}
 	pd := ep.NewPD()
 	sc := session.DefaultConfig()
 	sc.BufferSize, sc.SendBuffers, sc.RecvBuffers = 128<<10, 32, 64
-	poll := func() { mgr.Poll(time.Now()) }
+	poll := func() {
+		now := time.Now()
+		ep.Poll(now)
+		mgr.Poll(now)
+	}
 
 	type client struct {
 		qp        *roce.QP

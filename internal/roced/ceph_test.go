@@ -104,6 +104,7 @@ metrics: {listen: "off"}
 
 	poll := func() {
 		now := time.Now()
+		ep.Poll(now)
 		mgr.Poll(now)
 		stack.Poll(now)
 	}

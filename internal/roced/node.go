@@ -235,11 +235,25 @@ func (n *Node) startBridge(r *config.RoCE, dial bridge.Dialer) error {
 	return nil
 }
 
-// Poll runs the endpoint, the connection manager, the services and the
-// clients once.
+// Poll runs one round of the node. The order is written here and nowhere
+// else; each layer only hands traffic up to the next, never polls the one
+// below:
+//
+//  1. The endpoint: transmit what the link refused last round, read a
+//     burst and dispatch it (RoCE to the QPs, MADs and QP events to the
+//     connection manager, ARP and senders' addresses to the neighbour
+//     table), run the QP timers, transmit, run the completion handlers
+//     (the sessions').
+//  2. The connection manager: the commands queued with Do (Ping,
+//     Status), the MADs and events step 1 handed it, the neighbour
+//     table's answers and probes, the connections' timers.
+//  3. What runs over connections: the bridge, the built-in services,
+//     the Ceph exchange and its services, the roce-ping clients. What
+//     they post goes out in the next round's step 1.
 func (n *Node) Poll() int {
 	now := time.Now()
-	w := n.cm.Poll(now)
+	w := n.ep.Poll(now)
+	w += n.cm.Poll(now)
 	if n.bridge != nil {
 		w += n.bridge.Poll(now)
 	}

@@ -72,11 +72,15 @@ func newCMNet(tb testing.TB, lc memlink.Config) *testNet {
 }
 
 func (n *testNet) poll() int {
-	var w int
+	// Each endpoint, then its connection manager, as internal/roced's
+	// Node does.
+	w := n.srv.Poll(n.now)
 	if n.srvM != nil {
-		w = n.srvM.Poll(n.now) + n.cliM.Poll(n.now)
-	} else {
-		w = n.srv.Poll(n.now) + n.cli.Poll(n.now)
+		w += n.srvM.Poll(n.now)
+	}
+	w += n.cli.Poll(n.now)
+	if n.cliM != nil {
+		w += n.cliM.Poll(n.now)
 	}
 	for _, p := range n.pollers {
 		w += p(n.now)
@@ -87,7 +91,7 @@ func (n *testNet) poll() int {
 // advance moves the clock to the next timer deadline, if any.
 func (n *testNet) advance() bool {
 	if n.srvM != nil {
-		return simclock.Advance(&n.now, n.srvM.NextDeadline, n.cliM.NextDeadline)
+		return simclock.Advance(&n.now, n.srv.NextDeadline, n.srvM.NextDeadline, n.cli.NextDeadline, n.cliM.NextDeadline)
 	}
 	return simclock.Advance(&n.now, n.srv.NextDeadline, n.cli.NextDeadline)
 }

@@ -104,7 +104,10 @@ func loopbackDialer(set func(*net.TCPConn)) Dialer {
 
 func (n *testNet) poll() int {
 	now := time.Now()
-	return n.cliM.Poll(now) + n.srvM.Poll(now) + n.b.Poll(now)
+	// Each endpoint, then its connection manager, then the bridge, as
+	// internal/roced's Node does.
+	return n.cliM.Endpoint().Poll(now) + n.cliM.Poll(now) +
+		n.srvM.Endpoint().Poll(now) + n.srvM.Poll(now) + n.b.Poll(now)
 }
 
 // run polls until done or the wall-clock limit.

@@ -90,6 +90,9 @@ func newCaptureEndpoint(t *testing.T, mac [6]byte, ip netip.Addr) *captureEndpoi
 	return &captureEndpoint{ep: ep, m: m, peer: peer, now: time.Unix(1_796_027_302, 0)}
 }
 
+// poll runs one round of the endpoint and its Manager.
+func (ce *captureEndpoint) poll() { ce.ep.Poll(ce.now); ce.m.Poll(ce.now) }
+
 // feed delivers frame to our endpoint and returns what it sends back.
 func (ce *captureEndpoint) feed(t *testing.T, frame []byte) [][]byte {
 	t.Helper()
@@ -97,7 +100,7 @@ func (ce *captureEndpoint) feed(t *testing.T, frame []byte) [][]byte {
 		t.Fatal("link full")
 	}
 	for range 3 {
-		ce.m.Poll(ce.now)
+		ce.poll()
 	}
 	var out [][]byte
 	bufs := make([][]byte, 8)
@@ -387,7 +390,7 @@ func TestDialReqMatchesRxe(t *testing.T) {
 
 	ce := newCaptureEndpoint(t, real.pkt.SrcMAC, real.pkt.SrcIP)
 	ce.m.Neigh().Learn(real.pkt.DstIP, real.pkt.DstMAC, ce.now)
-	ce.m.Poll(ce.now)
+	ce.poll()
 	qp, err := session.NewQP(ce.ep.NewPD(), session.Config{BufferSize: 4096, SendBuffers: 2, RecvBuffers: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -396,7 +399,7 @@ func TestDialReqMatchesRxe(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 3 {
-		ce.m.Poll(ce.now)
+		ce.poll()
 	}
 	bufs := make([][]byte, 4)
 	if k := ce.peer.RecvBurst(bufs); k != 1 {

@@ -711,7 +711,7 @@ func BenchmarkPollIdle(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		n.now = n.now.Add(time.Microsecond)
-		n.a.m.Poll(n.now)
+		n.a.poll(n.now)
 	}
 }
 
@@ -756,4 +756,16 @@ func TestResolve(t *testing.T) {
 	if got[1] != (answer{macB, nil}) {
 		t.Errorf("Resolve(%v) = %+v", ipB, got[1])
 	}
+}
+
+// TestOneManagerPerEndpoint: the endpoint has one transport dispatcher,
+// so a second Manager on it fails instead of stealing its MADs.
+func TestOneManagerPerEndpoint(t *testing.T) {
+	n := newTestNet(t, testConfig(), testConfig())
+	if _, err := New(n.a.ep, testConfig()); !errors.Is(err, roce.ErrInvalidState) {
+		t.Fatalf("second New on one endpoint = %v, want roce.ErrInvalidState", err)
+	}
+	// The first still works.
+	n.b.listen(t, testPort)
+	n.connect(nil)
 }

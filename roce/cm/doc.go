@@ -6,20 +6,27 @@
 // rping -c and ib_send_bw -R; the active side connects to rdma_server or
 // ucmatose servers. Addresses are resolved with roce/neigh (ARP).
 //
-// One Manager serves one Endpoint. It installs the endpoint's GSI
-// handler, frame handler (ARP goes to the neighbour table), neighbour
-// handler (every received RoCE frame refreshes the table) and event
-// handler, and its Poll drives the endpoint and the table: call
-// Manager.Poll instead of Endpoint.Poll. Everything runs on the goroutine
-// that calls Poll and needs no locks; Do is the one method other
-// goroutines may call, to queue work for that goroutine, and Stats may be
-// read from anywhere.
+// One Manager serves one Endpoint. New attaches the Manager to the
+// endpoint as its roce.TransportDispatcher (MADs to QP1, QP events) and
+// the Manager's neighbour table as its roce.NetworkDispatcher (ARP;
+// every received RoCE frame refreshes the table). The endpoint only
+// hands traffic up; the Manager never polls it. Whoever owns the
+// goroutine polls both, the endpoint first, each round:
+//
+//	work := ep.Poll(now) // receive, dispatch, transmit
+//	work += m.Poll(now)  // Do commands, MADs, events, ARP, CM timers
+//
+// Everything runs on that goroutine and needs no locks; Do is the one
+// method other goroutines may call, to queue work for that goroutine, and
+// Stats may be read from anywhere.
 //
 // API:
 //
 //	func New(ep *roce.Endpoint, cfg Config) (*Manager, error)
-//	func (m *Manager) Poll(now time.Time) int
-//	func (m *Manager) NextDeadline() (time.Time, bool)
+//	func (m *Manager) Poll(now time.Time) int // after Endpoint.Poll
+//	func (m *Manager) NextDeadline() (time.Time, bool) // with Endpoint.NextDeadline
+//	func (m *Manager) DeliverGSI(p *wire.Packet) // roce.TransportDispatcher
+//	func (m *Manager) DeliverEvent(ev roce.Event, now time.Time)
 //	func (m *Manager) Do(f func()) error // any goroutine; ErrQueueFull
 //	func (m *Manager) Listen(port uint16, accept AcceptFunc) error
 //	func (m *Manager) Unlisten(port uint16) error

@@ -218,11 +218,15 @@ func (nd *node) dial(t testing.TB, ip netip.Addr, port uint16, priv []byte) *app
 	return a
 }
 
-func (n *testNet) poll() int { return n.a.m.Poll(n.now) + n.b.m.Poll(n.now) }
+// poll runs one round of the node: the endpoint, then the Manager, as
+// internal/roced's Node does.
+func (nd *node) poll(now time.Time) int { return nd.ep.Poll(now) + nd.m.Poll(now) }
+
+func (n *testNet) poll() int { return n.a.poll(n.now) + n.b.poll(n.now) }
 
 // advance moves the clock to the next deadline of either node.
 func (n *testNet) advance() bool {
-	return simclock.Advance(&n.now, n.a.m.NextDeadline, n.b.m.NextDeadline)
+	return simclock.Advance(&n.now, n.a.ep.NextDeadline, n.a.m.NextDeadline, n.b.ep.NextDeadline, n.b.m.NextDeadline)
 }
 
 // run polls until done reports true (simclock.Run).

@@ -94,9 +94,16 @@ type Manager struct {
 	cnt counters
 }
 
+var (
+	_ roce.TransportDispatcher = (*Manager)(nil)
+	_ roce.NetworkDispatcher   = (*neigh.Table)(nil)
+)
+
 // New returns the connection manager of ep, which must have an IPv4
-// address. It installs the endpoint's GSI, frame, neighbour and event
-// hooks; from then on, call the Manager's Poll instead of the endpoint's.
+// address. It attaches itself to ep as the transport dispatcher (MADs,
+// QP events) and its neighbour table as the network dispatcher (ARP,
+// senders' addresses); it fails if ep already has dispatchers. The
+// caller polls both: Endpoint.Poll, then Manager.Poll.
 func New(ep *roce.Endpoint, cfg Config) (*Manager, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -136,12 +143,11 @@ func New(ep *roce.Endpoint, cfg Config) (*Manager, error) {
 		cmds:      make(chan func(), cfg.CommandQueue),
 	}
 	m.tidHi = uint64(m.rng.Uint32()) << 32
-	ep.SetGSIHandler(m.onGSI)
 	// What the table does not take (not ARP) the endpoint counts as
 	// dropped.
-	ep.SetFrameHandler(nt.HandleFrame)
-	ep.SetNeighbourHandler(nt.Learn)
-	ep.SetEventHandler(m.onEvent)
+	if err := ep.Attach(nt, m); err != nil {
+		return nil, fmt.Errorf("cm: new manager: endpoint %v already has a manager: %w", ip, err)
+	}
 	return m, nil
 }
 
@@ -173,11 +179,12 @@ func (m *Manager) Do(f func()) error {
 	}
 }
 
-// Poll does one round of work at now: the queued Do functions, one
-// Endpoint.Poll (packets, QP timers, completions), the received MADs and
-// QP events, the neighbour table's timers and answers, and the
-// connections' timers. It returns a count of the work done, 0 when
-// idle.
+// Poll does one round of work at now: the queued Do functions, the MADs
+// and QP events the endpoint handed over in its last Poll, the neighbour
+// table's timers and answers, and the connections' timers. It does not
+// poll the endpoint: call Endpoint.Poll first, in the same round, so
+// the MADs it received are handled at once (the inbox holds one poll's
+// worth). It returns a count of the work done, 0 when idle.
 func (m *Manager) Poll(now time.Time) int {
 	m.now = now
 	work := 0
@@ -185,7 +192,6 @@ func (m *Manager) Poll(now time.Time) int {
 		(<-m.cmds)()
 		work++
 	}
-	work += m.ep.Poll(now)
 	work += m.processInbox()
 	work += m.processEvents()
 	work += m.nt.Poll(now)
@@ -198,17 +204,15 @@ func (m *Manager) Poll(now time.Time) int {
 	return work
 }
 
-// NextDeadline returns when Poll next has timed work: a QP timer, an ARP
-// probe or a CM retransmission, time-wait expiry included. The periodic
-// check of established connections' QPs does not count.
+// NextDeadline returns when Poll next has timed work: an ARP probe or a
+// CM retransmission, time-wait expiry included. The endpoint's QP timers
+// are Endpoint.NextDeadline's; the periodic check of established
+// connections' QPs does not count.
 func (m *Manager) NextDeadline() (time.Time, bool) {
 	if len(m.cmds) > 0 || m.nt.Ready() {
 		return m.now, true
 	}
-	t, ok := m.ep.NextDeadline()
-	if d, on := m.nt.NextDeadline(); on && (!ok || d.Before(t)) {
-		t, ok = d, true
-	}
+	t, ok := m.nt.NextDeadline()
 	if !m.next.IsZero() && (!ok || m.next.Before(t)) {
 		t, ok = m.next, true
 	}
@@ -240,10 +244,11 @@ func (m *Manager) Unlisten(port uint16) error {
 	return nil
 }
 
-// onGSI keeps a received MAD for processing after the endpoint's poll,
-// so that applications' callbacks never run in the middle of packet
-// processing.
-func (m *Manager) onGSI(p *wire.Packet) {
+// DeliverGSI keeps a MAD the endpoint received for processing in the
+// next Poll, so that applications' callbacks never run in the middle of
+// packet processing. It implements roce.TransportDispatcher; only the
+// endpoint calls it.
+func (m *Manager) DeliverGSI(p *wire.Packet) {
 	if len(p.Payload) < wire.MADLen || p.SrcIP == m.ip {
 		m.cnt.drop(DropMalformed)
 		return
@@ -259,12 +264,14 @@ func (m *Manager) onGSI(p *wire.Packet) {
 	copy(in.mad[:], p.Payload[:wire.MADLen])
 }
 
-// onEvent learns of QP events at the end of the endpoint's poll. A
+// DeliverEvent learns of QP events at the end of the endpoint's poll. A
 // first packet on a QP in RTR (the RTU was lost or is late: the CM's
 // COMM_EST) establishes the connection at once, before the completion
 // handlers run, so the application hears of the connection before its
-// data. Failures are kept for after the poll.
-func (m *Manager) onEvent(ev roce.Event) {
+// data. Failures are kept for the next Poll. It implements
+// roce.TransportDispatcher; only the endpoint calls it.
+func (m *Manager) DeliverEvent(ev roce.Event, now time.Time) {
+	m.now = now
 	switch ev.Type {
 	case roce.EventCommEstablished:
 		if c := m.byQPN[ev.QPN]; c != nil && c.owned && c.state == StateRepSent {

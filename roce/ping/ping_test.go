@@ -50,7 +50,9 @@ func newPair(t *testing.T, lc memlink.Config) *pair {
 func (p *pair) run(t *testing.T, done func() bool) {
 	t.Helper()
 	for i := 0; i < 2_000_000; i++ {
+		p.srv.Poll(p.now)
 		p.srvM.Poll(p.now)
+		p.cli.Poll(p.now)
 		p.cliM.Poll(p.now)
 		for _, f := range p.pollers {
 			f(p.now)
@@ -65,6 +67,7 @@ func (p *pair) run(t *testing.T, done func() bool) {
 
 func runPing(t *testing.T, p *pair, port uint16, cfg ping.Config) ping.Result {
 	t.Helper()
+	p.cli.Poll(p.now)
 	p.cliM.Poll(p.now)
 	var res *ping.Result
 	c, err := ping.Start(p.cliM, ipSrv, port, cfg, p.now, func(r ping.Result) { res = &r })
