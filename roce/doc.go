@@ -37,6 +37,39 @@
 // to a TransportDispatcher (roce/cm). Neither polls the endpoint; the
 // goroutine's owner polls each in turn.
 //
+// Copies. Each payload byte a session moves through the daemon
+// (roce/session over consumer.RingIO and pmd) is copied, and read for
+// the ICRC, this many times:
+//
+//	send: Session.Send: caller → registered send buffer      (1)
+//	      requester: send buffer → frame (wire.BuildFrame)     (2) + ICRC read
+//	      pmd.TxCopy: frame → packed scratch, one cgo crossing (3)
+//	      cdd_tx_copy: scratch → mbuf                          (4)
+//	recv: the frame is a view of the mbuf (no copy)               ICRC read
+//	      responder: frame → posted receive buffer (scatter)   (1)
+//	      Session.Recv: receive buffer → caller                (2)
+//
+// (The bridge adds the socket's own copies: TCP → chunk before (1) of
+// send, chunk → TCP after (2) of recv.) Send's (1) stays: a
+// retransmission is regenerated from the work request's registered
+// memory, so the bytes must be there until acknowledged, not in the
+// caller's slice. (2) is where the frame is built, and gather copies once
+// more only when a packet spans SGEs (sessions post one SGE). (3) exists
+// because cgo may not be given a [][]byte (Go memory holding Go
+// pointers), so TxCopy packs the burst into one slice; (4) because frames
+// are built in Go memory. Both would go if the link lent the endpoint its
+// transmit mbufs (allocated in bulk, one crossing, frames built by (2)
+// straight into their data room, lengths set at rte_eth_tx_burst, refused
+// ones kept in order for the next round): an optional extension of
+// PacketIO implemented by consumer.RingIO over new pmd calls (one segment
+// per frame, as TxCopy already needs, which the configuration's data_room
+// check ensures). That belongs with the dispatch, consumer and pmd
+// packages and is not done here. On receive, (1) is the verbs contract
+// (data lands in posted buffers; the mbuf is freed at the next burst) and
+// (2) is Session's byte-stream API; a lending Recv would hold receive
+// buffers, and with them the peer's credits, for as long as the consumer
+// keeps the bytes.
+//
 // Memory addresses that peers use for RDMA are synthetic: each memory
 // region has its own base (MR.Addr), and a remote access is checked
 // against the region its R_Key names before any byte moves. No pointer
