@@ -140,8 +140,8 @@ type EndpointStats struct {
 	NoQP               uint64 // dropped: no such QP
 	Unsupported        uint64 // dropped: UC, CNP and other transports
 	TooManyVLANs       uint64 // dropped: more VLAN tags than header.MaxVLANs
-	NotRoCE            uint64 // dropped: well formed, not RoCEv2, not taken by the frame handler (ARP)
-	GSIReceived        uint64 // handed to the GSI handler
+	NotRoCE            uint64 // dropped: well formed, not RoCEv2, not taken by the network dispatcher (ARP)
+	GSIReceived        uint64 // handed to the transport dispatcher
 	GSISent            uint64
 	TxBusy             uint64 // polls that left frames unsent because the link was full
 }

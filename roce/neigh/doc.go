@@ -15,6 +15,10 @@
 // HandleFrame reports false for anything else (another ethertype, more
 // tags), for its caller to count.
 //
+// HandleFrame and Learn make a Table a roce.NetworkDispatcher: attached
+// to an endpoint (roce/cm does it), it is handed the endpoint's non-RoCE
+// frames and the senders of its RoCE frames from inside Endpoint.Poll.
+//
 // A Table belongs to the goroutine that polls the endpoint: HandleFrame,
 // Learn, Lookup, Resolve and Poll must all run there. Stats may be read
 // from any goroutine. ARP frames are parsed and answered without
