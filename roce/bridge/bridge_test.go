@@ -329,8 +329,17 @@ func TestBridgeBackpressure(t *testing.T) {
 	msg := make([]byte, 8<<20)
 	rand.Read(msg)
 	sent := 0
+	silentDrops := func() (k uint64) {
+		for _, bc := range n.b.conns {
+			k += bc.qp.Stats().RNRSilentDrops
+		}
+		return k
+	}
+	// The daemon stalls at least 150 ms, and until the bridge has
+	// dropped a SEND unanswered (the run fails if it never does): a slow
+	// machine fills the cap later.
 	stallEnd := time.Now().Add(150 * time.Millisecond)
-	n.run(10*time.Second, func() bool {
+	n.run(20*time.Second, func() bool {
 		if sent < len(msg) {
 			k, err := c.sess.Send(msg[sent:])
 			if err != nil && !errors.Is(err, roce.ErrWouldBlock) {
@@ -338,7 +347,7 @@ func TestBridgeBackpressure(t *testing.T) {
 			}
 			sent += k
 		}
-		return time.Now().After(stallEnd)
+		return time.Now().After(stallEnd) && silentDrops() > 0
 	})
 	stalled := sent
 	st := n.b.Stats()
@@ -346,10 +355,7 @@ func TestBridgeBackpressure(t *testing.T) {
 	if stalled >= len(msg) || st.Stalls["tcp_write"] == 0 {
 		t.Errorf("no backpressure: %d bytes sent, stalls %v", stalled, st.Stalls)
 	}
-	var silent uint64
-	for _, bc := range n.b.conns {
-		silent = bc.qp.Stats().RNRSilentDrops
-	}
+	silent := silentDrops()
 	close(release)
 	n.run(30*time.Second, func() bool {
 		if sent < len(msg) {
@@ -370,9 +376,6 @@ func TestBridgeBackpressure(t *testing.T) {
 		t.Errorf("the client got %d RNR NAKs", qs.RNRNaksReceived)
 	}
 	t.Logf("SENDs dropped unanswered during the stall: %d", silent)
-	if silent == 0 {
-		t.Error("no SEND was dropped unanswered: the stall did not reach the receive queue")
-	}
 	n.b.Shutdown()
 }
 
