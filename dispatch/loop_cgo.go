@@ -13,7 +13,7 @@ struct cdd_svc_delta {
 	uint64_t drops;
 };
 
-// A poll loop's C state: the service rings, a bucket per service for
+// A poll loop's C state: its lane of each service, a bucket per service for
 // sorting a burst, per-service deltas of the last dispatch, and the native
 // consumers the loop runs.
 struct cdd_loop {
@@ -54,7 +54,7 @@ static void cdd_dispatch(struct cdd_burst *b, struct cdd_loop *l)
 		present &= present - 1;
 		void **out = &l->bucket[(uint32_t)s * l->cap];
 		uint16_t k = l->fill[s];
-		unsigned int sent = rte_ring_enqueue_burst(l->rings[s], out, k, NULL);
+		unsigned int sent = rte_ring_sp_enqueue_burst(l->rings[s], out, k, NULL);
 		if (sent < k) {
 			for (unsigned int i = sent; i < k; i++)
 				l->d[s].bytes -= ((struct rte_mbuf *)out[i])->pkt_len;
@@ -82,6 +82,26 @@ static uint32_t cdd_step(struct cdd_burst *b, struct cdd_loop *l, uint16_t port,
 	if (b && rx)
 		cdd_rx_burst(b, port, queue);
 	return work;
+}
+
+// cdd_ringset_burst fills b (emptied by the caller) from a ring set, as
+// cdd_rx_burst fills it from a port queue.
+static uint16_t cdd_ringset_burst(struct cdd_burst *b, struct cdd_ringset *s, uint16_t max)
+{
+	if (max > b->cap)
+		max = b->cap;
+	uint16_t n = (uint16_t)cdd_ringset_dequeue(s, b->pkts, max);
+	uint64_t bytes = 0;
+	for (uint16_t i = 0; i < n; i++) {
+		struct rte_mbuf *m = b->pkts[i];
+		b->data[i] = rte_pktmbuf_mtod(m, void *);
+		b->len[i] = m->data_len;
+		b->pkt_len[i] = m->pkt_len;
+		bytes += m->pkt_len;
+	}
+	b->n = n;
+	b->bytes = bytes;
+	return n;
 }
 
 // cdd_ring_free_all empties a ring, freeing every mbuf in it.
@@ -118,21 +138,19 @@ type NativeConsumer interface {
 	Publish()
 }
 
-// Ring is a service's rte_ring of mbuf pointers. The dispatcher produces;
-// exactly one consumer drains it.
+// Ring is a lane: the rte_ring of mbuf pointers that carries one poll
+// loop's packets for one service. Exactly one loop produces and exactly
+// one consumer drains it, so it uses DPDK's single-producer,
+// single-consumer paths: no compare-and-swap on the ring heads.
 type Ring struct {
 	name string
 	r    *ring.Ring
 }
 
-// NewRing creates a named ring holding size-1 packets (size is a power of
-// two). singleProducer is true when one poll loop feeds it.
-func NewRing(name string, size int, singleProducer bool, socket int) (*Ring, error) {
-	flags := uint(C.RING_F_SC_DEQ)
-	if singleProducer {
-		flags |= C.RING_F_SP_ENQ
-	}
-	opts := []ring.Option{ring.OptFlag(flags)}
+// NewRing creates a named lane holding size-1 packets (size is a power of
+// two) on a NUMA socket (-1: any).
+func NewRing(name string, size int, socket int) (*Ring, error) {
+	opts := []ring.Option{ring.OptFlag(C.RING_F_SP_ENQ | C.RING_F_SC_DEQ)}
 	if socket >= 0 {
 		opts = append(opts, ring.OptSocket(uint(socket)))
 	}
@@ -171,6 +189,61 @@ func (r *Ring) Close() int {
 	return n
 }
 
+// RingSet is a service's lanes as its single consumer (the RoCE
+// endpoint, the kernel exception path) drains them: one cgo call takes a
+// burst from all of them, in turn (struct cdd_ringset, native.h).
+type RingSet struct {
+	c     *C.struct_cdd_ringset
+	rings []*Ring
+}
+
+// NewRingSet gathers rings, which stay the caller's to close.
+func NewRingSet(rings []*Ring) (*RingSet, error) {
+	if len(rings) == 0 || len(rings) > 0xffff {
+		return nil, fmt.Errorf("dispatch: a ring set of %d rings", len(rings))
+	}
+	ptr := C.size_t(unsafe.Sizeof(uintptr(0)))
+	c := (*C.struct_cdd_ringset)(C.rte_zmalloc(nil, C.sizeof_struct_cdd_ringset+C.size_t(len(rings))*ptr, C.RTE_CACHE_LINE_SIZE))
+	if c == nil {
+		return nil, fmt.Errorf("dispatch: allocate a set of %d rings: %w", len(rings), pmd.Errno(C.ENOMEM))
+	}
+	c.n = C.uint16_t(len(rings))
+	slots := unsafe.Slice((**C.struct_rte_ring)(unsafe.Add(unsafe.Pointer(c), C.sizeof_struct_cdd_ringset)), len(rings))
+	for i, r := range rings {
+		slots[i] = (*C.struct_rte_ring)(r.Pointer())
+	}
+	return &RingSet{c: c, rings: rings}, nil
+}
+
+// Rings returns the set's rings.
+func (s *RingSet) Rings() []*Ring { return s.rings }
+
+// Count returns the packets waiting in all the set's rings.
+func (s *RingSet) Count() int {
+	n := 0
+	for _, r := range s.rings {
+		n += r.Count()
+	}
+	return n
+}
+
+// Pointer returns the struct cdd_ringset for cgo consumers.
+func (s *RingSet) Pointer() unsafe.Pointer { return unsafe.Pointer(s.c) }
+
+// Dequeue replaces b's contents (which must have been handed on or
+// freed) with up to max packets from the set's rings: one cgo call.
+func (s *RingSet) Dequeue(b *pmd.Burst, max int) int {
+	return int(C.cdd_ringset_burst((*C.struct_cdd_burst)(b.C()), s.c, C.uint16_t(min(max, pmd.MaxBurst))))
+}
+
+// Free releases the set; its rings are left alone.
+func (s *RingSet) Free() {
+	if s.c != nil {
+		C.rte_free(unsafe.Pointer(s.c))
+		s.c = nil
+	}
+}
+
 // loop is a poll loop's C state (struct cdd_loop) and Go views of it.
 type loop struct {
 	c      *C.struct_cdd_loop
@@ -199,7 +272,9 @@ func newLoop(rings []*Ring, natives []NativeConsumer, burst int) (*loop, error) 
 		return nil, fmt.Errorf("dispatch: allocate poll loop state for %d services: %w", n, pmd.Errno(C.ENOMEM))
 	}
 	for i, r := range rings {
-		unsafe.Slice(c.rings, n)[i] = (*C.struct_rte_ring)(r.Pointer())
+		if r != nil { // nil: a loop without RX queues dispatches nothing
+			unsafe.Slice(c.rings, n)[i] = (*C.struct_rte_ring)(r.Pointer())
+		}
 	}
 	for i, n := range natives {
 		unsafe.Slice(c.natives, len(natives))[i] = (*C.struct_cdd_native)(n.Native())

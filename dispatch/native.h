@@ -13,13 +13,40 @@
 
 #define CDD_NATIVE_MAX_BURST 512
 
+/* A ring set is one service's lanes, one ring per poll loop that
+ * receives, as the service's single consumer drains them: in turn,
+ * starting one lane further on each call, so that one busy lane cannot
+ * starve the others. Each ring keeps its own order, and a flow stays in
+ * one lane (one RX queue, one loop), so a flow's order is kept. */
+struct cdd_ringset {
+	uint16_t n;
+	uint16_t next;
+	struct rte_ring *r[];
+};
+
+/* cdd_ringset_dequeue takes up to max mbufs from the set's rings. */
+static inline unsigned int cdd_ringset_dequeue(struct cdd_ringset *s, struct rte_mbuf **m, unsigned int max)
+{
+	unsigned int got = 0;
+	uint16_t first = s->next;
+	for (uint16_t k = 0; k < s->n && got < max; k++) {
+		uint16_t i = first + k;
+		if (i >= s->n)
+			i -= s->n;
+		got += rte_ring_sc_dequeue_burst(s->r[i], (void **)&m[got], max - got, NULL);
+	}
+	if (++s->next >= s->n)
+		s->next = 0;
+	return got;
+}
+
 enum {
 	CDD_NATIVE_SINK = 1,    /* count and free */
 	CDD_NATIVE_FORWARD = 2, /* transmit out a port queue */
 };
 
 struct cdd_native {
-	struct rte_ring *ring;
+	struct cdd_ringset *lanes; /* one lane (local) or all (owned) */
 	uint16_t kind;
 	uint16_t burst;
 	uint16_t port, queue; /* forward */
@@ -31,7 +58,7 @@ struct cdd_native {
 static inline unsigned int cdd_native_sink(struct cdd_native *c)
 {
 	struct rte_mbuf *m[CDD_NATIVE_MAX_BURST];
-	unsigned int n = rte_ring_sc_dequeue_burst(c->ring, (void **)m, c->burst, NULL);
+	unsigned int n = cdd_ringset_dequeue(c->lanes, m, c->burst);
 	uint64_t bytes = 0;
 	for (unsigned int i = 0; i < n; i++)
 		bytes += m[i]->pkt_len;
@@ -47,8 +74,7 @@ static inline unsigned int cdd_native_sink(struct cdd_native *c)
 static inline unsigned int cdd_native_forward(struct cdd_native *c)
 {
 	if (c->npend < c->burst)
-		c->npend += rte_ring_sc_dequeue_burst(c->ring, (void **)&c->pend[c->npend],
-						      c->burst - c->npend, NULL);
+		c->npend += cdd_ringset_dequeue(c->lanes, &c->pend[c->npend], c->burst - c->npend);
 	if (c->npend == 0)
 		return 0;
 	/* Add up lengths before TX: once sent, an mbuf belongs to the PMD,

@@ -48,26 +48,6 @@ static inline uint16_t cdd_rx_burst(struct cdd_burst *b, uint16_t port, uint16_t
 	return n;
 }
 
-/* Like cdd_rx_burst, but takes the packets from a ring (a service ring fed
- * by the dispatcher) instead of a port queue. */
-static inline uint16_t cdd_ring_burst(struct cdd_burst *b, struct rte_ring *r, uint16_t max)
-{
-	if (max > b->cap)
-		max = b->cap;
-	uint16_t n = (uint16_t)rte_ring_sc_dequeue_burst(r, (void **)b->pkts, max, NULL);
-	uint64_t bytes = 0;
-	for (uint16_t i = 0; i < n; i++) {
-		struct rte_mbuf *m = b->pkts[i];
-		b->data[i] = rte_pktmbuf_mtod(m, void *);
-		b->len[i] = m->data_len;
-		b->pkt_len[i] = m->pkt_len;
-		bytes += m->pkt_len;
-	}
-	b->n = n;
-	b->bytes = bytes;
-	return n;
-}
-
 /* Frees every packet in the burst (used when nothing claims it). */
 static inline void cdd_burst_free(struct cdd_burst *b)
 {

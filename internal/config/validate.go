@@ -325,13 +325,23 @@ func (c *Config) Validate() error {
 			bad("pollers", "rx queue %d is not polled by any poll loop", q)
 		}
 	}
-	for _, s := range c.Services {
-		if _, ok := serviceOwner[s.Name]; !ok && len(c.Pollers) > 0 {
+	for i, s := range c.Services {
+		if _, ok := serviceOwner[s.Name]; !ok && len(c.Pollers) > 0 && !c.IsLocal(i) {
 			bad("pollers", "service %q is not drained by any poll loop: its ring would fill and drop", s.Name)
 		}
 	}
 
 	c.validateKernel(bad)
+	if k := c.Kernel; k != nil {
+		if ks := c.KernelServices(); len(ks) > 0 {
+			if o := c.Owner(c.Services[ks[0]].Name); o >= 0 {
+				if _, used := txOwner[k.TxQueue]; !used {
+					txOwner[k.TxQueue] = o
+				}
+			}
+		}
+	}
+	c.validateLocalTxQueues(txOwner, bad)
 
 	if c.Metrics.Listen != MetricsOff {
 		if _, port, err := net.SplitHostPort(c.Metrics.Listen); err != nil {
