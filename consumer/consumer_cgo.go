@@ -2,7 +2,7 @@ package consumer
 
 /*
 #cgo pkg-config: libdpdk
-#cgo CFLAGS: -I${SRCDIR}/../dispatch
+#cgo CFLAGS: -I${SRCDIR}/../dispatch -I${SRCDIR}/../pmd
 #include <rte_malloc.h>
 #include "native.h"
 */

@@ -2,7 +2,7 @@ package consumer
 
 /*
 #cgo pkg-config: libdpdk
-#cgo CFLAGS: -I${SRCDIR}/../dispatch
+#cgo CFLAGS: -I${SRCDIR}/../dispatch -I${SRCDIR}/../pmd
 #include <rte_malloc.h>
 #include "native.h"
 
@@ -27,7 +27,7 @@ struct cdd_kernel {
 	uint16_t rx_skip; // polls left before reading the interface again
 	struct cdd_kernel_svc svc[CDD_KERNEL_MAX_SERVICES];
 	uint64_t up_pkts, up_bytes, up_drops; // kernel → port
-	struct rte_mbuf *pend[CDD_NATIVE_MAX_BURST];
+	struct rte_mbuf *pend[CDD_MAX_BURST];
 };
 
 // cdd_kernel_poll moves at most budget packets from the services' lanes
@@ -37,7 +37,7 @@ struct cdd_kernel {
 // port, keeping what the TX queue refuses for the next call.
 static unsigned int cdd_kernel_poll(struct cdd_kernel *k)
 {
-	struct rte_mbuf *m[CDD_NATIVE_MAX_BURST];
+	struct rte_mbuf *m[CDD_MAX_BURST];
 	unsigned int work = 0;
 	uint16_t left = k->budget;
 	for (uint16_t i = 0; i < k->nsvc && left > 0; i++) {

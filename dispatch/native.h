@@ -10,8 +10,7 @@
 #include <rte_ring.h>
 #include <rte_mbuf.h>
 #include <rte_ethdev.h>
-
-#define CDD_NATIVE_MAX_BURST 512
+#include "cdd.h" /* CDD_MAX_BURST */
 
 /* A ring set is one service's lanes, one ring per poll loop that
  * receives, as the service's single consumer drains them: in turn,
@@ -52,12 +51,12 @@ struct cdd_native {
 	uint16_t port, queue; /* forward */
 	uint16_t npend;       /* forward: packets the TX queue has not taken yet */
 	uint64_t pkts, bytes, drops;
-	struct rte_mbuf *pend[CDD_NATIVE_MAX_BURST];
+	struct rte_mbuf *pend[CDD_MAX_BURST];
 };
 
 static inline unsigned int cdd_native_sink(struct cdd_native *c)
 {
-	struct rte_mbuf *m[CDD_NATIVE_MAX_BURST];
+	struct rte_mbuf *m[CDD_MAX_BURST];
 	unsigned int n = cdd_ringset_dequeue(c->lanes, m, c->burst);
 	uint64_t bytes = 0;
 	for (unsigned int i = 0; i < n; i++)

@@ -20,6 +20,9 @@ const (
 	// MempoolNameMax is the longest mempool name (RTE_MEMPOOL_NAMESIZE,
 	// rte_mempool.h): a pool's own ring and memzones are named "MP_<pool>".
 	MempoolNameMax = RingNameMax - len("MP_")
+	// MaxBurst bounds burst_size and kernel.budget: the bursts the data
+	// path keeps are arrays of CDD_MAX_BURST (pmd/cdd.h).
+	MaxBurst = 512
 	// MaxLcores bounds lcore IDs: RTE_MAX_LCORE of Debian's DPDK build.
 	MaxLcores = 128
 	// MaxMbufs bounds the pool: its ring holds the next power of two above

@@ -23,7 +23,6 @@ const (
 	DefaultMemoryMB      = 512
 	DefaultMetricsListen = "127.0.0.1:9477"
 	DefaultDrainTimeout  = 2 * time.Second
-	MaxBurst             = 512
 	MaxRules             = 64
 	MetricsOff           = "off"
 )
