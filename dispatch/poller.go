@@ -163,7 +163,11 @@ func NewPoller(cfg PollerConfig) (*Poller, error) {
 				if len(s.Local) != len(s.Rings) {
 					return nil, fmt.Errorf("dispatch: service %q has %d lanes and %d local consumers", s.Name, len(s.Rings), len(s.Local))
 				}
-				p.addConsumer(s.Local[cfg.Lane])
+				c := s.Local[cfg.Lane]
+				if c == nil {
+					return nil, fmt.Errorf("dispatch: service %q has no local consumer for lane %d", s.Name, cfg.Lane)
+				}
+				p.addConsumer(c)
 			}
 		}
 	}
@@ -251,9 +255,10 @@ func (p *Poller) Run() {
 }
 
 // PollOnce runs one iteration. For each RX queue: classify the burst
-// received last time, then one cgo call dispatches it into the rings,
+// received last time, then one cgo call dispatches it into the lanes,
 // runs the native consumers (with the last queue) and receives the next
-// burst. Then the Go consumers poll. It returns the packets handled.
+// burst. Then the Go consumers poll. It returns the packets handled
+// (received, dispatched or consumed): 0 when the loop is idle.
 func (p *Poller) PollOnce() int {
 	work := 0
 	rx := !p.stopRx.Load()
@@ -265,9 +270,10 @@ func (p *Poller) PollOnce() int {
 		}
 		work += p.loop.step(b, p.port, p.queues[qi].Queue, qi == last, rx)
 		p.account()
-		if n := b.Len(); n > 0 {
+		if n := b.Len(); n > 0 { // received: classified next iteration
 			p.local.queuePackets[qi] += uint64(n)
 			p.local.queueBytes[qi] += b.Bytes()
+			work += n
 		}
 	}
 	if len(p.bursts) == 0 && len(p.natives) > 0 {
