@@ -9,7 +9,6 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/dispatch"
 	"github.com/cephdpdkd/cephdpdkd/dispatch/classify"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv"
-	"github.com/cephdpdkd/cephdpdkd/mempool"
 	"github.com/cephdpdkd/cephdpdkd/pmd"
 )
 
@@ -84,70 +83,6 @@ func readTag(t *testing.T, f []byte) tag {
 		}
 	}
 	return tg
-}
-
-// newPool makes an mbuf pool whose leak check runs when the test ends,
-// after everything registered later has given its mbufs back.
-func newPool(t *testing.T, name string) *mempool.Pool {
-	t.Helper()
-	pool, err := mempool.New(mempool.Config{Name: name, Size: 4095, CacheSize: 0, DataRoom: 2176, Socket: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := pool.Close(); err != nil {
-			t.Errorf("pool %s: %v", name, err)
-		}
-	})
-	return pool
-}
-
-// ringPort hot-plugs net_ring, whose RX queue q receives what its TX
-// queue q sent, with queues queue pairs.
-func ringPort(t *testing.T, dev string, pool *mempool.Pool, queues int) *pmd.Port {
-	t.Helper()
-	if err := pmd.ProbeDevice(dev); err != nil {
-		t.Fatal(err)
-	}
-	p, err := pmd.OpenPort(pmd.DeviceName(dev))
-	if err != nil {
-		pmd.RemoveDevice(dev)
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		// What is still in the port's rings goes back to the pool.
-		b, _ := pmd.NewBurst(32)
-		for q := range queues {
-			for b.RxBurst(p.ID(), uint16(q)) > 0 {
-				b.FreeAll()
-			}
-		}
-		b.Free()
-		p.Stop()
-		p.Close()
-		pmd.RemoveDevice(dev)
-	})
-	cfg := pmd.PortConfig{RxQueues: uint16(queues), TxQueues: uint16(queues), RxDescriptors: 256, TxDescriptors: 256}
-	if err := p.Configure(cfg, pool.Pointer()); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Start(); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
-// send transmits frames on queue q, which the port receives back.
-func send(t *testing.T, p *pmd.Port, pool *mempool.Pool, q uint16, frames [][]byte) {
-	t.Helper()
-	var scratch pmd.TxScratch
-	for len(frames) > 0 {
-		n := pmd.TxCopy(p.ID(), q, pool.Pointer(), frames, &scratch)
-		if n == 0 {
-			t.Fatalf("queue %d refused %d frames", q, len(frames))
-		}
-		frames = frames[n:]
-	}
 }
 
 // lanes makes a service's n lanes of size slots, closed when the test
@@ -259,8 +194,8 @@ func checkOrder(t *testing.T, what string, got []tag) {
 // service's drops, never handed on. What fit arrives in order once the
 // consumer drains, and every mbuf goes back to the pool.
 func TestFullLaneDropsAndCounts(t *testing.T) {
-	pool := newPool(t, "dsp_drop")
-	port := ringPort(t, "net_ring20", pool, 1)
+	pool := testenv.Pool(t, "dsp_drop", 4095)
+	port := testenv.LoopPort(t, "net_ring20", pool, 1)
 	svcs := []*dispatch.Service{
 		{Name: "a", Rings: lanes(t, "dsp_drop_a", 1, 8)},
 		{Name: "b", Rings: lanes(t, "dsp_drop_b", 1, 64)},
@@ -279,7 +214,7 @@ func TestFullLaneDropsAndCounts(t *testing.T) {
 	for i := range 20 {
 		frames = append(frames, frame(svcA, 0, uint32(i)))
 	}
-	send(t, port, pool, 0, frames)
+	testenv.Send(t, port, pool, 0, frames)
 	idle(t, p)
 	st := &svcs[svcA].Stats
 	if got, drops := st.Packets.Load(), st.Drops.Load(); got != 7 || drops != 13 {
@@ -316,8 +251,8 @@ func TestFullLaneDropsAndCounts(t *testing.T) {
 // (one queue: one flow's packets) the order is kept, nothing is dropped,
 // and every counter adds up.
 func TestLanesAcrossLoops(t *testing.T) {
-	pool := newPool(t, "dsp_lanes")
-	port := ringPort(t, "net_ring21", pool, 2)
+	pool := testenv.Pool(t, "dsp_lanes", 4095)
+	port := testenv.LoopPort(t, "net_ring21", pool, 2)
 	svcs := []*dispatch.Service{
 		{Name: "a", Rings: lanes(t, "dsp_lanes_a", 2, 256)},
 		{Name: "b", Rings: lanes(t, "dsp_lanes_b", 2, 256)},
@@ -348,7 +283,7 @@ func TestLanesAcrossLoops(t *testing.T) {
 		// The port's ring holds 1023 frames: send in parts, polling.
 		for len(frames) > 0 {
 			n := min(len(frames), 300)
-			send(t, port, pool, uint16(q), frames[:n])
+			testenv.Send(t, port, pool, uint16(q), frames[:n])
 			frames = frames[n:]
 			idle(t, p0, p1)
 		}
@@ -387,8 +322,8 @@ func TestLanesAcrossLoops(t *testing.T) {
 // that always has packets cannot starve the others, and each lane's
 // packets come out in their order.
 func TestRingSetTakesTurns(t *testing.T) {
-	pool := newPool(t, "dsp_turns")
-	port := ringPort(t, "net_ring22", pool, 3)
+	pool := testenv.Pool(t, "dsp_turns", 4095)
+	port := testenv.LoopPort(t, "net_ring22", pool, 3)
 	svcs := []*dispatch.Service{
 		{Name: "a", Rings: lanes(t, "dsp_turns_a", 3, 64)},
 		{Name: "b", Rings: lanes(t, "dsp_turns_b", 3, 64)},
@@ -404,7 +339,7 @@ func TestRingSetTakesTurns(t *testing.T) {
 		for i := range 10 {
 			frames = append(frames, frame(svcA, uint32(k), uint32(i)))
 		}
-		send(t, port, pool, uint16(k), frames)
+		testenv.Send(t, port, pool, uint16(k), frames)
 	}
 	idle(t, ps...)
 	set := ringSet(t, svcs[svcA].Rings...)
@@ -451,8 +386,8 @@ func TestRingSetTakesTurns(t *testing.T) {
 // After StopRx the loop receives nothing more, but still dispatches the
 // burst it received last, and reports RxDrained once it holds nothing.
 func TestStopRxDispatchesHeldBurst(t *testing.T) {
-	pool := newPool(t, "dsp_stop")
-	port := ringPort(t, "net_ring23", pool, 1)
+	pool := testenv.Pool(t, "dsp_stop", 4095)
+	port := testenv.LoopPort(t, "net_ring23", pool, 1)
 	svcs := []*dispatch.Service{
 		{Name: "a", Rings: lanes(t, "dsp_stop_a", 1, 64)},
 		{Name: "b", Rings: lanes(t, "dsp_stop_b", 1, 64)},
@@ -466,7 +401,7 @@ func TestStopRxDispatchesHeldBurst(t *testing.T) {
 	for i := range 10 {
 		frames = append(frames, frame(svcB, 0, uint32(i)))
 	}
-	send(t, port, pool, 0, frames)
+	testenv.Send(t, port, pool, 0, frames)
 	p.PollOnce() // receives the 10 into its burst: classified next time
 	if len(rec.got) != 0 {
 		t.Fatalf("consumer got %d before the burst was dispatched", len(rec.got))
@@ -475,7 +410,7 @@ func TestStopRxDispatchesHeldBurst(t *testing.T) {
 	if p.RxDrained() {
 		t.Fatal("RxDrained with a burst held")
 	}
-	send(t, port, pool, 0, [][]byte{frame(svcB, 0, 10)}) // after StopRx: stays in the port
+	testenv.Send(t, port, pool, 0, [][]byte{frame(svcB, 0, 10)}) // after StopRx: stays in the port
 	p.PollOnce()
 	if !p.RxDrained() {
 		t.Error("not RxDrained after dispatching the held burst")
