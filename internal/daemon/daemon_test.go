@@ -478,3 +478,73 @@ func BenchmarkPollLoop(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(rx.Load()-start)/b.Elapsed().Seconds()/1e6, "Mpps")
 }
+
+// Two poll loops, one RX queue each: every service has a lane per loop.
+// The forwarders no poller lists run on both loops (lane k transmitting on
+// TX queue k); roce, listed on the second loop, drains both lanes there.
+// Neither loop allocates; once RX stops and the lanes drain, every
+// packet received was dispatched or dropped, every packet dispatched was
+// forwarded, and every mbuf comes back.
+func TestTwoLoopsWithLanes(t *testing.T) {
+	const pcap = "../../configs/sample/ceph-node.pcap"
+	cfg := forwardConfig(t, "lanes", "net_pcap14,rx_pcap="+pcap+",rx_pcap="+pcap+",infinite_rx=1")
+	cfg.EAL.Lcores = "0-2"
+	cfg.Port.RxQueues, cfg.Port.TxQueues = 2, 2
+	cfg.Services[2].Consumer.TxQueue = 1
+	cfg.Pollers = []config.Poller{{Lcore: 1, RxQueues: []int{0}}, {Lcore: 2, RxQueues: []int{1}, Services: []string{"roce"}}}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	d := startManual(t, cfg)
+	for i, s := range d.Services() {
+		if len(s.Rings) != 2 {
+			t.Fatalf("service %s has %d lanes, want 2", s.Name, len(s.Rings))
+		}
+		if want := "cdd_lanes_" + s.Name + ".1"; s.Rings[1].Name() != want {
+			t.Errorf("lane 1 ring %q, want %q", s.Rings[1].Name(), want)
+		}
+		if local := cfg.IsLocal(i); local != (s.Local != nil) || local == (s.Name == "roce") {
+			t.Errorf("service %s: local %v, with %d local consumers", s.Name, local, len(s.Local))
+		}
+	}
+	ps := d.Pollers()
+	for range 200 {
+		ps[0].PollOnce()
+		ps[1].PollOnce()
+	}
+	for i, p := range ps {
+		if allocs := testing.AllocsPerRun(500, func() { p.PollOnce() }); allocs != 0 {
+			t.Errorf("loop %d: PollOnce allocates %.2f times per call", i, allocs)
+		}
+	}
+	for _, p := range ps {
+		p.StopRx()
+	}
+	for range 10000 {
+		work := ps[0].PollOnce() + ps[1].PollOnce()
+		if work == 0 && ps[0].RxDrained() && ps[1].RxDrained() {
+			break
+		}
+	}
+	var rx, in uint64
+	for _, p := range ps {
+		q := p.Queues()[0].Packets.Load()
+		if q == 0 {
+			t.Errorf("queue %d received nothing", p.Queues()[0].Queue)
+		}
+		rx += q
+	}
+	for i, s := range d.Services() {
+		n := s.Stats.Packets.Load()
+		in += n + s.Stats.Drops.Load()
+		if c := d.ConsumerCounts(i).Packets; c != n || n == 0 {
+			t.Errorf("service %s: dispatched %d, forwarded %d", s.Name, n, c)
+		}
+		if q := s.Queued(); q != 0 {
+			t.Errorf("service %s: %d packets left in its lanes", s.Name, q)
+		}
+	}
+	if rx != in {
+		t.Errorf("received %d, dispatched or dropped %d", rx, in)
+	}
+}
