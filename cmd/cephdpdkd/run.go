@@ -249,7 +249,11 @@ func cmdCheckConfig(args []string, stdout, stderr io.Writer) error {
 		cfg.Port.RxQueues, cfg.Port.TxQueues, cfg.Port.MTU)
 	fmt.Fprintf(stdout, "mbuf pool: %d mbufs (%s)\n", plan.PoolSize, plan.Demand)
 	for _, s := range cfg.Services {
-		fmt.Fprintf(stdout, "service %s: ring %d, consumer %s\n", s.Name, s.RingSize, s.Consumer.Type)
+		where := "on every receiving poll loop"
+		if o := cfg.Owner(s.Name); o >= 0 {
+			where = fmt.Sprintf("on lcore %d", cfg.Pollers[o].Lcore)
+		}
+		fmt.Fprintf(stdout, "service %s: %d lanes of %d, consumer %s %s\n", s.Name, cfg.Lanes(), s.RingSize, s.Consumer.Type, where)
 	}
 	fmt.Fprintf(stdout, "%d rules, default service %s\n", len(cfg.Rules), cfg.DefaultService)
 	for _, p := range cfg.Pollers {
