@@ -6,6 +6,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/cephdpdkd/cephdpdkd/consumer"
 	"github.com/cephdpdkd/cephdpdkd/dispatch"
 	"github.com/cephdpdkd/cephdpdkd/dispatch/classify"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv"
@@ -462,5 +463,91 @@ func TestNewPollerRejects(t *testing.T) {
 				t.Fatal("NewPoller accepted it")
 			}
 		})
+	}
+}
+
+// A local native consumer gets its packets straight from the dispatcher
+// while nothing waits in its lane. When its TX queue is full, what it
+// does not take goes into the lane's ring (what does not fit there is
+// dropped and counted), and later packets queue behind it: once the
+// queue has room everything left goes out, in order.
+func TestLocalForwarderDirectAndBacklog(t *testing.T) {
+	pool := testenv.Pool(t, "dsp_direct", 4095)
+	in := testenv.LoopPort(t, "net_ring24", pool, 1)
+	out := testenv.LoopPort(t, "net_ring25", pool, 1)
+	svcs := []*dispatch.Service{
+		{Name: "a", Rings: lanes(t, "dsp_direct_a", 1, 16)},
+		{Name: "b", Rings: lanes(t, "dsp_direct_b", 1, 64)},
+		{Name: "other", Rings: lanes(t, "dsp_direct_o", 1, 64)},
+	}
+	fwd, err := consumer.NewForwarder(ringSet(t, svcs[svcA].Rings...), out.ID(), 0, 32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fwd.Close)
+	svcs[svcA].Local = []dispatch.Consumer{fwd}
+	p := poller(t, dispatch.PollerConfig{Lcore: 1, Port: in.ID(), Queues: []uint16{0}, BurstSize: 32,
+		Classifier: classifier(t), Services: svcs})
+	frames := func(from, to int) [][]byte {
+		var fs [][]byte
+		for i := from; i < to; i++ {
+			fs = append(fs, frame(svcA, 0, uint32(i)))
+		}
+		return fs
+	}
+	receive := func() []tag {
+		b, _ := pmd.NewBurst(32)
+		defer b.Free()
+		var got []tag
+		for b.RxBurst(out.ID(), 0) > 0 {
+			for i := range b.Len() {
+				got = append(got, readTag(t, b.Frame(i)))
+			}
+			b.FreeAll()
+		}
+		return got
+	}
+
+	testenv.Send(t, in, pool, 0, frames(0, 20))
+	idle(t, p)
+	got := receive()
+	if len(got) != 20 || fwd.Packets.Load() != 20 || fwd.Bytes.Load() != 20*frameLen {
+		t.Fatalf("forwarded %d (counted %d packets, %d bytes), want 20", len(got), fwd.Packets.Load(), fwd.Bytes.Load())
+	}
+	checkOrder(t, "direct", got)
+
+	// Fill the out port: its TX queue refuses everything.
+	junk := 0
+	var scratch pmd.TxScratch
+	for pmd.TxCopy(out.ID(), 0, pool.Pointer(), [][]byte{frame(svcB, 9, 9)}, &scratch) == 1 {
+		junk++
+	}
+	testenv.Send(t, in, pool, 0, frames(20, 60))
+	idle(t, p)
+	st := &svcs[svcA].Stats
+	// 32 arrive first: the ring takes 15, 17 drop; the forwarder then
+	// holds those 15, and the last 8 wait in the ring.
+	if n, d := st.Packets.Load(), st.Drops.Load(); n != 43 || d != 17 {
+		t.Errorf("dispatched %d, dropped %d; want 43 and 17", n, d)
+	}
+	if n := len(receive()); n != junk {
+		t.Fatalf("out port held %d, want the %d junk frames only", n, junk)
+	}
+	idle(t, p)
+	got = receive()
+	if len(got) != 23 {
+		t.Fatalf("forwarded %d after the queue drained, want 23", len(got))
+	}
+	for i, g := range got {
+		want := uint32(20 + i)
+		if i >= 15 {
+			want = uint32(52 + i - 15)
+		}
+		if g.seq != want {
+			t.Fatalf("frame %d: seq %d, want %d", i, g.seq, want)
+		}
+	}
+	if n := fwd.Packets.Load(); n != 43 {
+		t.Errorf("forwarder counted %d, want 43", n)
 	}
 }

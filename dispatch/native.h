@@ -92,6 +92,40 @@ static inline unsigned int cdd_native_forward(struct cdd_native *c)
 	return sent;
 }
 
+/* cdd_native_offer hands a local consumer n packets of its lane straight
+ * from the dispatcher, skipping the lane's ring, when nothing waits
+ * before them (its ring empty, nothing pending): bytes is their total
+ * length. It returns how many the consumer took, a prefix of m; the
+ * dispatcher enqueues the rest into the ring, where the consumer finds
+ * them next, in order. */
+static inline unsigned int cdd_native_offer(struct cdd_native *c, struct rte_mbuf **m, unsigned int n, uint64_t bytes)
+{
+	switch (c->kind) {
+	case CDD_NATIVE_SINK:
+		rte_pktmbuf_free_bulk(m, n);
+		c->pkts += n;
+		c->bytes += bytes;
+		return n;
+	case CDD_NATIVE_FORWARD: {
+		uint16_t sent = rte_eth_tx_burst(c->port, c->queue, m, (uint16_t)n);
+		if (sent < n) /* rare: the queue is full; count what went */
+			for (unsigned int i = sent; i < n; i++)
+				bytes -= m[i]->pkt_len;
+		c->pkts += sent;
+		c->bytes += bytes;
+		return sent;
+	}
+	}
+	return 0;
+}
+
+/* cdd_native_idle reports whether a consumer holds nothing: packets
+ * offered to it now would be the next in order. */
+static inline int cdd_native_idle(struct cdd_native *c)
+{
+	return c->npend == 0;
+}
+
 static inline unsigned int cdd_native_run(struct cdd_native *c)
 {
 	switch (c->kind) {

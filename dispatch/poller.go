@@ -36,7 +36,9 @@ type Service struct {
 	// Rings are the lanes, indexed by the receiving loop's lane number.
 	Rings []*Ring
 	// Local, when not nil, holds one consumer per lane: Local[i] drains
-	// Rings[i] on the loop of lane i.
+	// Rings[i], and nothing else, on the loop of lane i. A native one may
+	// be handed packets by the dispatcher directly, while its ring is
+	// empty.
 	Local []Consumer
 	// Consumer drains every lane, from the loop that owns the service;
 	// nil with Local set, or when a task drains the service.
@@ -153,6 +155,7 @@ func NewPoller(cfg PollerConfig) (*Poller, error) {
 	// local consumers of those lanes; one without RX queues only runs
 	// what it owns.
 	rings := make([]*Ring, len(cfg.Services))
+	direct := make([]NativeConsumer, len(cfg.Services))
 	if len(cfg.Queues) > 0 {
 		for i, s := range cfg.Services {
 			if cfg.Lane < 0 || cfg.Lane >= len(s.Rings) {
@@ -168,6 +171,7 @@ func NewPoller(cfg PollerConfig) (*Poller, error) {
 					return nil, fmt.Errorf("dispatch: service %q has no local consumer for lane %d", s.Name, cfg.Lane)
 				}
 				p.addConsumer(c)
+				direct[i], _ = c.(NativeConsumer)
 			}
 		}
 	}
@@ -194,7 +198,7 @@ func NewPoller(cfg PollerConfig) (*Poller, error) {
 		}
 		p.bursts = append(p.bursts, b)
 	}
-	l, err := newLoop(rings, p.natives, cfg.BurstSize)
+	l, err := newLoop(rings, direct, p.natives, cfg.BurstSize)
 	if err != nil {
 		p.Free()
 		return nil, err

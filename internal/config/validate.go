@@ -117,7 +117,9 @@ func (c *Config) applyDefaults() {
 		c.Log.Format = "text"
 	}
 	if len(c.Pollers) == 0 {
-		// One poll loop on the first worker lcore owns every queue and service.
+		// One poll loop on the first worker lcore receives every queue and
+		// owns the services that need one consumer (kernel, roce); count
+		// and forward services run where packets arrive, which is there.
 		if lcores, err := ParseLcores(c.EAL.Lcores); err == nil {
 			for _, l := range lcores {
 				if l != c.EAL.MainLcore {
@@ -126,7 +128,9 @@ func (c *Config) applyDefaults() {
 						pl.RxQueues = append(pl.RxQueues, q)
 					}
 					for _, s := range c.Services {
-						pl.Services = append(pl.Services, s.Name)
+						if s.Consumer.Type == ConsumerKernel || s.Consumer.Type == ConsumerRoCE {
+							pl.Services = append(pl.Services, s.Name)
+						}
 					}
 					c.Pollers = []Poller{pl}
 					break
