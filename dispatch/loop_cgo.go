@@ -7,6 +7,8 @@ package dispatch
 #include "cdd.h"
 #include "native.h"
 
+#define CDD_MAX_SERVICES 64 // a service set is a uint64_t mask
+
 struct cdd_svc_delta {
 	uint64_t pkts;
 	uint64_t bytes;
@@ -24,7 +26,6 @@ struct cdd_loop {
 	uint16_t cap;
 	struct cdd_svc_delta *d;
 	void **bucket;             // nrings × cap
-	uint16_t *fill;            // per service
 	struct cdd_native **natives;
 	uint16_t nnatives;
 };
@@ -39,40 +40,50 @@ struct cdd_loop {
 // is freed and counted as a drop. The burst is empty afterwards.
 static void cdd_dispatch(struct cdd_burst *b, struct cdd_loop *l)
 {
+	// Fill counts and byte sums live in locals, set up for a service when
+	// its first packet shows up: the compiler keeps them out of the
+	// loop's C state, which the bucket stores could alias.
+	const uint16_t nr = l->nrings, cap = l->cap, n = b->n;
+	void **bucket = l->bucket;
+	uint16_t fill[CDD_MAX_SERVICES];
+	uint64_t bytes[CDD_MAX_SERVICES];
 	uint64_t present = 0;
-	for (uint16_t s = 0; s < l->nrings; s++) {
-		l->d[s].pkts = l->d[s].bytes = l->d[s].drops = 0;
-		l->fill[s] = 0;
-	}
-	for (uint16_t i = 0; i < b->n; i++) {
+	for (uint16_t i = 0; i < n; i++) {
 		uint8_t s = b->svc[i];
-		if (s >= l->nrings) {
+		if (unlikely(s >= nr)) {
 			// Cannot happen with a validated classifier; never leak.
 			rte_pktmbuf_free(b->pkts[i]);
 			continue;
 		}
-		l->bucket[(uint32_t)s * l->cap + l->fill[s]++] = b->pkts[i];
-		l->d[s].bytes += b->pkt_len[i];
-		present |= 1ull << s;
+		uint64_t bit = 1ull << s;
+		if (!(present & bit)) {
+			present |= bit;
+			fill[s] = 0;
+			bytes[s] = 0;
+		}
+		bucket[(uint32_t)s * cap + fill[s]++] = b->pkts[i];
+		bytes[s] += b->pkt_len[i];
 	}
+	// The deltas of absent services stay as Go zeroed them.
 	while (present) {
 		uint16_t s = __builtin_ctzll(present);
 		present &= present - 1;
-		void **out = &l->bucket[(uint32_t)s * l->cap];
-		uint16_t k = l->fill[s];
+		void **out = &bucket[(uint32_t)s * cap];
+		uint16_t k = fill[s];
 		unsigned int taken = 0;
 		struct cdd_native *c = l->direct[s];
 		if (c && cdd_native_idle(c) && rte_ring_empty(l->rings[s]))
-			taken = cdd_native_offer(c, (struct rte_mbuf **)out, k, l->d[s].bytes);
+			taken = cdd_native_offer(c, (struct rte_mbuf **)out, k, bytes[s]);
 		unsigned int sent = taken;
 		if (taken < k)
 			sent += rte_ring_sp_enqueue_burst(l->rings[s], &out[taken], k - taken, NULL);
 		if (sent < k) {
 			for (unsigned int i = sent; i < k; i++)
-				l->d[s].bytes -= ((struct rte_mbuf *)out[i])->pkt_len;
+				bytes[s] -= ((struct rte_mbuf *)out[i])->pkt_len;
 			rte_pktmbuf_free_bulk((struct rte_mbuf **)&out[sent], k - sent);
 		}
 		l->d[s].pkts = sent;
+		l->d[s].bytes = bytes[s];
 		l->d[s].drops = k - sent;
 	}
 	b->n = 0;
@@ -281,9 +292,8 @@ func newLoop(rings []*Ring, direct, natives []NativeConsumer, burst int) (*loop,
 	c.direct = (**C.struct_cdd_native)(C.rte_zmalloc(nil, C.size_t(n)*ptr, C.RTE_CACHE_LINE_SIZE))
 	c.d = (*C.struct_cdd_svc_delta)(C.rte_zmalloc(nil, C.size_t(n)*C.sizeof_struct_cdd_svc_delta, C.RTE_CACHE_LINE_SIZE))
 	c.bucket = (*unsafe.Pointer)(C.rte_zmalloc(nil, C.size_t(n*burst)*ptr, C.RTE_CACHE_LINE_SIZE))
-	c.fill = (*C.uint16_t)(C.rte_zmalloc(nil, C.size_t(n)*2, C.RTE_CACHE_LINE_SIZE))
 	c.natives = (**C.struct_cdd_native)(C.rte_zmalloc(nil, C.size_t(max(1, len(natives)))*ptr, C.RTE_CACHE_LINE_SIZE))
-	if c.rings == nil || c.direct == nil || c.d == nil || c.bucket == nil || c.fill == nil || c.natives == nil {
+	if c.rings == nil || c.direct == nil || c.d == nil || c.bucket == nil || c.natives == nil {
 		l.free()
 		return nil, fmt.Errorf("dispatch: allocate poll loop state for %d services: %w", n, pmd.Errno(C.ENOMEM))
 	}
@@ -310,7 +320,7 @@ func (l *loop) free() {
 		return
 	}
 	for _, p := range []unsafe.Pointer{unsafe.Pointer(c.rings), unsafe.Pointer(c.direct), unsafe.Pointer(c.d), unsafe.Pointer(c.bucket),
-		unsafe.Pointer(c.fill), unsafe.Pointer(c.natives)} {
+		unsafe.Pointer(c.natives)} {
 		C.rte_free(p)
 	}
 	C.rte_free(unsafe.Pointer(c))
