@@ -300,10 +300,18 @@ func (p *Poller) PollOnce() int {
 func (p *Poller) classify(b *pmd.Burst) {
 	l := &p.local
 	verdicts := b.Verdicts()
+	c := p.classifier
 	for i := range verdicts {
-		// A chained mbuf is classified from its first segment, its
-		// lengths checked against the whole packet.
-		svc, reason := p.classifier.ClassifyChain(b.Frame(i), b.PktLen(i))
+		f := b.Frame(i)
+		var svc int
+		var reason classify.Reason
+		if n := b.PktLen(i); n == len(f) {
+			svc, reason = c.Classify(f) // one segment: the common case, one call less
+		} else {
+			// A chained mbuf is classified from its first segment, its
+			// lengths checked against the whole packet.
+			svc, reason = c.ClassifyChain(f, n)
+		}
 		verdicts[i] = uint8(svc)
 		l.malformed[reason]++
 	}
