@@ -96,45 +96,14 @@ testpmd_mpps() {
 	grep -o 'Rx-pps: *[0-9]*' "$f" | awk '{printf "%.6f\n", $2/1e6}' | median
 }
 
-# cephdpdkd's configuration for N loops: four forwarder services that no
-# poller lists, so each runs on every loop (lane k transmits on TX queue k).
+# cephdpdkd's configuration for N loops: bench/datapath.yaml filled in,
+# with loop k on lcore k+1 receiving RX queue k.
 cdd_config() {
-	local n=$1 k
-	cat <<EOF
-eal:
-  lcores: "0-$n"
-  main_lcore: 0
-  no_huge: true
-  memory_mb: $((1024 + 256 * n))
-  file_prefix: cdd-scale
-  extra_args: ["--log-level=*:warning"$(for a in ${dflag[@]+"${dflag[@]}"}; do printf ', "%s"' "$a"; done)]
-port:
-  name: bench
-  device: "$(vdev "$n")"
-  rx_queues: $n
-  tx_queues: $n
-burst_size: 32
-services:
-  - {name: mon, ring_size: 1024, consumer: {type: forward}}
-  - {name: osd, ring_size: 1024, consumer: {type: forward}}
-  - {name: roce, ring_size: 1024, consumer: {type: forward}}
-  - {name: unclaimed, ring_size: 1024, consumer: {type: forward}}
-default_service: unclaimed
-rules:
-  - {service: mon, protocol: tcp, dst_ports: [3300, 6789]}
-  - {service: mon, protocol: tcp, src_ports: [3300, 6789]}
-  - {service: osd, protocol: tcp, dst_ports: ["6800-7568"]}
-  - {service: osd, protocol: tcp, src_ports: ["6800-7568"]}
-  - {service: roce, protocol: udp, dst_ports: [4791]}
-pollers:
-EOF
+	local n=$1 k extra='"--log-level=*:warning"'
+	for k in ${dflag[@]+"${dflag[@]}"}; do extra+=", \"$k\""; done
+	sed -e "s|{{lcores}}|0-$n|" -e "s|{{memory_mb}}|$((1024 + 256 * n))|" -e "s|{{extra_args}}|$extra|" \
+		-e "s|{{device}}|$(vdev "$n")|" -e "s|{{queues}}|$n|" bench/datapath.yaml
 	for ((k = 0; k < n; k++)); do echo "  - {lcore: $((k + 1)), rx_queues: [$k]}"; done
-	cat <<EOF
-metrics:
-  listen: "off"
-log:
-  level: warn
-EOF
 }
 
 # The status line (--status=on) is one sample a second: "rx R | svc R
@@ -154,8 +123,7 @@ cdd_samples() {
 }
 
 cdd_mpps() {
-	local n=$1 f="$out/logs/cephdpdkd-N$1" 
-	cdd_config "$n" >"$f.yaml"
+	local n=$1 f="$out/logs/cephdpdkd-N$1"
 	timeout --signal=INT --kill-after=10 $((secs + 30)) ${loader[@]+"${loader[@]}"} "$cdd" \
 		run --config "$f.yaml" --status=on --duration "${secs}s" >"$f.status" 2>"$f.log"
 	local rc=$?
@@ -170,6 +138,19 @@ cdd_mpps() {
 }
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (a == "nan" || b == "nan" || b == 0) print "nan"; else printf "%.2f\n", a / b}'; }
+
+# Every row's cephdpdkd configuration must pass validation before any
+# program runs: a mistake found at N=14 would waste the whole run.
+for n in "$@"; do
+	f="$out/logs/cephdpdkd-N$n"
+	cdd_config "$n" >"$f.yaml"
+	if ! ${loader[@]+"${loader[@]}"} "$cdd" check-config --offline "$f.yaml" >"$f.check" 2>&1; then
+		echo "scale.sh: the N=$n configuration is refused:" >&2
+		cat "$f.check" >&2
+		exit 1
+	fi
+done
+log "configurations checked"
 
 table="$out/scale.md"
 {

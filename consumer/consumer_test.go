@@ -2,7 +2,6 @@ package consumer_test
 
 import (
 	"encoding/binary"
-	"fmt"
 	"os"
 	"testing"
 
@@ -39,31 +38,6 @@ func readTag(t *testing.T, f []byte) tag {
 		t.Fatalf("frame of %d bytes, want %d", len(f), frameLen)
 	}
 	return tag{binary.BigEndian.Uint32(f[14:]), binary.BigEndian.Uint32(f[18:]), binary.BigEndian.Uint32(f[22:])}
-}
-
-// lanes makes n lanes, closed (their packets freed) when the test ends.
-func lanes(t *testing.T, name string, n int) []*dispatch.Ring {
-	t.Helper()
-	var rs []*dispatch.Ring
-	for k := range n {
-		r, err := dispatch.NewRing(fmt.Sprintf("%s.%d", name, k), 2048, -1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { r.Close() })
-		rs = append(rs, r)
-	}
-	return rs
-}
-
-func ringSet(t *testing.T, rings []*dispatch.Ring) *dispatch.RingSet {
-	t.Helper()
-	s, err := dispatch.NewRingSet(rings)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Free)
-	return s
 }
 
 // feed puts count frames tagged (svc, lane k, 0..count-1) into each lane
@@ -153,9 +127,9 @@ func pollUntilIdle(t *testing.T, c dispatch.Consumer) {
 // nothing per poll.
 func TestSinkCountsAndFrees(t *testing.T) {
 	pool := testenv.Pool(t, "cns_sink", 4095)
-	rings := lanes(t, "cns_sink", 2)
+	rings := testenv.Lanes(t, "cns_sink", 2, 2048)
 	feed(t, "net_ring30", pool, 0, rings, 500)
-	set := ringSet(t, rings)
+	set := testenv.RingSet(t, rings...)
 	sink, err := consumer.NewSink(set, 32)
 	if err != nil {
 		t.Fatal(err)
@@ -184,9 +158,9 @@ func TestSinkCountsAndFrees(t *testing.T) {
 func TestForwarderKeepsOrderAndHoldsRefused(t *testing.T) {
 	pool := testenv.Pool(t, "cns_fwd", 4095)
 	out := testenv.LoopPort(t, "net_ring31", pool, 1)
-	rings := lanes(t, "cns_fwd", 2)
+	rings := testenv.Lanes(t, "cns_fwd", 2, 2048)
 	feed(t, "net_ring32", pool, 0, rings, 100)
-	fwd, err := consumer.NewForwarder(ringSet(t, rings), out.ID(), 0, 32)
+	fwd, err := consumer.NewForwarder(testenv.RingSet(t, rings...), out.ID(), 0, 32)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,11 +231,11 @@ func TestKernelPriorityAcrossLanes(t *testing.T) {
 	pool := testenv.Pool(t, "cns_kern", 4095)
 	ifPort := testenv.LoopPort(t, "net_ring35", pool, 1) // the "kernel" echoes what it is given
 	out := testenv.LoopPort(t, "net_ring36", pool, 1)
-	mon, osd := lanes(t, "cns_kmon", 2), lanes(t, "cns_kosd", 2)
+	mon, osd := testenv.Lanes(t, "cns_kmon", 2, 2048), testenv.Lanes(t, "cns_kosd", 2, 2048)
 	feed(t, "net_ring37", pool, 0, mon, 10)
 	feed(t, "net_ring38", pool, 1, osd, 10)
 	k, err := consumer.NewKernel(consumer.KernelConfig{
-		Services: []*dispatch.RingSet{ringSet(t, mon), ringSet(t, osd)},
+		Services: []*dispatch.RingSet{testenv.RingSet(t, mon...), testenv.RingSet(t, osd...)},
 		IfPort:   ifPort.ID(), Port: out.ID(), TxQueue: 0, Budget: 8, Burst: 32,
 	})
 	if err != nil {
@@ -298,9 +272,9 @@ func TestKernelPriorityAcrossLanes(t *testing.T) {
 func TestRingIOReadsEveryLane(t *testing.T) {
 	pool := testenv.Pool(t, "cns_rio", 4095)
 	out := testenv.LoopPort(t, "net_ring39", pool, 1)
-	rings := lanes(t, "cns_rio", 3)
+	rings := testenv.Lanes(t, "cns_rio", 3, 2048)
 	feed(t, "net_ring40", pool, 0, rings, 20)
-	io, err := consumer.NewRingIO(ringSet(t, rings), out.ID(), 0, pool, 16)
+	io, err := consumer.NewRingIO(testenv.RingSet(t, rings...), out.ID(), 0, pool, 16)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -86,30 +86,15 @@ func readTag(t *testing.T, f []byte) tag {
 	return tg
 }
 
-// lanes makes a service's n lanes of size slots, closed when the test
-// ends (after the consumers and pollers registered later).
-func lanes(t *testing.T, name string, n, size int) []*dispatch.Ring {
+// services makes the test services with n lanes each, of sizeA slots for
+// "a" and size for the others, and no consumers.
+func services(t *testing.T, prefix string, n, sizeA, size int) []*dispatch.Service {
 	t.Helper()
-	var rs []*dispatch.Ring
-	for k := range n {
-		r, err := dispatch.NewRing(fmt.Sprintf("%s.%d", name, k), size, -1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { r.Close() })
-		rs = append(rs, r)
+	return []*dispatch.Service{
+		{Name: "a", Rings: testenv.Lanes(t, prefix+"_a", n, sizeA)},
+		{Name: "b", Rings: testenv.Lanes(t, prefix+"_b", n, size)},
+		{Name: "other", Rings: testenv.Lanes(t, prefix+"_o", n, size)},
 	}
-	return rs
-}
-
-func ringSet(t *testing.T, rings ...*dispatch.Ring) *dispatch.RingSet {
-	t.Helper()
-	s, err := dispatch.NewRingSet(rings)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Free)
-	return s
 }
 
 // recorder is a fake consumer: it drains a ring set, remembers the tag of
@@ -197,15 +182,11 @@ func checkOrder(t *testing.T, what string, got []tag) {
 func TestFullLaneDropsAndCounts(t *testing.T) {
 	pool := testenv.Pool(t, "dsp_drop", 4095)
 	port := testenv.LoopPort(t, "net_ring20", pool, 1)
-	svcs := []*dispatch.Service{
-		{Name: "a", Rings: lanes(t, "dsp_drop_a", 1, 8)},
-		{Name: "b", Rings: lanes(t, "dsp_drop_b", 1, 64)},
-		{Name: "other", Rings: lanes(t, "dsp_drop_o", 1, 64)},
-	}
+	svcs := services(t, "dsp_drop", 1, 8, 64)
 	if c := svcs[svcA].Capacity(); c != 7 {
 		t.Fatalf("a lane of 8 slots holds %d packets, want 7", c)
 	}
-	rec := newRecorder(t, ringSet(t, svcs[svcA].Rings...))
+	rec := newRecorder(t, testenv.RingSet(t, svcs[svcA].Rings...))
 	rec.paused = true
 	svcs[svcA].Consumer = rec
 	p := poller(t, dispatch.PollerConfig{Lcore: 1, Port: port.ID(), Queues: []uint16{0}, BurstSize: 32,
@@ -254,18 +235,14 @@ func TestFullLaneDropsAndCounts(t *testing.T) {
 func TestLanesAcrossLoops(t *testing.T) {
 	pool := testenv.Pool(t, "dsp_lanes", 4095)
 	port := testenv.LoopPort(t, "net_ring21", pool, 2)
-	svcs := []*dispatch.Service{
-		{Name: "a", Rings: lanes(t, "dsp_lanes_a", 2, 256)},
-		{Name: "b", Rings: lanes(t, "dsp_lanes_b", 2, 256)},
-		{Name: "other", Rings: lanes(t, "dsp_lanes_o", 2, 256)},
-	}
-	ownedA := newRecorder(t, ringSet(t, svcs[svcA].Rings...))
+	svcs := services(t, "dsp_lanes", 2, 256, 256)
+	ownedA := newRecorder(t, testenv.RingSet(t, svcs[svcA].Rings...))
 	svcs[svcA].Consumer = ownedA
-	ownedO := newRecorder(t, ringSet(t, svcs[svcOther].Rings...))
+	ownedO := newRecorder(t, testenv.RingSet(t, svcs[svcOther].Rings...))
 	svcs[svcOther].Consumer = ownedO
 	var local []*recorder
 	for _, r := range svcs[svcB].Rings {
-		rec := newRecorder(t, ringSet(t, r))
+		rec := newRecorder(t, testenv.RingSet(t, r))
 		local = append(local, rec)
 		svcs[svcB].Local = append(svcs[svcB].Local, rec)
 	}
@@ -325,11 +302,7 @@ func TestLanesAcrossLoops(t *testing.T) {
 func TestRingSetTakesTurns(t *testing.T) {
 	pool := testenv.Pool(t, "dsp_turns", 4095)
 	port := testenv.LoopPort(t, "net_ring22", pool, 3)
-	svcs := []*dispatch.Service{
-		{Name: "a", Rings: lanes(t, "dsp_turns_a", 3, 64)},
-		{Name: "b", Rings: lanes(t, "dsp_turns_b", 3, 64)},
-		{Name: "other", Rings: lanes(t, "dsp_turns_o", 3, 64)},
-	}
+	svcs := services(t, "dsp_turns", 3, 64, 64)
 	cls := classifier(t)
 	var ps []*dispatch.Poller
 	for k := range 3 {
@@ -343,7 +316,7 @@ func TestRingSetTakesTurns(t *testing.T) {
 		testenv.Send(t, port, pool, uint16(k), frames)
 	}
 	idle(t, ps...)
-	set := ringSet(t, svcs[svcA].Rings...)
+	set := testenv.RingSet(t, svcs[svcA].Rings...)
 	if n := set.Count(); n != 30 {
 		t.Fatalf("lanes hold %d, want 30", n)
 	}
@@ -389,12 +362,8 @@ func TestRingSetTakesTurns(t *testing.T) {
 func TestStopRxDispatchesHeldBurst(t *testing.T) {
 	pool := testenv.Pool(t, "dsp_stop", 4095)
 	port := testenv.LoopPort(t, "net_ring23", pool, 1)
-	svcs := []*dispatch.Service{
-		{Name: "a", Rings: lanes(t, "dsp_stop_a", 1, 64)},
-		{Name: "b", Rings: lanes(t, "dsp_stop_b", 1, 64)},
-		{Name: "other", Rings: lanes(t, "dsp_stop_o", 1, 64)},
-	}
-	rec := newRecorder(t, ringSet(t, svcs[svcB].Rings...))
+	svcs := services(t, "dsp_stop", 1, 64, 64)
+	rec := newRecorder(t, testenv.RingSet(t, svcs[svcB].Rings...))
 	svcs[svcB].Local = []dispatch.Consumer{rec}
 	p := poller(t, dispatch.PollerConfig{Lcore: 1, Port: port.ID(), Queues: []uint16{0}, BurstSize: 32,
 		Classifier: classifier(t), Services: svcs})
@@ -452,10 +421,7 @@ func TestNewPollerRejects(t *testing.T) {
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var svcs []*dispatch.Service
-			for _, name := range []string{"a", "b", "other"} {
-				svcs = append(svcs, &dispatch.Service{Name: name, Rings: lanes(t, fmt.Sprintf("dsp_rej%d_%s", i, name), 2, 8)})
-			}
+			svcs := services(t, fmt.Sprintf("dsp_rej%d", i), 2, 8, 8)
 			cfg := dispatch.PollerConfig{Lcore: 1, Queues: []uint16{0}, BurstSize: 32, Classifier: cls, Services: svcs}
 			tt.edit(&cfg)
 			if p, err := dispatch.NewPoller(cfg); err == nil {
@@ -475,12 +441,8 @@ func TestLocalForwarderDirectAndBacklog(t *testing.T) {
 	pool := testenv.Pool(t, "dsp_direct", 4095)
 	in := testenv.LoopPort(t, "net_ring24", pool, 1)
 	out := testenv.LoopPort(t, "net_ring25", pool, 1)
-	svcs := []*dispatch.Service{
-		{Name: "a", Rings: lanes(t, "dsp_direct_a", 1, 16)},
-		{Name: "b", Rings: lanes(t, "dsp_direct_b", 1, 64)},
-		{Name: "other", Rings: lanes(t, "dsp_direct_o", 1, 64)},
-	}
-	fwd, err := consumer.NewForwarder(ringSet(t, svcs[svcA].Rings...), out.ID(), 0, 32)
+	svcs := services(t, "dsp_direct", 1, 16, 64)
+	fwd, err := consumer.NewForwarder(testenv.RingSet(t, svcs[svcA].Rings...), out.ID(), 0, 32)
 	if err != nil {
 		t.Fatal(err)
 	}

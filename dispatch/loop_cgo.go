@@ -114,16 +114,7 @@ static uint16_t cdd_ringset_burst(struct cdd_burst *b, struct cdd_ringset *s, ui
 	if (max > b->cap)
 		max = b->cap;
 	uint16_t n = (uint16_t)cdd_ringset_dequeue(s, b->pkts, max);
-	uint64_t bytes = 0;
-	for (uint16_t i = 0; i < n; i++) {
-		struct rte_mbuf *m = b->pkts[i];
-		b->data[i] = rte_pktmbuf_mtod(m, void *);
-		b->len[i] = m->data_len;
-		b->pkt_len[i] = m->pkt_len;
-		bytes += m->pkt_len;
-	}
-	b->n = n;
-	b->bytes = bytes;
+	cdd_burst_fill(b, n);
 	return n;
 }
 

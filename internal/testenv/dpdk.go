@@ -1,8 +1,10 @@
 package testenv
 
 import (
+	"fmt"
 	"testing"
 
+	"github.com/cephdpdkd/cephdpdkd/dispatch"
 	"github.com/cephdpdkd/cephdpdkd/mempool"
 	"github.com/cephdpdkd/cephdpdkd/pmd"
 )
@@ -73,4 +75,31 @@ func Send(tb testing.TB, p *pmd.Port, pool *mempool.Pool, q uint16, frames [][]b
 		}
 		frames = frames[n:]
 	}
+}
+
+// Lanes makes n rings of size slots named name.0, name.1..., closed (the
+// packets left in them freed) when the test ends.
+func Lanes(tb testing.TB, name string, n, size int) []*dispatch.Ring {
+	tb.Helper()
+	var rs []*dispatch.Ring
+	for k := range n {
+		r, err := dispatch.NewRing(fmt.Sprintf("%s.%d", name, k), size, -1)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { r.Close() })
+		rs = append(rs, r)
+	}
+	return rs
+}
+
+// RingSet gathers rings into a set freed when the test ends.
+func RingSet(tb testing.TB, rings ...*dispatch.Ring) *dispatch.RingSet {
+	tb.Helper()
+	s, err := dispatch.NewRingSet(rings)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(s.Free)
+	return s
 }
