@@ -110,9 +110,10 @@ cdd_config() {
 # [drop D] | ... | malformed M | ...", R as "X Mpps", "X kpps" or "X pps".
 # Prints per sample: dispatched Mpps (all services), rx Mpps, drops.
 cdd_samples() {
-	tr '\r' '\n' | sed 's/\x1b\[K//g' | grep '^rx ' | awk -F' [|] ' '
+	tr '\r' '\n' | awk -F' [|] ' '
 	function mpps(s,   a) { split(s, a, " "); return a[2] * (a[3] == "Mpps" ? 1 : a[3] == "kpps" ? 1e-3 : 1e-6) }
-	{
+	{ sub(/^.*\[K/, "") } # the terminal escape that starts each redraw
+	/^rx / {
 		rx = mpps($1); sum = 0; drops = 0
 		for (i = 2; i <= NF && $i !~ /^malformed/; i++) {
 			sum += mpps($i)
@@ -172,5 +173,8 @@ for n in "$@"; do
 	log "N=$n cephdpdkd:      $c Mpps dispatched ($extra)"
 	echo "| $n | $io | $tswap | $c | $(ratio "$c" "$tswap") | $(ratio "$c" "$io") |" >>"$table"
 done
+model=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
+echo "
+bench/scale.sh $*: $cpus CPUs ($model), $secs s per program, $(date -u '+%Y-%m-%d %H:%M UTC')" >>"$table"
 log "table ($table):"
 cat "$table"
