@@ -33,7 +33,11 @@
 // testpmd, and the loops share nothing on the packet path: the shared
 // state left is the services' counters, added to once per 64 iterations.
 // Owned consumers still cross cores, but only for the services that need
-// one consumer (RoCE, kernel), and without contended ring heads.
+// one consumer (RoCE, kernel), and without contended ring heads. A local
+// native consumer whose lane is empty takes its packets straight from the
+// dispatcher, without the ring's enqueue and dequeue: at one loop that
+// alone measured about 8% more packets per CPU-second (net_pcap replay,
+// AMD EPYC), 11% with the loop's other trimming.
 //
 // Order within a flow is kept: RSS puts a flow on one RX queue, one loop
 // owns the queue, its lane is FIFO, and a ring set never reorders within

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"time"
 
@@ -80,6 +81,14 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 		defer cancel()
 	}
 
+	// Each poll loop spins in Go code on its lcore's thread and holds a P
+	// while it does: with fewer Ps than loops plus one for everything
+	// else (a cgroup CPU quota can make Go pick fewer), loops would wait
+	// for one another.
+	if need := len(cfg.Pollers) + 1; runtime.GOMAXPROCS(0) < need {
+		log.Info("raising GOMAXPROCS for the poll loops", "from", runtime.GOMAXPROCS(0), "to", need)
+		runtime.GOMAXPROCS(need)
+	}
 	d, err := daemon.Start(plan, daemon.Options{Logger: log})
 	if err != nil {
 		return err
