@@ -8,7 +8,7 @@
 #
 # On the other machine, from the repository root of a copy of the working
 # tree with DIR in it:
-#   DIR/run.sh 1 2 4 8 14     # BENCH_OUT (default: $OUT, else bench/out)
+#   sh DIR/run.sh 1 2 4 8 14     # BENCH_OUT (default: $OUT, else bench/out)
 # Each binary runs as DIR/lib/ld-linux-x86-64.so.2 --library-path DIR/lib
 # BIN, never with LD_LIBRARY_PATH: the host's own tools (grep, awk) may need
 # a newer libc than Debian 12's.
@@ -61,7 +61,7 @@ cat >"$dir/run.sh" <<'EOF'
 # else bench/out)/scale.md.
 here=$(basename "$(cd "$(dirname "$0")" && pwd)")
 cd "$(dirname "$0")/.." || exit 1
-BENCH_CARRY="$here" BENCH_OUT="${BENCH_OUT:-${OUT:-bench/out}}" exec bench/scale.sh "$@"
+BENCH_CARRY="$here" BENCH_OUT="${BENCH_OUT:-${OUT:-bench/out}}" exec bash bench/scale.sh "$@"
 EOF
 chmod +x "$dir/run.sh"
 du -sh "$dir"

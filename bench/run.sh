@@ -9,5 +9,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-BENCH_SECONDS="${BENCH_SECONDS:-10}" BENCH_OUT="$out" bench/scale.sh 1
+BENCH_SECONDS="${BENCH_SECONDS:-10}" BENCH_OUT="$out" bash bench/scale.sh 1
 awk -F' *[|] *' '$2 == "1" {print "ratio_vs_5tswap=" $6; print "ratio_vs_io=" $7}' "$out/scale.md"

@@ -51,6 +51,9 @@ if [ -n "$carry" ]; then
 	for f in "$carry/lib/ld-linux-x86-64.so.2" "$carry/dpdk-testpmd" "$carry/cephdpdkd" "$carry/pmds"; do
 		[ -e "$f" ] || { echo "scale.sh: $f is missing: build the folder with bench/carry.sh" >&2; exit 1; }
 	done
+	# A copy may have lost the mode bits; only the loader needs one (it
+	# maps the binaries itself).
+	[ -x "$carry/lib/ld-linux-x86-64.so.2" ] || chmod +x "$carry/lib/ld-linux-x86-64.so.2"
 	loader=("$carry/lib/ld-linux-x86-64.so.2" --library-path "$carry/lib")
 	dflag=(-d "$carry/pmds")
 	testpmd="$carry/dpdk-testpmd"
