@@ -2,7 +2,7 @@ package consumer
 
 /*
 #cgo pkg-config: libdpdk
-#cgo CFLAGS: -I${SRCDIR}/../dispatch
+#cgo CFLAGS: -I${SRCDIR}/../dispatch -I${SRCDIR}/../pmd
 #include <rte_malloc.h>
 #include "native.h"
 */
@@ -24,6 +24,17 @@ type Counts struct {
 	Drops   atomic.Uint64
 }
 
+// Total is a snapshot of Counts, added up over several consumers (the
+// local consumers of a service, one per lane).
+type Total struct{ Packets, Bytes, Drops uint64 }
+
+// Add adds c's current counts to t.
+func (t *Total) Add(c *Counts) {
+	t.Packets += c.Packets.Load()
+	t.Bytes += c.Bytes.Load()
+	t.Drops += c.Drops.Load()
+}
+
 // native is a consumer implemented in C (native.h). A poll loop runs it
 // inside its single cgo call per iteration (dispatch.NativeConsumer);
 // Poll runs it on its own, for callers outside a poll loop.
@@ -31,15 +42,15 @@ type native struct {
 	c *C.struct_cdd_native
 }
 
-func newNative(kind int, r *dispatch.Ring, burst int) (native, error) {
+func newNative(kind int, lanes *dispatch.RingSet, burst int) (native, error) {
 	if burst < 1 || burst > pmd.MaxBurst {
 		return native{}, fmt.Errorf("consumer: burst %d outside 1..%d", burst, pmd.MaxBurst)
 	}
 	c := (*C.struct_cdd_native)(C.rte_zmalloc(nil, C.sizeof_struct_cdd_native, C.RTE_CACHE_LINE_SIZE))
 	if c == nil {
-		return native{}, fmt.Errorf("consumer: for ring %q: out of DPDK memory", r.Name())
+		return native{}, fmt.Errorf("consumer: for ring %q: out of DPDK memory", lanes.Rings()[0].Name())
 	}
-	c.ring = (*C.struct_rte_ring)(r.Pointer())
+	c.lanes = (*C.struct_cdd_ringset)(lanes.Pointer())
 	c.kind = C.uint16_t(kind)
 	c.burst = C.uint16_t(burst)
 	return native{c: c}, nil
@@ -65,7 +76,7 @@ func (n native) close() {
 	}
 }
 
-// Sink counts and frees every packet of its ring.
+// Sink counts and frees every packet of its lanes.
 type Sink struct {
 	n native
 	Counts
@@ -73,9 +84,10 @@ type Sink struct {
 
 var _ dispatch.NativeConsumer = (*Sink)(nil)
 
-// NewSink creates a counting sink draining r in bursts of burst packets.
-func NewSink(r *dispatch.Ring, burst int) (*Sink, error) {
-	n, err := newNative(C.CDD_NATIVE_SINK, r, burst)
+// NewSink creates a counting sink draining lanes in bursts of burst
+// packets.
+func NewSink(lanes *dispatch.RingSet, burst int) (*Sink, error) {
+	n, err := newNative(C.CDD_NATIVE_SINK, lanes, burst)
 	if err != nil {
 		return nil, err
 	}
@@ -102,7 +114,7 @@ func (s *Sink) Close() {
 	s.n.c = nil
 }
 
-// Forwarder transmits its ring's packets out a port TX queue.
+// Forwarder transmits its lanes' packets out a port TX queue.
 type Forwarder struct {
 	n native
 	Counts
@@ -110,10 +122,10 @@ type Forwarder struct {
 
 var _ dispatch.NativeConsumer = (*Forwarder)(nil)
 
-// NewForwarder creates a forwarder from r to port's TX queue. Only one
-// lcore may use a TX queue.
-func NewForwarder(r *dispatch.Ring, port, queue uint16, burst int) (*Forwarder, error) {
-	n, err := newNative(C.CDD_NATIVE_FORWARD, r, burst)
+// NewForwarder creates a forwarder from lanes to port's TX queue. Only
+// one lcore may use a TX queue.
+func NewForwarder(lanes *dispatch.RingSet, port, queue uint16, burst int) (*Forwarder, error) {
+	n, err := newNative(C.CDD_NATIVE_FORWARD, lanes, burst)
 	if err != nil {
 		return nil, err
 	}

@@ -2,7 +2,7 @@ package consumer
 
 /*
 #cgo pkg-config: libdpdk
-#cgo CFLAGS: -I${SRCDIR}/../dispatch
+#cgo CFLAGS: -I${SRCDIR}/../dispatch -I${SRCDIR}/../pmd
 #include <rte_malloc.h>
 #include "native.h"
 
@@ -10,11 +10,11 @@ package consumer
 #define CDD_KERNEL_RX_SKIP 7
 
 struct cdd_kernel_svc {
-	struct rte_ring *ring;
+	struct cdd_ringset *lanes;
 	uint64_t pkts, bytes, drops;
 };
 
-// The exception path's C state: the kernel services' rings in drain
+// The exception path's C state: the kernel services' lanes in drain
 // order (highest priority first), the kernel interface's DPDK port, the
 // NIC port and TX queue the kernel's frames leave on, and the frames
 // the NIC's TX queue has not taken yet.
@@ -27,22 +27,22 @@ struct cdd_kernel {
 	uint16_t rx_skip; // polls left before reading the interface again
 	struct cdd_kernel_svc svc[CDD_KERNEL_MAX_SERVICES];
 	uint64_t up_pkts, up_bytes, up_drops; // kernel → port
-	struct rte_mbuf *pend[CDD_NATIVE_MAX_BURST];
+	struct rte_mbuf *pend[CDD_MAX_BURST];
 };
 
-// cdd_kernel_poll moves at most budget packets from the service rings to
-// the kernel, highest priority first, so that when the kernel side is
+// cdd_kernel_poll moves at most budget packets from the services' lanes
+// to the kernel, highest priority first, so that when the kernel side is
 // the bottleneck the lowest-priority ring is the one that fills and
 // drops at dispatch. Then it moves one burst the kernel sent out the
 // port, keeping what the TX queue refuses for the next call.
 static unsigned int cdd_kernel_poll(struct cdd_kernel *k)
 {
-	struct rte_mbuf *m[CDD_NATIVE_MAX_BURST];
+	struct rte_mbuf *m[CDD_MAX_BURST];
 	unsigned int work = 0;
 	uint16_t left = k->budget;
 	for (uint16_t i = 0; i < k->nsvc && left > 0; i++) {
 		struct cdd_kernel_svc *s = &k->svc[i];
-		unsigned int n = rte_ring_sc_dequeue_burst(s->ring, (void **)m, left, NULL);
+		unsigned int n = cdd_ringset_dequeue(s->lanes, m, left);
 		if (n == 0)
 			continue;
 		uint64_t bytes = 0;
@@ -109,8 +109,8 @@ const MaxKernelServices = C.CDD_KERNEL_MAX_SERVICES
 
 // KernelConfig wires the exception path.
 type KernelConfig struct {
-	// Rings are the kernel services' rings, highest priority first.
-	Rings []*dispatch.Ring
+	// Services are the kernel services' lanes, highest priority first.
+	Services []*dispatch.RingSet
 	// IfPort is the DPDK port of the kernel interface (net_tap or
 	// virtio_user), with one RX and one TX queue.
 	IfPort uint16
@@ -129,7 +129,7 @@ type KernelConfig struct {
 // does both directions.
 type Kernel struct {
 	c *C.struct_cdd_kernel
-	// Services count, per ring in KernelConfig order, what the kernel
+	// Services count, per service in KernelConfig order, what the kernel
 	// took (Packets, Bytes) and what the interface refused (Drops).
 	Services []Counts
 	// FromKernel counts the kernel's frames sent out the port; Drops are
@@ -142,8 +142,8 @@ var _ dispatch.Consumer = (*Kernel)(nil)
 // NewKernel creates the exception path.
 func NewKernel(cfg KernelConfig) (*Kernel, error) {
 	switch {
-	case len(cfg.Rings) == 0 || len(cfg.Rings) > MaxKernelServices:
-		return nil, fmt.Errorf("consumer: kernel path for %d services; want 1..%d", len(cfg.Rings), MaxKernelServices)
+	case len(cfg.Services) == 0 || len(cfg.Services) > MaxKernelServices:
+		return nil, fmt.Errorf("consumer: kernel path for %d services; want 1..%d", len(cfg.Services), MaxKernelServices)
 	case cfg.Budget < 1 || cfg.Budget > pmd.MaxBurst:
 		return nil, fmt.Errorf("consumer: kernel budget %d outside 1..%d", cfg.Budget, pmd.MaxBurst)
 	case cfg.Burst < 1 || cfg.Burst > pmd.MaxBurst:
@@ -153,13 +153,13 @@ func NewKernel(cfg KernelConfig) (*Kernel, error) {
 	if c == nil {
 		return nil, fmt.Errorf("consumer: kernel path: out of DPDK memory")
 	}
-	c.nsvc = C.uint16_t(len(cfg.Rings))
+	c.nsvc = C.uint16_t(len(cfg.Services))
 	c.ifport, c.port, c.txq = C.uint16_t(cfg.IfPort), C.uint16_t(cfg.Port), C.uint16_t(cfg.TxQueue)
 	c.budget, c.burst = C.uint16_t(cfg.Budget), C.uint16_t(cfg.Burst)
-	for i, r := range cfg.Rings {
-		c.svc[i].ring = (*C.struct_rte_ring)(r.Pointer())
+	for i, set := range cfg.Services {
+		c.svc[i].lanes = (*C.struct_cdd_ringset)(set.Pointer())
 	}
-	return &Kernel{c: c, Services: make([]Counts, len(cfg.Rings))}, nil
+	return &Kernel{c: c, Services: make([]Counts, len(cfg.Services))}, nil
 }
 
 // Poll hands up to the budget of packets to the kernel and sends one

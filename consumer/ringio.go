@@ -9,8 +9,8 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/pmd"
 )
 
-// RingIO gives a packet-level endpoint (the RoCE endpoint) a service ring
-// to read and a port TX queue to write, as bursts of frames: the
+// RingIO gives a packet-level endpoint (the RoCE endpoint) a service's
+// lanes to read and a port TX queue to write, as bursts of frames: the
 // roce.PacketIO interface. Received frames are views of mbuf memory and
 // stay valid until the next RecvBurst, which frees them; sent frames are
 // copied into fresh mbufs.
@@ -21,7 +21,7 @@ import (
 // RoCE transport offers it again, or retransmits); TxRefused counts
 // those.
 type RingIO struct {
-	ring    *dispatch.Ring
+	lanes   *dispatch.RingSet
 	port    uint16
 	queue   uint16
 	pool    *mempool.Pool
@@ -33,21 +33,22 @@ type RingIO struct {
 	TxRefused atomic.Uint64
 }
 
-// NewRingIO reads r in bursts of up to burst frames and transmits on
-// port's TX queue with mbufs from pool. Only one lcore may use the queue.
-func NewRingIO(r *dispatch.Ring, port, queue uint16, pool *mempool.Pool, burst int) (*RingIO, error) {
+// NewRingIO reads a service's lanes in bursts of up to burst frames and
+// transmits on port's TX queue with mbufs from pool. Only one lcore may
+// use the queue.
+func NewRingIO(lanes *dispatch.RingSet, port, queue uint16, pool *mempool.Pool, burst int) (*RingIO, error) {
 	b, err := pmd.NewBurst(burst)
 	if err != nil {
-		return nil, fmt.Errorf("consumer: ring io for %q: %w", r.Name(), err)
+		return nil, fmt.Errorf("consumer: ring io for %q: %w", lanes.Rings()[0].Name(), err)
 	}
-	return &RingIO{ring: r, port: port, queue: queue, pool: pool, burst: b}, nil
+	return &RingIO{lanes: lanes, port: port, queue: queue, pool: pool, burst: b}, nil
 }
 
 // RecvBurst frees the previous burst and fills frames with the next one.
 func (io *RingIO) RecvBurst(frames [][]byte) int {
 	b := io.burst
 	b.FreeAll()
-	n := b.DequeueRing(io.ring.Pointer(), len(frames))
+	n := io.lanes.Dequeue(b, len(frames))
 	for i := 0; i < n; i++ {
 		frames[i] = b.Frame(i)
 	}

@@ -7,60 +7,83 @@ package dispatch
 #include "cdd.h"
 #include "native.h"
 
+#define CDD_MAX_SERVICES 64 // a service set is a uint64_t mask
+
 struct cdd_svc_delta {
 	uint64_t pkts;
 	uint64_t bytes;
 	uint64_t drops;
 };
 
-// A poll loop's C state: the service rings, a bucket per service for
-// sorting a burst, per-service deltas of the last dispatch, and the native
-// consumers the loop runs.
+// A poll loop's C state: its lane of each service, a bucket per service for
+// sorting a burst, per-service deltas of the last dispatch, the native
+// consumers the loop runs, and, per service, the local native consumer of
+// its lane (NULL if none) that the dispatcher may hand packets directly.
 struct cdd_loop {
 	struct rte_ring **rings;
+	struct cdd_native **direct;
 	uint16_t nrings;
 	uint16_t cap;
 	struct cdd_svc_delta *d;
 	void **bucket;             // nrings × cap
-	uint16_t *fill;            // per service
 	struct cdd_native **natives;
 	uint16_t nnatives;
 };
 
-// cdd_dispatch hands each packet of the burst to the ring of its verdict:
-// one pass to sort into per-service buckets, then one enqueue burst per
-// service present. What a full ring refuses is freed and counted as a
-// drop. The burst is empty afterwards.
+// cdd_dispatch hands each packet of the burst to its service's lane: one
+// pass to sort into per-service buckets, then per service present either
+// one enqueue burst into the lane's ring or, when the lane has a local
+// native consumer with nothing waiting (ring empty, nothing pending), the
+// bucket straight to that consumer, which saves the ring's enqueue and
+// dequeue and a second pass over the mbufs; what it does not take (a full
+// TX queue) goes into the ring, behind nothing. What a full ring refuses
+// is freed and counted as a drop. The burst is empty afterwards.
 static void cdd_dispatch(struct cdd_burst *b, struct cdd_loop *l)
 {
+	// Fill counts and byte sums live in locals, set up for a service when
+	// its first packet shows up: the compiler keeps them out of the
+	// loop's C state, which the bucket stores could alias.
+	const uint16_t nr = l->nrings, cap = l->cap, n = b->n;
+	void **bucket = l->bucket;
+	uint16_t fill[CDD_MAX_SERVICES];
+	uint64_t bytes[CDD_MAX_SERVICES];
 	uint64_t present = 0;
-	for (uint16_t s = 0; s < l->nrings; s++) {
-		l->d[s].pkts = l->d[s].bytes = l->d[s].drops = 0;
-		l->fill[s] = 0;
-	}
-	for (uint16_t i = 0; i < b->n; i++) {
+	for (uint16_t i = 0; i < n; i++) {
 		uint8_t s = b->svc[i];
-		if (s >= l->nrings) {
+		if (unlikely(s >= nr)) {
 			// Cannot happen with a validated classifier; never leak.
 			rte_pktmbuf_free(b->pkts[i]);
 			continue;
 		}
-		l->bucket[(uint32_t)s * l->cap + l->fill[s]++] = b->pkts[i];
-		l->d[s].bytes += b->pkt_len[i];
-		present |= 1ull << s;
+		uint64_t bit = 1ull << s;
+		if (!(present & bit)) {
+			present |= bit;
+			fill[s] = 0;
+			bytes[s] = 0;
+		}
+		bucket[(uint32_t)s * cap + fill[s]++] = b->pkts[i];
+		bytes[s] += b->pkt_len[i];
 	}
+	// The deltas of absent services stay as Go zeroed them.
 	while (present) {
 		uint16_t s = __builtin_ctzll(present);
 		present &= present - 1;
-		void **out = &l->bucket[(uint32_t)s * l->cap];
-		uint16_t k = l->fill[s];
-		unsigned int sent = rte_ring_enqueue_burst(l->rings[s], out, k, NULL);
+		void **out = &bucket[(uint32_t)s * cap];
+		uint16_t k = fill[s];
+		unsigned int taken = 0;
+		struct cdd_native *c = l->direct[s];
+		if (c && cdd_native_idle(c) && rte_ring_empty(l->rings[s]))
+			taken = cdd_native_offer(c, (struct rte_mbuf **)out, k, bytes[s]);
+		unsigned int sent = taken;
+		if (taken < k)
+			sent += rte_ring_sp_enqueue_burst(l->rings[s], &out[taken], k - taken, NULL);
 		if (sent < k) {
 			for (unsigned int i = sent; i < k; i++)
-				l->d[s].bytes -= ((struct rte_mbuf *)out[i])->pkt_len;
+				bytes[s] -= ((struct rte_mbuf *)out[i])->pkt_len;
 			rte_pktmbuf_free_bulk((struct rte_mbuf **)&out[sent], k - sent);
 		}
 		l->d[s].pkts = sent;
+		l->d[s].bytes = bytes[s];
 		l->d[s].drops = k - sent;
 	}
 	b->n = 0;
@@ -82,6 +105,17 @@ static uint32_t cdd_step(struct cdd_burst *b, struct cdd_loop *l, uint16_t port,
 	if (b && rx)
 		cdd_rx_burst(b, port, queue);
 	return work;
+}
+
+// cdd_ringset_burst fills b (emptied by the caller) from a ring set, as
+// cdd_rx_burst fills it from a port queue.
+static uint16_t cdd_ringset_burst(struct cdd_burst *b, struct cdd_ringset *s, uint16_t max)
+{
+	if (max > b->cap)
+		max = b->cap;
+	uint16_t n = (uint16_t)cdd_ringset_dequeue(s, b->pkts, max);
+	cdd_burst_fill(b, n);
+	return n;
 }
 
 // cdd_ring_free_all empties a ring, freeing every mbuf in it.
@@ -118,21 +152,19 @@ type NativeConsumer interface {
 	Publish()
 }
 
-// Ring is a service's rte_ring of mbuf pointers. The dispatcher produces;
-// exactly one consumer drains it.
+// Ring is a lane: the rte_ring of mbuf pointers that carries one poll
+// loop's packets for one service. Exactly one loop produces and exactly
+// one consumer drains it, so it uses DPDK's single-producer,
+// single-consumer paths: no compare-and-swap on the ring heads.
 type Ring struct {
 	name string
 	r    *ring.Ring
 }
 
-// NewRing creates a named ring holding size-1 packets (size is a power of
-// two). singleProducer is true when one poll loop feeds it.
-func NewRing(name string, size int, singleProducer bool, socket int) (*Ring, error) {
-	flags := uint(C.RING_F_SC_DEQ)
-	if singleProducer {
-		flags |= C.RING_F_SP_ENQ
-	}
-	opts := []ring.Option{ring.OptFlag(flags)}
+// NewRing creates a named lane holding size-1 packets (size is a power of
+// two) on a NUMA socket (-1: any).
+func NewRing(name string, size int, socket int) (*Ring, error) {
+	opts := []ring.Option{ring.OptFlag(C.RING_F_SP_ENQ | C.RING_F_SC_DEQ)}
 	if socket >= 0 {
 		opts = append(opts, ring.OptSocket(uint(socket)))
 	}
@@ -171,6 +203,61 @@ func (r *Ring) Close() int {
 	return n
 }
 
+// RingSet is a service's lanes as its single consumer (the RoCE
+// endpoint, the kernel exception path) drains them: one cgo call takes a
+// burst from all of them, in turn (struct cdd_ringset, native.h).
+type RingSet struct {
+	c     *C.struct_cdd_ringset
+	rings []*Ring
+}
+
+// NewRingSet gathers rings, which stay the caller's to close.
+func NewRingSet(rings []*Ring) (*RingSet, error) {
+	if len(rings) == 0 || len(rings) > 0xffff {
+		return nil, fmt.Errorf("dispatch: a ring set of %d rings", len(rings))
+	}
+	ptr := C.size_t(unsafe.Sizeof(uintptr(0)))
+	c := (*C.struct_cdd_ringset)(C.rte_zmalloc(nil, C.sizeof_struct_cdd_ringset+C.size_t(len(rings))*ptr, C.RTE_CACHE_LINE_SIZE))
+	if c == nil {
+		return nil, fmt.Errorf("dispatch: allocate a set of %d rings: %w", len(rings), pmd.Errno(C.ENOMEM))
+	}
+	c.n = C.uint16_t(len(rings))
+	slots := unsafe.Slice((**C.struct_rte_ring)(unsafe.Add(unsafe.Pointer(c), C.sizeof_struct_cdd_ringset)), len(rings))
+	for i, r := range rings {
+		slots[i] = (*C.struct_rte_ring)(r.Pointer())
+	}
+	return &RingSet{c: c, rings: rings}, nil
+}
+
+// Rings returns the set's rings.
+func (s *RingSet) Rings() []*Ring { return s.rings }
+
+// Count returns the packets waiting in all the set's rings.
+func (s *RingSet) Count() int {
+	n := 0
+	for _, r := range s.rings {
+		n += r.Count()
+	}
+	return n
+}
+
+// Pointer returns the struct cdd_ringset for cgo consumers.
+func (s *RingSet) Pointer() unsafe.Pointer { return unsafe.Pointer(s.c) }
+
+// Dequeue replaces b's contents (which must have been handed on or
+// freed) with up to max packets from the set's rings: one cgo call.
+func (s *RingSet) Dequeue(b *pmd.Burst, max int) int {
+	return int(C.cdd_ringset_burst((*C.struct_cdd_burst)(b.C()), s.c, C.uint16_t(min(max, pmd.MaxBurst))))
+}
+
+// Free releases the set; its rings are left alone.
+func (s *RingSet) Free() {
+	if s.c != nil {
+		C.rte_free(unsafe.Pointer(s.c))
+		s.c = nil
+	}
+}
+
 // loop is a poll loop's C state (struct cdd_loop) and Go views of it.
 type loop struct {
 	c      *C.struct_cdd_loop
@@ -180,7 +267,10 @@ type loop struct {
 // serviceDelta mirrors struct cdd_svc_delta.
 type serviceDelta struct{ pkts, bytes, drops uint64 }
 
-func newLoop(rings []*Ring, natives []NativeConsumer, burst int) (*loop, error) {
+// newLoop builds the C state: rings[s] is the loop's lane of service s
+// (nil for a loop that does not receive), direct[s] its local native
+// consumer or nil, natives every native the loop runs.
+func newLoop(rings []*Ring, direct, natives []NativeConsumer, burst int) (*loop, error) {
 	n := len(rings)
 	ptr := C.size_t(unsafe.Sizeof(uintptr(0)))
 	c := (*C.struct_cdd_loop)(C.rte_zmalloc(nil, C.sizeof_struct_cdd_loop, C.RTE_CACHE_LINE_SIZE))
@@ -190,16 +280,23 @@ func newLoop(rings []*Ring, natives []NativeConsumer, burst int) (*loop, error) 
 	l := &loop{c: c}
 	c.nrings, c.cap, c.nnatives = C.uint16_t(n), C.uint16_t(burst), C.uint16_t(len(natives))
 	c.rings = (**C.struct_rte_ring)(C.rte_zmalloc(nil, C.size_t(n)*ptr, C.RTE_CACHE_LINE_SIZE))
+	c.direct = (**C.struct_cdd_native)(C.rte_zmalloc(nil, C.size_t(n)*ptr, C.RTE_CACHE_LINE_SIZE))
 	c.d = (*C.struct_cdd_svc_delta)(C.rte_zmalloc(nil, C.size_t(n)*C.sizeof_struct_cdd_svc_delta, C.RTE_CACHE_LINE_SIZE))
 	c.bucket = (*unsafe.Pointer)(C.rte_zmalloc(nil, C.size_t(n*burst)*ptr, C.RTE_CACHE_LINE_SIZE))
-	c.fill = (*C.uint16_t)(C.rte_zmalloc(nil, C.size_t(n)*2, C.RTE_CACHE_LINE_SIZE))
 	c.natives = (**C.struct_cdd_native)(C.rte_zmalloc(nil, C.size_t(max(1, len(natives)))*ptr, C.RTE_CACHE_LINE_SIZE))
-	if c.rings == nil || c.d == nil || c.bucket == nil || c.fill == nil || c.natives == nil {
+	if c.rings == nil || c.direct == nil || c.d == nil || c.bucket == nil || c.natives == nil {
 		l.free()
 		return nil, fmt.Errorf("dispatch: allocate poll loop state for %d services: %w", n, pmd.Errno(C.ENOMEM))
 	}
 	for i, r := range rings {
-		unsafe.Slice(c.rings, n)[i] = (*C.struct_rte_ring)(r.Pointer())
+		if r != nil { // nil: a loop without RX queues dispatches nothing
+			unsafe.Slice(c.rings, n)[i] = (*C.struct_rte_ring)(r.Pointer())
+		}
+	}
+	for i, d := range direct {
+		if d != nil {
+			unsafe.Slice(c.direct, n)[i] = (*C.struct_cdd_native)(d.Native())
+		}
 	}
 	for i, n := range natives {
 		unsafe.Slice(c.natives, len(natives))[i] = (*C.struct_cdd_native)(n.Native())
@@ -213,8 +310,8 @@ func (l *loop) free() {
 	if c == nil {
 		return
 	}
-	for _, p := range []unsafe.Pointer{unsafe.Pointer(c.rings), unsafe.Pointer(c.d), unsafe.Pointer(c.bucket),
-		unsafe.Pointer(c.fill), unsafe.Pointer(c.natives)} {
+	for _, p := range []unsafe.Pointer{unsafe.Pointer(c.rings), unsafe.Pointer(c.direct), unsafe.Pointer(c.d), unsafe.Pointer(c.bucket),
+		unsafe.Pointer(c.natives)} {
 		C.rte_free(p)
 	}
 	C.rte_free(unsafe.Pointer(c))

@@ -23,16 +23,49 @@ type Consumer interface {
 	Close()
 }
 
-// Service is a named ring, its consumer and its counters.
+// Service is a named class of packets: one lane (ring) per poll loop that
+// receives, the consumers that drain them, and its counters.
+//
+// A service's consumer runs in one of two ways. Local consumers (Local,
+// one per lane: sinks, forwarders) run on the loop that received the
+// packet, which then never leaves that core. A single consumer
+// (Consumer, or a task such as the kernel exception path) runs on the
+// loop that owns the service and drains every lane.
 type Service struct {
-	Name     string
-	Ring     *Ring
+	Name string
+	// Rings are the lanes, indexed by the receiving loop's lane number.
+	Rings []*Ring
+	// Local, when not nil, holds one consumer per lane: Local[i] drains
+	// Rings[i], and nothing else, on the loop of lane i. A native one may
+	// be handed packets by the dispatcher directly, while its ring is
+	// empty.
+	Local []Consumer
+	// Consumer drains every lane, from the loop that owns the service;
+	// nil with Local set, or when a task drains the service.
 	Consumer Consumer
 	Stats    ServiceStats
 }
 
-// ServiceStats count what the dispatcher handed to a service. They are
-// written by one poll loop and read by anyone.
+// Queued returns the packets waiting in the service's lanes.
+func (s *Service) Queued() int {
+	n := 0
+	for _, r := range s.Rings {
+		n += r.Count()
+	}
+	return n
+}
+
+// Capacity returns how many packets the service's lanes hold at most.
+func (s *Service) Capacity() int {
+	n := 0
+	for _, r := range s.Rings {
+		n += r.Capacity()
+	}
+	return n
+}
+
+// ServiceStats count what the dispatcher handed to a service. Every
+// receiving loop adds to them when it publishes; anyone reads them.
 type ServiceStats struct {
 	Packets atomic.Uint64 // enqueued to the ring
 	Bytes   atomic.Uint64
@@ -57,9 +90,10 @@ type localCounts struct {
 }
 
 // Poller is one poll loop: it receives bursts from its RX queues,
-// classifies each packet, enqueues the burst into the service rings with
-// one cgo call, and runs the consumers of the services it owns. Run it on
-// a dedicated EAL lcore.
+// classifies each packet, enqueues the burst into its lane of each
+// service with one cgo call, and runs the local consumers of its lanes
+// and the single consumers of the services it owns. Run it on a
+// dedicated EAL lcore.
 type Poller struct {
 	lcore      uint
 	port       uint16
@@ -68,8 +102,8 @@ type Poller struct {
 	classifier *classify.Classifier
 	services   []*Service // indexed by service number (all of them)
 	loop       *loop
-	owned      []*Service // services whose consumers run here
-	goPolled   []Consumer // owned consumers that are not native
+	owned      []*Service // services whose single consumers run here
+	goPolled   []Consumer // consumers run here that are not native
 	natives    []NativeConsumer
 
 	// The loop counts in plain fields and publishes them to the atomic
@@ -88,18 +122,20 @@ type Poller struct {
 	stopRx    atomic.Bool
 	rxDrained atomic.Bool // RX stopped and every burst dispatched
 	stop      atomic.Bool
-	running   atomic.Bool
 }
 
 // PollerConfig wires a poll loop.
 type PollerConfig struct {
-	Lcore      uint
-	Port       uint16
-	Queues     []uint16
+	Lcore  uint
+	Port   uint16
+	Queues []uint16
+	// Lane is the loop's lane number in every service (Service.Rings),
+	// when it has Queues.
+	Lane       int
 	BurstSize  int
 	Classifier *classify.Classifier
 	Services   []*Service // all services, indexed as the classifier's verdicts
-	Owned      []int      // indexes of the services whose consumers run on this loop
+	Owned      []int      // indexes of the services whose single consumers run on this loop
 	// Tasks are consumers that drain several services at once (the
 	// kernel exception path); the loop polls them like a service's
 	// consumer. Owned services drained by a task have a nil Consumer.
@@ -118,6 +154,44 @@ func NewPoller(cfg PollerConfig) (*Poller, error) {
 		return nil, fmt.Errorf("dispatch: %d services; at most 64", len(cfg.Services))
 	}
 	p := &Poller{lcore: cfg.Lcore, port: cfg.Port, classifier: cfg.Classifier, services: cfg.Services}
+	// A loop that receives feeds its lane of every service and runs the
+	// local consumers of those lanes; one without RX queues only runs
+	// what it owns.
+	rings := make([]*Ring, len(cfg.Services))
+	direct := make([]NativeConsumer, len(cfg.Services))
+	if len(cfg.Queues) > 0 {
+		for i, s := range cfg.Services {
+			if cfg.Lane < 0 || cfg.Lane >= len(s.Rings) {
+				return nil, fmt.Errorf("dispatch: poller on lcore %d feeds lane %d; service %q has %d", cfg.Lcore, cfg.Lane, s.Name, len(s.Rings))
+			}
+			rings[i] = s.Rings[cfg.Lane]
+			if s.Local != nil {
+				if len(s.Local) != len(s.Rings) {
+					return nil, fmt.Errorf("dispatch: service %q has %d lanes and %d local consumers", s.Name, len(s.Rings), len(s.Local))
+				}
+				c := s.Local[cfg.Lane]
+				if c == nil {
+					return nil, fmt.Errorf("dispatch: service %q has no local consumer for lane %d", s.Name, cfg.Lane)
+				}
+				p.addConsumer(c)
+				direct[i], _ = c.(NativeConsumer)
+			}
+		}
+	}
+	for _, i := range cfg.Owned {
+		if i < 0 || i >= len(cfg.Services) {
+			return nil, fmt.Errorf("dispatch: poller owns service %d of %d", i, len(cfg.Services))
+		}
+		s := cfg.Services[i]
+		if s.Local != nil {
+			return nil, fmt.Errorf("dispatch: service %q runs on every receiving loop; no loop owns it", s.Name)
+		}
+		p.owned = append(p.owned, s)
+		if s.Consumer != nil { // else drained by a task
+			p.addConsumer(s.Consumer)
+		}
+	}
+	p.goPolled = append(p.goPolled, cfg.Tasks...)
 	for _, q := range cfg.Queues {
 		p.queues = append(p.queues, QueueStats{Queue: q})
 		b, err := pmd.NewBurst(cfg.BurstSize)
@@ -127,28 +201,7 @@ func NewPoller(cfg PollerConfig) (*Poller, error) {
 		}
 		p.bursts = append(p.bursts, b)
 	}
-	for _, i := range cfg.Owned {
-		if i < 0 || i >= len(cfg.Services) {
-			p.Free()
-			return nil, fmt.Errorf("dispatch: poller owns service %d of %d", i, len(cfg.Services))
-		}
-		s := cfg.Services[i]
-		p.owned = append(p.owned, s)
-		if s.Consumer == nil {
-			continue // drained by a task
-		}
-		if n, ok := s.Consumer.(NativeConsumer); ok {
-			p.natives = append(p.natives, n)
-		} else {
-			p.goPolled = append(p.goPolled, s.Consumer)
-		}
-	}
-	p.goPolled = append(p.goPolled, cfg.Tasks...)
-	rings := make([]*Ring, len(cfg.Services))
-	for i, s := range cfg.Services {
-		rings[i] = s.Ring
-	}
-	l, err := newLoop(rings, p.natives, cfg.BurstSize)
+	l, err := newLoop(rings, direct, p.natives, cfg.BurstSize)
 	if err != nil {
 		p.Free()
 		return nil, err
@@ -162,13 +215,21 @@ func NewPoller(cfg PollerConfig) (*Poller, error) {
 	return p, nil
 }
 
+// addConsumer runs c on this loop: inside the loop's cgo call if it is
+// native, else by calling Poll.
+func (p *Poller) addConsumer(c Consumer) {
+	if n, ok := c.(NativeConsumer); ok {
+		p.natives = append(p.natives, n)
+	} else {
+		p.goPolled = append(p.goPolled, c)
+	}
+}
+
 // Lcore returns the lcore this loop is meant to run on.
 func (p *Poller) Lcore() uint { return p.lcore }
 
 // Run polls until Stop. Call it on the poller's lcore.
 func (p *Poller) Run() {
-	p.running.Store(true)
-	defer p.running.Store(false)
 	// The clock is read once per timeSlice iterations, and a slice's time
 	// is split by the share of its iterations that handled packets: the
 	// busy ratio without a clock read per iteration.
@@ -205,9 +266,10 @@ func (p *Poller) Run() {
 }
 
 // PollOnce runs one iteration. For each RX queue: classify the burst
-// received last time, then one cgo call dispatches it into the rings,
+// received last time, then one cgo call dispatches it into the lanes,
 // runs the native consumers (with the last queue) and receives the next
-// burst. Then the Go consumers poll. It returns the packets handled.
+// burst. Then the Go consumers poll. It returns the packets handled
+// (received, dispatched or consumed): 0 when the loop is idle.
 func (p *Poller) PollOnce() int {
 	work := 0
 	rx := !p.stopRx.Load()
@@ -219,9 +281,10 @@ func (p *Poller) PollOnce() int {
 		}
 		work += p.loop.step(b, p.port, p.queues[qi].Queue, qi == last, rx)
 		p.account()
-		if n := b.Len(); n > 0 {
+		if n := b.Len(); n > 0 { // received: classified next iteration
 			p.local.queuePackets[qi] += uint64(n)
 			p.local.queueBytes[qi] += b.Bytes()
+			work += n
 		}
 	}
 	if len(p.bursts) == 0 && len(p.natives) > 0 {
@@ -244,10 +307,18 @@ func (p *Poller) PollOnce() int {
 func (p *Poller) classify(b *pmd.Burst) {
 	l := &p.local
 	verdicts := b.Verdicts()
+	c := p.classifier
 	for i := range verdicts {
-		// A chained mbuf is classified from its first segment, its
-		// lengths checked against the whole packet.
-		svc, reason := p.classifier.ClassifyChain(b.Frame(i), b.PktLen(i))
+		f := b.Frame(i)
+		var svc int
+		var reason classify.Reason
+		if n := b.PktLen(i); n == len(f) {
+			svc, reason = c.Classify(f) // one segment: the common case, one call less
+		} else {
+			// A chained mbuf is classified from its first segment, its
+			// lengths checked against the whole packet.
+			svc, reason = c.ClassifyChain(f, n)
+		}
 		verdicts[i] = uint8(svc)
 		l.malformed[reason]++
 	}
@@ -313,10 +384,7 @@ func (p *Poller) RxDrained() bool { return p.rxDrained.Load() }
 // Stop makes Run return after its current iteration.
 func (p *Poller) Stop() { p.stop.Store(true) }
 
-// Running reports whether Run is executing.
-func (p *Poller) Running() bool { return p.running.Load() }
-
-// Owned returns the services whose consumers this loop runs.
+// Owned returns the services whose single consumers this loop runs.
 func (p *Poller) Owned() []*Service { return p.owned }
 
 // Queues returns the per-queue counters.

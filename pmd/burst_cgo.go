@@ -59,14 +59,6 @@ func (b *Burst) RxBurst(port, queue uint16) int {
 	return int(C.cdd_rx_burst(b.c, C.uint16_t(port), C.uint16_t(queue)))
 }
 
-// DequeueRing takes up to max packets (at most the burst's capacity) from
-// a single-consumer rte_ring of mbufs (a dispatch service ring),
-// replacing the burst's contents (which must have been handed on or
-// freed).
-func (b *Burst) DequeueRing(ring unsafe.Pointer, max int) int {
-	return int(C.cdd_ring_burst(b.c, (*C.struct_rte_ring)(ring), C.uint16_t(min(max, MaxBurst))))
-}
-
 // Len returns the number of packets in the burst.
 func (b *Burst) Len() int { return int(b.c.n) }
 

@@ -30,9 +30,10 @@ struct cdd_burst {
 	uint8_t svc[CDD_MAX_BURST];
 };
 
-static inline uint16_t cdd_rx_burst(struct cdd_burst *b, uint16_t port, uint16_t queue)
+/* cdd_burst_fill records what Go reads of the first n packets of b->pkts
+ * (data pointer, lengths) and makes them the burst's contents. */
+static inline void cdd_burst_fill(struct cdd_burst *b, uint16_t n)
 {
-	uint16_t n = rte_eth_rx_burst(port, queue, b->pkts, b->cap);
 	uint64_t bytes = 0;
 	for (uint16_t i = 0; i < n; i++) {
 		struct rte_mbuf *m = b->pkts[i];
@@ -45,26 +46,12 @@ static inline uint16_t cdd_rx_burst(struct cdd_burst *b, uint16_t port, uint16_t
 	}
 	b->n = n;
 	b->bytes = bytes;
-	return n;
 }
 
-/* Like cdd_rx_burst, but takes the packets from a ring (a service ring fed
- * by the dispatcher) instead of a port queue. */
-static inline uint16_t cdd_ring_burst(struct cdd_burst *b, struct rte_ring *r, uint16_t max)
+static inline uint16_t cdd_rx_burst(struct cdd_burst *b, uint16_t port, uint16_t queue)
 {
-	if (max > b->cap)
-		max = b->cap;
-	uint16_t n = (uint16_t)rte_ring_sc_dequeue_burst(r, (void **)b->pkts, max, NULL);
-	uint64_t bytes = 0;
-	for (uint16_t i = 0; i < n; i++) {
-		struct rte_mbuf *m = b->pkts[i];
-		b->data[i] = rte_pktmbuf_mtod(m, void *);
-		b->len[i] = m->data_len;
-		b->pkt_len[i] = m->pkt_len;
-		bytes += m->pkt_len;
-	}
-	b->n = n;
-	b->bytes = bytes;
+	uint16_t n = rte_eth_rx_burst(port, queue, b->pkts, b->cap);
+	cdd_burst_fill(b, n);
 	return n;
 }
 

@@ -17,6 +17,7 @@ func TestConfigLimitsMatchDPDK(t *testing.T) {
 		{"RingNameMax", config.RingNameMax, ring - 1},
 		{"MempoolNameMax", config.MempoolNameMax, mempool - 1},
 		{"MaxLcores", config.MaxLcores, maxLcore},
+		{"MaxBurst", config.MaxBurst, maxBurst},
 		// A pool's chunk memzones are "MP_<pool>_<n>": room for n < 100.
 		{"memzone room for MP_<pool>_99", config.MempoolNameMax + len("MP__99"), memzone - 1},
 	} {

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"time"
 
@@ -114,6 +115,14 @@ type runOptions struct {
 // stops it when ctx ends or a poll loop dies.
 func runDaemon(ctx context.Context, shuttingDown context.CancelCauseFunc, cfg *config.Config, plan *daemon.Plan, o runOptions) error {
 	log := o.log
+	// Each poll loop spins in Go code on its lcore's thread and holds a P
+	// while it does: with fewer Ps than loops plus one for everything
+	// else (a cgroup CPU quota can make Go pick fewer), loops would wait
+	// for one another.
+	if need := len(cfg.Pollers) + 1; runtime.GOMAXPROCS(0) < need {
+		log.Info("raising GOMAXPROCS for the poll loops", "from", runtime.GOMAXPROCS(0), "to", need)
+		runtime.GOMAXPROCS(need)
+	}
 	d, err := daemon.Start(plan, daemon.Options{Logger: log})
 	if err != nil {
 		return err
@@ -332,7 +341,11 @@ func cmdCheckConfig(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "mbuf pool: %d mbufs (%s)\n", plan.PoolSize, plan.Demand)
 	for _, s := range cfg.Services {
-		fmt.Fprintf(stdout, "service %s: ring %d, consumer %s\n", s.Name, s.RingSize, s.Consumer.Type)
+		where := "on every receiving poll loop"
+		if o := cfg.Owner(s.Name); o >= 0 {
+			where = fmt.Sprintf("on lcore %d", cfg.Pollers[o].Lcore)
+		}
+		fmt.Fprintf(stdout, "service %s: %d lanes of %d, consumer %s %s\n", s.Name, cfg.Lanes(), s.RingSize, s.Consumer.Type, where)
 	}
 	fmt.Fprintf(stdout, "%d rules, default service %s\n", len(cfg.Rules), cfg.DefaultService)
 	for _, p := range cfg.Pollers {

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -19,6 +20,9 @@ const (
 	// MempoolNameMax is the longest mempool name (RTE_MEMPOOL_NAMESIZE,
 	// rte_mempool.h): a pool's own ring and memzones are named "MP_<pool>".
 	MempoolNameMax = RingNameMax - len("MP_")
+	// MaxBurst bounds burst_size and kernel.budget: the bursts the data
+	// path keeps are arrays of CDD_MAX_BURST (pmd/cdd.h).
+	MaxBurst = 512
 	// MaxLcores bounds lcore IDs: RTE_MAX_LCORE of Debian's DPDK build.
 	MaxLcores = 128
 	// MaxMbufs bounds the pool: its ring holds the next power of two above
@@ -35,10 +39,16 @@ const namePrefix = "cdd_"
 // PoolName is the DPDK name of the port's mbuf pool.
 func (c *Config) PoolName() string { return namePrefix + c.Port.Name }
 
-// RingName is the DPDK name of a service's ring, which secondary processes
-// look it up by.
-func (c *Config) RingName(service string) string {
-	return namePrefix + c.Port.Name + "_" + service
+// RingName is the DPDK name of a service's ring for a lane (see Lanes),
+// which secondary processes look it up by: cdd_<port>_<service>, with
+// ".<lane>" after it from lane 1 on ('.' is in no service name, so the
+// names cannot collide).
+func (c *Config) RingName(service string, lane int) string {
+	name := namePrefix + c.Port.Name + "_" + service
+	if lane > 0 {
+		name += "." + strconv.Itoa(lane)
+	}
+	return name
 }
 
 // validatePortName checks port.name: it goes into metrics labels, the
@@ -62,13 +72,14 @@ func (c *Config) validatePortName(bad func(path, format string, args ...any)) bo
 
 var nameCharsRE = regexp.MustCompile(`^[a-z][a-z0-9_-]*$`)
 
-// validateRingName checks that service i's ring name fits DPDK's limit.
-// Call it only with a valid port name.
+// validateRingName checks that service i's ring names, the last lane's
+// the longest, fit DPDK's limit. Call it only with a valid port name.
 func (c *Config) validateRingName(i int, bad func(path, format string, args ...any)) {
 	s := c.Services[i].Name
-	if r := c.RingName(s); len(r) > RingNameMax {
-		bad(fmt.Sprintf("services[%d].name", i), "%q makes the ring name %q %d characters, over DPDK's limit of %d for ring names (RTE_RING_NAMESIZE); with port %q use at most %d",
-			s, r, len(r), RingNameMax, c.Port.Name, RingNameMax-len(c.RingName("")))
+	last := c.Lanes() - 1
+	if r := c.RingName(s, last); len(r) > RingNameMax {
+		bad(fmt.Sprintf("services[%d].name", i), "%q makes the ring name %q %d characters, over DPDK's limit of %d for ring names (RTE_RING_NAMESIZE); with port %q and %d receiving poll loops use at most %d",
+			s, r, len(r), RingNameMax, c.Port.Name, last+1, RingNameMax-len(c.RingName("", last)))
 	}
 }
 

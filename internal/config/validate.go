@@ -27,7 +27,6 @@ const (
 	DefaultMemoryMB      = 512
 	DefaultMetricsListen = "127.0.0.1:9477"
 	DefaultDrainTimeout  = 2 * time.Second
-	MaxBurst             = 512
 	MaxRules             = 64
 	MetricsOff           = "off"
 )
@@ -123,7 +122,9 @@ func (c *Config) applyDefaults() {
 		c.Log.Format = "text"
 	}
 	if len(c.Pollers) == 0 {
-		// One poll loop on the first worker lcore owns every queue and service.
+		// One poll loop on the first worker lcore receives every queue and
+		// owns the services that need one consumer (kernel, roce); count
+		// and forward services run where packets arrive, which is there.
 		if lcores, err := ParseLcores(c.EAL.Lcores); err == nil {
 			for _, l := range lcores {
 				if l != c.EAL.MainLcore {
@@ -132,7 +133,9 @@ func (c *Config) applyDefaults() {
 						pl.RxQueues = append(pl.RxQueues, q)
 					}
 					for _, s := range c.Services {
-						pl.Services = append(pl.Services, s.Name)
+						if s.Consumer.Type == ConsumerKernel || s.Consumer.Type == ConsumerRoCE {
+							pl.Services = append(pl.Services, s.Name)
+						}
 					}
 					c.Pollers = []Poller{pl}
 					break
@@ -342,13 +345,23 @@ func (c *Config) Validate() error {
 			bad("pollers", "rx queue %d is not polled by any poll loop", q)
 		}
 	}
-	for _, s := range c.Services {
-		if _, ok := serviceOwner[s.Name]; !ok && len(c.Pollers) > 0 {
+	for i, s := range c.Services {
+		if _, ok := serviceOwner[s.Name]; !ok && len(c.Pollers) > 0 && !c.IsLocal(i) {
 			bad("pollers", "service %q is not drained by any poll loop: its ring would fill and drop", s.Name)
 		}
 	}
 
 	c.validateKernel(bad)
+	if k := c.Kernel; k != nil {
+		if ks := c.KernelServices(); len(ks) > 0 {
+			if o := c.Owner(c.Services[ks[0]].Name); o >= 0 {
+				if _, used := txOwner[k.TxQueue]; !used {
+					txOwner[k.TxQueue] = o
+				}
+			}
+		}
+	}
+	c.validateLocalTxQueues(txOwner, bad)
 
 	if c.Metrics.Listen != MetricsOff {
 		if _, port, err := net.SplitHostPort(c.Metrics.Listen); err != nil {

@@ -35,8 +35,10 @@ type Daemon struct {
 	pool     *mempool.Pool
 	port     *pmd.Port
 	services []*dispatch.Service
-	counts   []*consumer.Counts
+	counts   [][]*consumer.Counts // per service: its consumers' (one per lane if local)
 	kinds    []string
+	sets     []*dispatch.RingSet // every ring set made, freed after the consumers
+	owned    []*dispatch.RingSet // per service: all its lanes, if one consumer drains them
 	pollers  []*dispatch.Poller
 	exited   chan loopExit // one value per poll loop that returned
 	running  int
@@ -137,19 +139,43 @@ func Start(plan *Plan, opts Options) (_ *Daemon, err error) {
 		}
 	}
 
-	rxPollers := 0
-	for _, pl := range cfg.Pollers {
-		if len(pl.RxQueues) > 0 {
-			rxPollers++
+	lanes := cfg.Lanes()
+	for i, s := range cfg.Services {
+		svc := &dispatch.Service{Name: s.Name}
+		d.services = append(d.services, svc)
+		d.counts = append(d.counts, nil)
+		d.owned = append(d.owned, nil)
+		d.kinds = append(d.kinds, s.Consumer.Type)
+		for k := range lanes {
+			r, err := dispatch.NewRing(cfg.RingName(s.Name, k), s.RingSize, -1)
+			if err != nil {
+				return nil, err
+			}
+			svc.Rings = append(svc.Rings, r)
 		}
-	}
-	for _, s := range cfg.Services {
-		r, err := dispatch.NewRing(cfg.RingName(s.Name), s.RingSize, rxPollers <= 1, -1)
+		if cfg.IsLocal(i) {
+			// A consumer per lane, run by the loop that fills it.
+			for k, r := range svc.Rings {
+				set, err := d.ringSet(r)
+				if err != nil {
+					return nil, err
+				}
+				c, counts, err := d.newNative(s, set, config.LocalTxQueue(s, k))
+				if err != nil {
+					return nil, err
+				}
+				svc.Local = append(svc.Local, c)
+				d.counts[i] = append(d.counts[i], counts)
+			}
+			continue
+		}
+		// One consumer, run by the loop that owns the service, drains
+		// every lane.
+		set, err := d.ringSet(svc.Rings...)
 		if err != nil {
 			return nil, err
 		}
-		svc := &dispatch.Service{Name: s.Name, Ring: r}
-		d.services = append(d.services, svc)
+		d.owned[i] = set
 		switch s.Consumer.Type {
 		case config.ConsumerRoCE:
 			info, err := d.port.Info()
@@ -157,7 +183,7 @@ func Start(plan *Plan, opts Options) (_ *Daemon, err error) {
 				return nil, err
 			}
 			rc := roced.Config{
-				RoCE: cfg.RoCE, Ring: r, Port: d.port.ID(), TxQueue: uint16(cfg.RoCE.TxQueue),
+				RoCE: cfg.RoCE, Lanes: set, Port: d.port.ID(), TxQueue: uint16(cfg.RoCE.TxQueue),
 				Pool: d.pool, PortMAC: info.MAC, Burst: cfg.Burst, Log: d.log,
 			}
 			if cfg.RoCE.Bridge != nil {
@@ -173,25 +199,17 @@ func Start(plan *Plan, opts Options) (_ *Daemon, err error) {
 				return nil, err
 			}
 			d.roce = node
-			svc.Consumer, d.counts = node, append(d.counts, node.Counts())
-		case config.ConsumerForward:
-			f, err := consumer.NewForwarder(r, d.port.ID(), uint16(s.Consumer.TxQueue), cfg.Burst)
-			if err != nil {
-				return nil, err
-			}
-			svc.Consumer, d.counts = f, append(d.counts, &f.Counts)
+			svc.Consumer, d.counts[i] = node, []*consumer.Counts{node.Counts()}
 		case config.ConsumerKernel:
 			// Drained by the exception path, a task of the poll loop
 			// that owns the kernel services; counts set below.
-			d.counts = append(d.counts, nil)
 		default:
-			k, err := consumer.NewSink(r, cfg.Burst)
+			c, counts, err := d.newNative(s, set, s.Consumer.TxQueue)
 			if err != nil {
 				return nil, err
 			}
-			svc.Consumer, d.counts = k, append(d.counts, &k.Counts)
+			svc.Consumer, d.counts[i] = c, []*consumer.Counts{counts}
 		}
-		d.kinds = append(d.kinds, s.Consumer.Type)
 	}
 	if d.kernel != nil {
 		if err := d.newKernelConsumer(); err != nil {
@@ -199,9 +217,9 @@ func Start(plan *Plan, opts Options) (_ *Daemon, err error) {
 		}
 	}
 
-	for _, pl := range cfg.Pollers {
+	for pi, pl := range cfg.Pollers {
 		pcfg := dispatch.PollerConfig{
-			Lcore: uint(pl.Lcore), Port: d.port.ID(), BurstSize: cfg.Burst,
+			Lcore: uint(pl.Lcore), Port: d.port.ID(), Lane: cfg.Lane(pi), BurstSize: cfg.Burst,
 			Classifier: plan.Classifier, Services: d.services,
 		}
 		for _, q := range pl.RxQueues {
@@ -326,6 +344,33 @@ func (d *Daemon) expandDevice(dev string) (string, error) {
 	return strings.ReplaceAll(dev, SamplePcapToken, path), nil
 }
 
+// ringSet gathers rings into a set the daemon frees at teardown.
+func (d *Daemon) ringSet(rings ...*dispatch.Ring) (*dispatch.RingSet, error) {
+	set, err := dispatch.NewRingSet(rings)
+	if err != nil {
+		return nil, err
+	}
+	d.sets = append(d.sets, set)
+	return set, nil
+}
+
+// newNative builds a count or forward consumer over lanes; a forwarder
+// transmits on txq.
+func (d *Daemon) newNative(s config.Service, lanes *dispatch.RingSet, txq int) (dispatch.Consumer, *consumer.Counts, error) {
+	if s.Consumer.Type == config.ConsumerForward {
+		f, err := consumer.NewForwarder(lanes, d.port.ID(), uint16(txq), d.plan.Config.Burst)
+		if err != nil {
+			return nil, nil, err
+		}
+		return f, &f.Counts, nil
+	}
+	k, err := consumer.NewSink(lanes, d.plan.Config.Burst)
+	if err != nil {
+		return nil, nil, err
+	}
+	return k, &k.Counts, nil
+}
+
 // Stop shuts the data path down: stop receiving, let consumers drain the
 // rings (bounded by the drain timeout or ctx), stop the poll loops, free
 // what is left, stop and close the port, then check that the pool got
@@ -376,7 +421,7 @@ func (d *Daemon) rxDrained() bool {
 func (d *Daemon) queued() int {
 	n := 0
 	for _, s := range d.services {
-		n += s.Ring.Count()
+		n += s.Queued()
 	}
 	return n
 }
@@ -393,7 +438,12 @@ func (d *Daemon) teardown() error {
 		if s.Consumer != nil {
 			s.Consumer.Close()
 		}
-		freed += s.Ring.Close()
+		for _, c := range s.Local {
+			c.Close()
+		}
+		for _, r := range s.Rings {
+			freed += r.Close()
+		}
 	}
 	if freed > 0 {
 		d.log.Info("freed packets left in rings at shutdown", "packets", freed)
@@ -407,6 +457,10 @@ func (d *Daemon) teardown() error {
 	if err := d.closeKernel(); err != nil {
 		errs = append(errs, err)
 	}
+	for _, set := range d.sets {
+		set.Free()
+	}
+	d.sets, d.owned = nil, nil
 	if d.port != nil {
 		if err := d.port.Stop(); err != nil {
 			errs = append(errs, err)
@@ -465,8 +519,15 @@ func (d *Daemon) Pollers() []*dispatch.Poller { return d.pollers }
 // Services returns the services in configuration order.
 func (d *Daemon) Services() []*dispatch.Service { return d.services }
 
-// ConsumerCounts returns the consumer counters of service i.
-func (d *Daemon) ConsumerCounts(i int) *consumer.Counts { return d.counts[i] }
+// ConsumerCounts returns the consumer counters of service i, added up
+// over its consumers.
+func (d *Daemon) ConsumerCounts(i int) consumer.Total {
+	var t consumer.Total
+	for _, c := range d.counts[i] {
+		t.Add(c)
+	}
+	return t
+}
 
 // Pool returns the mbuf pool.
 func (d *Daemon) Pool() *mempool.Pool { return d.pool }
@@ -501,11 +562,11 @@ func (d *Daemon) Snapshot() metrics.Snapshot {
 		}
 	}
 	for i, svc := range d.services {
-		c := d.counts[i]
+		c := d.ConsumerCounts(i)
 		s.Services = append(s.Services, metrics.Service{
 			Name: svc.Name, Packets: svc.Stats.Packets.Load(), Bytes: svc.Stats.Bytes.Load(), Drops: svc.Stats.Drops.Load(),
-			RingCount: svc.Ring.Count(), RingCapacity: svc.Ring.Capacity(),
-			Consumer: d.kinds[i], Consumed: c.Packets.Load(), ConsumedBytes: c.Bytes.Load(), ConsumerDrops: c.Drops.Load(),
+			RingCount: svc.Queued(), RingCapacity: svc.Capacity(),
+			Consumer: d.kinds[i], Consumed: c.Packets, ConsumedBytes: c.Bytes, ConsumerDrops: c.Drops,
 		})
 	}
 	if d.pool != nil {

@@ -133,7 +133,7 @@ func counts(d *daemon.Daemon) map[string]uint64 {
 
 func consumed(d *daemon.Daemon) (n uint64) {
 	for i := range d.Services() {
-		n += d.ConsumerCounts(i).Packets.Load()
+		n += d.ConsumerCounts(i).Packets
 	}
 	return n
 }
@@ -209,9 +209,14 @@ func TestPcapReplayLandsInServices(t *testing.T) {
 }
 
 // A ring too small for a burst drops what does not fit, counts it, and
-// still returns every mbuf: the pool is full again after shutdown.
+// still returns every mbuf: the pool is full again after shutdown. The
+// sinks are listed on the loop, so packets go through their rings (a
+// local sink would take each burst straight from the dispatcher).
 func TestTinyRingDropsAreCountedAndFreed(t *testing.T) {
 	cfg := cephConfig(t, "tiny", "net_pcap11,rx_pcap=../../configs/sample/ceph-node.pcap,infinite_rx=1", 2)
+	for _, s := range cfg.Services {
+		cfg.Pollers[0].Services = append(cfg.Pollers[0].Services, s.Name)
+	}
 	d := start(t, cfg)
 	waitFor(t, 5*time.Second, "drops", func() bool {
 		for _, s := range d.Services() {
@@ -224,7 +229,7 @@ func TestTinyRingDropsAreCountedAndFreed(t *testing.T) {
 	var in, out uint64
 	for i, s := range d.Services() {
 		in += s.Stats.Packets.Load() + s.Stats.Drops.Load()
-		out += d.ConsumerCounts(i).Packets.Load()
+		out += d.ConsumerCounts(i).Packets
 	}
 	if in == 0 || out == 0 {
 		t.Fatalf("dispatched+dropped %d, consumed %d", in, out)
@@ -477,4 +482,74 @@ func BenchmarkPollLoop(b *testing.B) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(rx.Load()-start)/b.Elapsed().Seconds()/1e6, "Mpps")
+}
+
+// Two poll loops, one RX queue each: every service has a lane per loop.
+// The forwarders no poller lists run on both loops (lane k transmitting on
+// TX queue k); roce, listed on the second loop, drains both lanes there.
+// Neither loop allocates; once RX stops and the lanes drain, every
+// packet received was dispatched or dropped, every packet dispatched was
+// forwarded, and every mbuf comes back.
+func TestTwoLoopsWithLanes(t *testing.T) {
+	const pcap = "../../configs/sample/ceph-node.pcap"
+	cfg := forwardConfig(t, "lanes", "net_pcap14,rx_pcap="+pcap+",rx_pcap="+pcap+",infinite_rx=1")
+	cfg.EAL.Lcores = "0-2"
+	cfg.Port.RxQueues, cfg.Port.TxQueues = 2, 2
+	cfg.Services[2].Consumer.TxQueue = 1
+	cfg.Pollers = []config.Poller{{Lcore: 1, RxQueues: []int{0}}, {Lcore: 2, RxQueues: []int{1}, Services: []string{"roce"}}}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	d := startManual(t, cfg)
+	for i, s := range d.Services() {
+		if len(s.Rings) != 2 {
+			t.Fatalf("service %s has %d lanes, want 2", s.Name, len(s.Rings))
+		}
+		if want := "cdd_lanes_" + s.Name + ".1"; s.Rings[1].Name() != want {
+			t.Errorf("lane 1 ring %q, want %q", s.Rings[1].Name(), want)
+		}
+		if local := cfg.IsLocal(i); local != (s.Local != nil) || local == (s.Name == "roce") {
+			t.Errorf("service %s: local %v, with %d local consumers", s.Name, local, len(s.Local))
+		}
+	}
+	ps := d.Pollers()
+	for range 200 {
+		ps[0].PollOnce()
+		ps[1].PollOnce()
+	}
+	for i, p := range ps {
+		if allocs := testing.AllocsPerRun(500, func() { p.PollOnce() }); allocs != 0 {
+			t.Errorf("loop %d: PollOnce allocates %.2f times per call", i, allocs)
+		}
+	}
+	for _, p := range ps {
+		p.StopRx()
+	}
+	for range 10000 {
+		work := ps[0].PollOnce() + ps[1].PollOnce()
+		if work == 0 && ps[0].RxDrained() && ps[1].RxDrained() {
+			break
+		}
+	}
+	var rx, in uint64
+	for _, p := range ps {
+		q := p.Queues()[0].Packets.Load()
+		if q == 0 {
+			t.Errorf("queue %d received nothing", p.Queues()[0].Queue)
+		}
+		rx += q
+	}
+	for i, s := range d.Services() {
+		n := s.Stats.Packets.Load()
+		in += n + s.Stats.Drops.Load()
+		if c := d.ConsumerCounts(i).Packets; c != n || n == 0 {
+			t.Errorf("service %s: dispatched %d, forwarded %d", s.Name, n, c)
+		}
+		if q := s.Queued(); q != 0 {
+			t.Errorf("service %s: %d packets left in its lanes", s.Name, q)
+		}
+	}
+	if rx != in {
+		t.Errorf("received %d, dispatched or dropped %d", rx, in)
+	}
 }

@@ -78,12 +78,12 @@ func (d *Daemon) openKernel() error {
 // services' rings, highest priority first.
 func (d *Daemon) newKernelConsumer() error {
 	cfg := d.plan.Config
-	var rings []*dispatch.Ring
+	var sets []*dispatch.RingSet
 	for _, i := range cfg.KernelServices() {
-		rings = append(rings, d.services[i].Ring)
+		sets = append(sets, d.owned[i])
 	}
 	c, err := consumer.NewKernel(consumer.KernelConfig{
-		Rings: rings, IfPort: d.kernel.port.ID(), Port: d.port.ID(), TxQueue: uint16(cfg.Kernel.TxQueue),
+		Services: sets, IfPort: d.kernel.port.ID(), Port: d.port.ID(), TxQueue: uint16(cfg.Kernel.TxQueue),
 		Budget: cfg.Kernel.Budget, Burst: cfg.Burst,
 	})
 	if err != nil {
@@ -91,7 +91,7 @@ func (d *Daemon) newKernelConsumer() error {
 	}
 	d.kernel.consumer = c
 	for j, i := range cfg.KernelServices() {
-		d.counts[i] = &c.Services[j]
+		d.counts[i] = []*consumer.Counts{&c.Services[j]}
 	}
 	return nil
 }

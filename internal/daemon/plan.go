@@ -44,9 +44,17 @@ func NewPlan(cfg *config.Config) (*Plan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("daemon: rules: %w", err)
 	}
-	ringSlots := 0
-	for _, s := range cfg.Services {
-		ringSlots += s.RingSize - 1
+	// Every service has a ring per lane (receiving poll loop), and a
+	// consumer per lane when it is local.
+	lanes := cfg.Lanes()
+	ringSlots, consumers := 0, 0
+	for i, s := range cfg.Services {
+		ringSlots += lanes * (s.RingSize - 1)
+		if cfg.IsLocal(i) {
+			consumers += lanes
+		} else {
+			consumers++
+		}
 	}
 	lcores, err := config.ParseLcores(cfg.EAL.Lcores)
 	if err != nil {
@@ -59,7 +67,7 @@ func NewPlan(cfg *config.Config) (*Plan, error) {
 		Lcores:        len(lcores),
 		CacheSize:     cfg.Mempool.CacheSize,
 		// A poller holds one RX burst and each forwarder one pending burst.
-		InFlight: len(cfg.Pollers)*cfg.Burst + len(cfg.Services)*cfg.Burst,
+		InFlight: len(cfg.Pollers)*cfg.Burst + consumers*cfg.Burst,
 		Headroom: cfg.Mempool.Headroom,
 	}
 	if k := cfg.Kernel; k != nil {
@@ -97,7 +105,7 @@ func checkNoHugeMemory(cfg *config.Config, poolSize int) error {
 	pool := poolSize * (cfg.Mempool.DataRoom + mbufOverhead)
 	rings := 0
 	for _, s := range cfg.Services {
-		rings += s.RingSize * 8 // one pointer per slot
+		rings += cfg.Lanes() * s.RingSize * 8 // one pointer per slot
 	}
 	if have := cfg.EAL.MemoryMB << 20; pool+rings > have {
 		msg := fmt.Sprintf("eal.memory_mb: %d MB cannot hold the mbuf pool (%d mbufs × %d bytes = %d MB) and the service rings (%d MB) without hugepages",

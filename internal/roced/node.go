@@ -34,7 +34,7 @@ const maxRNRWait = 2 * time.Millisecond
 // Config wires a Node to the data path.
 type Config struct {
 	RoCE    *config.RoCE
-	Ring    *dispatch.Ring // the RoCE service ring
+	Lanes   *dispatch.RingSet // the RoCE service's lanes
 	Port    uint16
 	TxQueue uint16
 	Pool    *mempool.Pool // mbufs for transmitted frames
@@ -94,7 +94,7 @@ func New(cfg Config) (_ *Node, err error) {
 			n.Close()
 		}
 	}()
-	if n.io, err = consumer.NewRingIO(cfg.Ring, cfg.Port, cfg.TxQueue, cfg.Pool, cfg.Burst); err != nil {
+	if n.io, err = consumer.NewRingIO(cfg.Lanes, cfg.Port, cfg.TxQueue, cfg.Pool, cfg.Burst); err != nil {
 		return nil, err
 	}
 	n.mem = mempool.NewMemory("cdd_roce", r.MemoryMB<<20)

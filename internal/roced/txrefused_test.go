@@ -27,7 +27,7 @@ import (
 type loopPort struct {
 	port    *pmd.Port
 	pool    *mempool.Pool
-	ring    *dispatch.Ring // a service ring nothing feeds
+	lanes   *dispatch.RingSet // a service lane nothing feeds
 	rx      *pmd.Burst
 	scratch pmd.TxScratch
 }
@@ -68,10 +68,15 @@ func newLoopPort(t *testing.T, name, dev string) *loopPort {
 	if lp.rx, err = pmd.NewBurst(32); err != nil {
 		t.Fatal(err)
 	}
-	if lp.ring, err = dispatch.NewRing("cdd_"+name, 64, true, -1); err != nil {
+	ring, err := dispatch.NewRing("cdd_"+name, 64, -1)
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { lp.ring.Close() })
+	t.Cleanup(func() { ring.Close() })
+	if lp.lanes, err = dispatch.NewRingSet([]*dispatch.Ring{ring}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(lp.lanes.Free)
 	return lp
 }
 
@@ -129,7 +134,7 @@ func (lp *loopPort) drain() int {
 // undelivered); the refusals are counted apart.
 func TestRingIOKeepsRefusedFrames(t *testing.T) {
 	lp := newLoopPort(t, "keep", "net_ring7")
-	io, err := consumer.NewRingIO(lp.ring, lp.port.ID(), 0, lp.pool, 32)
+	io, err := consumer.NewRingIO(lp.lanes, lp.port.ID(), 0, lp.pool, 32)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +224,7 @@ metrics: {listen: "off"}
 		t.Fatal(err)
 	}
 	node, err := roced.New(roced.Config{
-		RoCE: cfg.RoCE, Ring: lp.ring, Port: lp.port.ID(), Pool: lp.pool,
+		RoCE: cfg.RoCE, Lanes: lp.lanes, Port: lp.port.ID(), Pool: lp.pool,
 		PortMAC: net.HardwareAddr{2, 0, 0, 0, 0x78, 2}, Burst: 32, Log: slog.New(slog.NewTextHandler(logWriter{t}, nil)),
 	})
 	if err != nil {

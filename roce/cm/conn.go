@@ -134,7 +134,6 @@ type Conn struct {
 	qpn      uint32
 	owned    bool // the Manager still drives the QP (not yet reported)
 	ev       Events
-	ctx      any
 
 	localID, remoteID uint32
 	localAddr         netip.AddrPort
@@ -199,12 +198,6 @@ func (c *Conn) RemoteCommID() uint32 { return c.remoteID }
 // PrivateData returns the peer's private data: the REQ's user private
 // data (passive, 56 bytes) or the REP's (active, 196 bytes), zero-padded.
 func (c *Conn) PrivateData() []byte { return c.priv[:c.privLen] }
-
-// Context returns the value set with SetContext.
-func (c *Conn) Context() any { return c.ctx }
-
-// SetContext attaches an application value to the connection.
-func (c *Conn) SetContext(v any) { c.ctx = v }
 
 func (c *Conn) String() string {
 	role := "active"

@@ -57,7 +57,7 @@
 //		LocalACKTimeout, TrafficClass, HopLimit uint8; PrivateData []byte
 //	}
 //	(*Conn) QP, State, Passive, LocalAddr, RemoteAddr, RemoteMAC, RemoteQPN,
-//		RemoteCAGUID, LocalCommID, RemoteCommID, PrivateData, Context, SetContext
+//		RemoteCAGUID, LocalCommID, RemoteCommID, PrivateData
 //	type ConnState: StateResolving, StateReqSent, StateReqRcvd, StateRepSent,
 //		StateEstablished, StateDisconnecting, StateTimeWait, StateClosed
 //	type RejectError struct { Reason uint16; ARI, PrivateData []byte } // errors.Is(err, ErrRejected)
