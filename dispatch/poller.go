@@ -81,6 +81,9 @@ type Poller struct {
 	malformed [classify.NumReasons]atomic.Uint64
 	busyNanos atomic.Uint64
 	loopNanos atomic.Uint64
+	// iterations counts Run's iterations, published with the busy
+	// time (about every millisecond): the watchdog's sign of life.
+	iterations atomic.Uint64
 
 	stopRx    atomic.Bool
 	rxDrained atomic.Bool // RX stopped and every burst dispatched
@@ -173,6 +176,7 @@ func (p *Poller) Run() {
 	last := time.Now()
 	var busy, total time.Duration
 	iters, busyIters := 0, 0
+	var unpublished uint64 // iterations not yet added to p.iterations
 	for !p.stop.Load() {
 		if p.PollOnce() > 0 {
 			busyIters++
@@ -186,14 +190,17 @@ func (p *Poller) Run() {
 		total += d
 		busy += d * time.Duration(busyIters) / timeSlice
 		iters, busyIters = 0, 0
+		unpublished += timeSlice
 		if total > time.Millisecond {
 			p.busyNanos.Add(uint64(busy))
 			p.loopNanos.Add(uint64(total))
-			busy, total = 0, 0
+			p.iterations.Add(unpublished)
+			busy, total, unpublished = 0, 0, 0
 		}
 	}
 	p.busyNanos.Add(uint64(busy))
 	p.loopNanos.Add(uint64(total))
+	p.iterations.Add(unpublished + uint64(iters))
 	p.publish()
 }
 
@@ -321,6 +328,12 @@ func (p *Poller) Malformed(r classify.Reason) uint64 { return p.malformed[r].Loa
 // BusyRatio returns the busy and total nanoseconds the loop has spent,
 // where busy time is iterations that handled at least one packet.
 func (p *Poller) BusyRatio() (busy, total uint64) { return p.busyNanos.Load(), p.loopNanos.Load() }
+
+// Iterations returns how many iterations Run has made, as last
+// published: it advances about every millisecond while the loop runs,
+// and stops when the loop is stuck (in a consumer, a driver call, or a
+// stopped process). It costs the loop one atomic add per millisecond.
+func (p *Poller) Iterations() uint64 { return p.iterations.Load() }
 
 // Free releases the loop's C memory and frees packets still held in its
 // bursts. Run must have returned.

@@ -21,6 +21,8 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/internal/config"
 	"github.com/cephdpdkd/cephdpdkd/internal/daemon"
 	"github.com/cephdpdkd/cephdpdkd/internal/metrics"
+	"github.com/cephdpdkd/cephdpdkd/internal/nicbind"
+	"github.com/cephdpdkd/cephdpdkd/internal/sdnotify"
 )
 
 // loadConfig reads and validates a configuration, the embedded default
@@ -72,6 +74,11 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// Under systemd (Type=notify): READY=1, STATUS=, the watchdog.
+	notifier, watchdog, err := sdnotify.FromEnv(os.Getenv)
+	if err != nil {
+		return err
+	}
 	ctx, shuttingDown, stopSignals := daemonSignals(log)
 	defer stopSignals()
 	if *duration > 0 {
@@ -79,13 +86,35 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 		ctx, cancel = context.WithTimeout(ctx, *duration)
 		defer cancel()
 	}
+	h := &host{nic: nicSystem(nicbind.DefaultSysfs, nicbind.DefaultRunDir), log: log}
+	return h.with(cfg, func() error {
+		return runDaemon(ctx, shuttingDown, cfg, plan, runOptions{
+			stdout: stdout, cpuProfile: *cpuProfile, status: *status,
+			notifier: notifier, watchdog: watchdog, log: log,
+		})
+	})
+}
 
+// runOptions are cmdRun's settings for runDaemon.
+type runOptions struct {
+	stdout     io.Writer
+	cpuProfile string
+	status     string
+	notifier   sdnotify.Notifier
+	watchdog   time.Duration
+	log        *slog.Logger
+}
+
+// runDaemon starts the data path, serves its metrics and status, and
+// stops it when ctx ends or a poll loop dies.
+func runDaemon(ctx context.Context, shuttingDown context.CancelCauseFunc, cfg *config.Config, plan *daemon.Plan, o runOptions) error {
+	log := o.log
 	d, err := daemon.Start(plan, daemon.Options{Logger: log})
 	if err != nil {
 		return err
 	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
 		if err != nil {
 			return errors.Join(err, d.Stop(context.Background()))
 		}
@@ -110,21 +139,31 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 
-	live := *status == "on" || (*status == "auto" && isTerminal(stdout))
+	live := o.status == "on" || (o.status == "auto" && isTerminal(o.stdout))
 	statusDone := make(chan struct{})
 	go func() {
 		defer close(statusDone)
 		if live {
-			liveStatus(ctx, stdout, reg)
+			liveStatus(ctx, o.stdout, reg)
 		}
 	}()
+
+	agent := newAgent(d, reg, o.notifier, o.watchdog, log)
+	agentDone := make(chan struct{})
+	go func() {
+		defer close(agentDone)
+		agent.Run(ctx)
+	}()
+	agent.Ready(fmt.Sprintf("port %s started, %d poll loops", cfg.Port.Name, len(d.Pollers())))
 
 	runErr := d.Wait(ctx)
 	// From here on a signal cuts the shutdown short. This also ends the
 	// status line when a poll loop died.
 	shuttingDown(cmp.Or(context.Cause(ctx), runErr))
 	<-statusDone
+	<-agentDone
 	log.Info("shutting down", "reason", context.Cause(ctx))
+	agent.Stopping(fmt.Sprintf("stopping: %v", context.Cause(ctx)))
 	if srv != nil {
 		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		srv.Shutdown(sctx)
@@ -176,12 +215,38 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
+// sampleStatus reads the status line's counters from the registry.
+func sampleStatus(g prometheus.Gatherer) metrics.Status {
+	fams, _ := g.Gather()
+	return metrics.StatusFromFamilies(time.Now(), fams)
+}
+
+// newAgent sets up the systemd notifications: the status line's rates
+// since the previous STATUS=, and a watchdog over every poll loop's
+// iteration counter.
+func newAgent(d *daemon.Daemon, g prometheus.Gatherer, n sdnotify.Notifier, watchdog time.Duration, log *slog.Logger) *sdnotify.Agent {
+	var loops []sdnotify.Loop
+	for _, p := range d.Pollers() {
+		loops = append(loops, sdnotify.Loop{Name: fmt.Sprintf("lcore %d", p.Lcore()), Progress: p.Iterations})
+	}
+	if n != nil && watchdog > 0 {
+		log.Info("systemd watchdog: pinging while every poll loop progresses", "timeout", watchdog, "loops", len(loops))
+	}
+	prev := sampleStatus(g)
+	return sdnotify.New(sdnotify.Config{
+		Notifier: n, Watchdog: watchdog, Loops: loops, Log: log,
+		Status: func() string {
+			cur := sampleStatus(g)
+			line := metrics.FormatStatus(prev, cur)
+			prev = cur
+			return line
+		},
+	})
+}
+
 // liveStatus redraws one status line every second until ctx ends.
 func liveStatus(ctx context.Context, w io.Writer, g prometheus.Gatherer) {
-	sample := func() metrics.Status {
-		fams, _ := g.Gather()
-		return metrics.StatusFromFamilies(time.Now(), fams)
-	}
+	sample := func() metrics.Status { return sampleStatus(g) }
 	prev := sample()
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
@@ -244,9 +309,22 @@ func cmdCheckConfig(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("config %s: %w", args[0], err)
 	}
+	if !*offline {
+		if err := checkBind(cfg, nicSystem(nicbind.DefaultSysfs, nicbind.DefaultRunDir)); err != nil {
+			return fmt.Errorf("config %s: %w", args[0], err)
+		}
+	}
 	fmt.Fprintf(stdout, "%s: ok\n", args[0])
 	fmt.Fprintf(stdout, "port %s: %s, %d rx / %d tx queues, MTU %d\n", cfg.Port.Name, cfg.Port.Device,
 		cfg.Port.RxQueues, cfg.Port.TxQueues, cfg.Port.MTU)
+	if b := cfg.Port.Bind; b != nil {
+		iface, _ := cfg.Port.BindTarget()
+		what := cfg.Port.Device
+		if iface != "" {
+			what = iface + " (" + cfg.Port.Device + ")"
+		}
+		fmt.Fprintf(stdout, "bind: %s to %s at start, back to its kernel driver at stop\n", what, b.Driver)
+	}
 	fmt.Fprintf(stdout, "mbuf pool: %d mbufs (%s)\n", plan.PoolSize, plan.Demand)
 	for _, s := range cfg.Services {
 		fmt.Fprintf(stdout, "service %s: ring %d, consumer %s\n", s.Name, s.RingSize, s.Consumer.Type)

@@ -11,7 +11,7 @@ import (
 
 func sample(rx, osd uint64) Snapshot {
 	return Snapshot{
-		Ports:     []Port{{Name: "p0", Up: true, SpeedMbps: 10000, RxPackets: rx, RxMissed: 3}},
+		Ports:     []Port{{Name: "p0", Up: true, SpeedMbps: 10000, RxPackets: rx, TxPackets: osd / 3, RxMissed: 3}},
 		Queues:    []Queue{{Port: "p0", Queue: 0, RxPackets: rx}},
 		Services:  []Service{{Name: "osd", Packets: osd, Drops: 2, RingCount: 5, RingCapacity: 1023, Consumer: "count", Consumed: osd}},
 		Pools:     []Pool{{Name: "pool", Size: 100, Available: 60, InUse: 40}},
@@ -68,7 +68,7 @@ func TestStatusLine(t *testing.T) {
 	fams, _ = reg.Gather()
 	cur := StatusFromFamilies(t0.Add(time.Second), fams)
 	got := FormatStatus(prev, cur)
-	want := "rx 2.00 Mpps | osd 1.50 Mpps drop 10 | malformed 7 | mbufs 40/100 | busy 25%"
+	want := "rx 2.00 Mpps tx 500.0 kpps | osd 1.50 Mpps drop 10 | malformed 7 | mbufs 40/100 | busy 25%"
 	if got != want {
 		t.Errorf("status line\n got %q\nwant %q", got, want)
 	}

@@ -17,6 +17,7 @@ import (
 type Status struct {
 	At        time.Time
 	RxPackets uint64
+	TxPackets uint64 // the port's, driver count
 	Services  map[string]ServiceStatus
 	Malformed uint64
 	InUse     int
@@ -53,6 +54,8 @@ func StatusFromFamilies(at time.Time, fams []*dto.MetricFamily) Status {
 			switch f.GetName() {
 			case "cephdpdkd_queue_rx_packets_total":
 				st.RxPackets += uint64(v)
+			case "cephdpdkd_port_tx_packets_total":
+				st.TxPackets += uint64(v)
 			case "cephdpdkd_service_packets_total":
 				s := st.Services[label(m, "service")]
 				s.Packets = uint64(v)
@@ -124,7 +127,7 @@ func FormatStatus(prev, cur Status) string {
 	}
 	sort.Strings(names)
 	var b strings.Builder
-	fmt.Fprintf(&b, "rx %s", rate(prev.RxPackets, cur.RxPackets))
+	fmt.Fprintf(&b, "rx %s tx %s", rate(prev.RxPackets, cur.RxPackets), rate(prev.TxPackets, cur.TxPackets))
 	for _, n := range names {
 		c, p := cur.Services[n], prev.Services[n]
 		fmt.Fprintf(&b, " | %s %s", n, rate(p.Packets, c.Packets))

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/cephdpdkd/cephdpdkd/internal/config"
+	"github.com/cephdpdkd/cephdpdkd/internal/nicbind"
+)
+
+// host is what `run` takes from the machine before the EAL starts and
+// gives back after it stops: the NIC, moved to a DPDK driver when
+// port.bind says so. Each step records what it changed in a state file
+// under the run directory first, so `restore-nic` (the unit's
+// ExecStopPost) undoes it after a crash too.
+type host struct {
+	nic *nicbind.System
+	log *slog.Logger
+}
+
+// with runs body between acquiring what cfg needs from the machine and
+// releasing it: the NIC is bound before body starts the EAL, and
+// restored whatever body returns, panics included.
+func (h *host) with(cfg *config.Config, body func() error) (err error) {
+	release, err := h.acquire(cfg)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		err = errors.Join(err, release())
+	}()
+	return body()
+}
+
+// acquire binds the port's device; on failure it leaves nothing behind.
+// release undoes it.
+func (h *host) acquire(cfg *config.Config) (release func() error, err error) {
+	b := cfg.Port.Bind
+	if b == nil {
+		return func() error { return nil }, nil
+	}
+	if err := checkBind(cfg, h.nic); err != nil {
+		return nil, err
+	}
+	iface, pci := cfg.Port.BindTarget()
+	want := config.CanonicalPCI(cfg.Port.Device)
+	statePath := h.nic.StatePath(cfg.Port.Name)
+	st, err := h.nic.Bind(cfg.Port.Name, nicbind.Request{Driver: b.Driver, Interface: iface, PCI: pci, Force: b.Force})
+	if err != nil {
+		// A bind that failed half-way has its state file: put back
+		// what it changed.
+		if _, rerr := h.nic.Restore(statePath); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+		return nil, err
+	}
+	if st.PCI != want {
+		err := fmt.Errorf("port.bind bound %s, not port.device %s", st.PCI, want)
+		_, rerr := h.nic.Restore(statePath)
+		return nil, errors.Join(err, rerr)
+	}
+	if rec, _ := h.nic.ReadState(statePath); rec == nil {
+		h.log.Info("NIC already on its DPDK driver, bound before: nothing to restore at stop", "pci", st.PCI, "driver", st.Driver)
+	} else {
+		h.log.Info("NIC bound", "pci", st.PCI, "driver", st.Driver, "original_driver", st.OrigDriver,
+			"interface", st.Interface, "state", statePath)
+	}
+	return func() error {
+		rs, err := h.nic.Restore(statePath)
+		if err != nil {
+			return fmt.Errorf("%w (retry with: cephdpdkd restore-nic)", err)
+		}
+		if rs != nil {
+			h.log.Info("NIC restored", "pci", rs.PCI, "driver", rs.OrigDriver, "interface", rs.Interface)
+		}
+		return nil
+	}, nil
+}
+
+// checkBind checks, reading only, that port.bind.interface is
+// port.device's: otherwise the EAL would open another device than the
+// one bound. An interface already gone (bound by a run that crashed) is
+// left to Bind, which finds it in the state file. check-config runs it
+// too: it must not bind.
+func checkBind(cfg *config.Config, sys *nicbind.System) error {
+	iface, _ := cfg.Port.BindTarget()
+	if iface == "" {
+		return nil
+	}
+	want := config.CanonicalPCI(cfg.Port.Device)
+	if got, err := sys.PCIOf(iface); err == nil && got != want {
+		return fmt.Errorf("port.bind.interface %s is PCI device %s, not port.device %s", iface, got, want)
+	}
+	return nil
+}
