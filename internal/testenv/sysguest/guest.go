@@ -5,6 +5,7 @@ package sysguest
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net"
@@ -278,6 +279,27 @@ func (g *Guest) RunOK(ctx context.Context, cmd string) (string, error) {
 	return out, nil
 }
 
+// WriteFile writes data to file name in the guest (its directory is
+// created) through the shell, base64-encoded in pieces that fit a command
+// line: for files made after boot, such as configurations that name what
+// the guest found. Files known before boot go in Options.Files.
+func (g *Guest) WriteFile(ctx context.Context, name string, data []byte, mode os.FileMode) error {
+	q := qemuvm.ShellQuote(name)
+	tmp := qemuvm.ShellQuote(name + ".sysguest-tmp")
+	if _, err := g.RunOK(ctx, fmt.Sprintf("mkdir -p \"$(dirname %s)\" && : >%s", q, tmp)); err != nil {
+		return err
+	}
+	const chunk = 2400 // bytes of data: 3200 of base64 a line
+	for off := 0; off < len(data); off += chunk {
+		b64 := base64.StdEncoding.EncodeToString(data[off:min(off+chunk, len(data))])
+		if _, err := g.RunOK(ctx, fmt.Sprintf("echo %s | base64 -d >>%s", b64, tmp)); err != nil {
+			return err
+		}
+	}
+	_, err := g.RunOK(ctx, fmt.Sprintf("chmod %o %s && mv %s %s", mode.Perm(), tmp, tmp, q))
+	return err
+}
+
 // Log returns what the guest wrote to its console (ttyS0: kernel and
 // systemd messages), then to the control shell, then qemu's own messages.
 func (g *Guest) Log() string {
@@ -294,6 +316,14 @@ func (g *Guest) Log() string {
 		}
 	}
 	return b.String()
+}
+
+// Console returns what the guest wrote to its console (ttyS0) so far.
+func (g *Guest) Console() string {
+	if g.proc == nil {
+		return ""
+	}
+	return g.proc.Console.String()
 }
 
 // Exited is closed when qemu has exited.
