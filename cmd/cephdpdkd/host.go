@@ -6,36 +6,72 @@ import (
 	"log/slog"
 
 	"github.com/cephdpdkd/cephdpdkd/internal/config"
+	"github.com/cephdpdkd/cephdpdkd/internal/hugepages"
 	"github.com/cephdpdkd/cephdpdkd/internal/nicbind"
 )
 
 // host is what `run` takes from the machine before the EAL starts and
-// gives back after it stops: the NIC, moved to a DPDK driver when
+// gives back after it stops: hugepages reserved and mounted when
+// eal.hugepages says so, and the NIC, moved to a DPDK driver when
 // port.bind says so. Each step records what it changed in a state file
 // under the run directory first, so `restore-nic` (the unit's
 // ExecStopPost) undoes it after a crash too.
 type host struct {
-	nic *nicbind.System
-	log *slog.Logger
+	nic  *nicbind.System
+	huge *hugepages.System
+	log  *slog.Logger
 }
 
 // with runs body between acquiring what cfg needs from the machine and
-// releasing it: the NIC is bound before body starts the EAL, and
-// restored whatever body returns, panics included.
+// releasing it: hugepages and the NIC are ready before body starts the
+// EAL, and given back whatever body returns, panics included.
 func (h *host) with(cfg *config.Config, body func() error) (err error) {
-	release, err := h.acquire(cfg)
+	releaseHuge, err := h.reserveHugepages(cfg)
 	if err != nil {
 		return err
 	}
 	defer func() {
-		err = errors.Join(err, release())
+		err = errors.Join(err, releaseHuge())
+	}()
+	releaseNIC, err := h.bindNIC(cfg)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		err = errors.Join(err, releaseNIC())
 	}()
 	return body()
 }
 
-// acquire binds the port's device; on failure it leaves nothing behind.
-// release undoes it.
-func (h *host) acquire(cfg *config.Config) (release func() error, err error) {
+// reserveHugepages provides eal.hugepages; on failure it leaves nothing
+// behind. release gives back what it added.
+func (h *host) reserveHugepages(cfg *config.Config) (release func() error, err error) {
+	hp := cfg.EAL.Hugepages
+	if hp == nil {
+		return func() error { return nil }, nil
+	}
+	statePath := h.huge.StatePath(cfg.Port.Name)
+	st, err := h.huge.Reserve(cfg.Port.Name, hp.Request())
+	if err != nil {
+		return nil, err
+	}
+	h.log.Info("hugepages ready", "pages", hp.Pages, "size", hp.Size, "mount", hp.Mount,
+		"added", st.Added, "mounted", st.Mounted != "", "state", statePath)
+	return func() error {
+		rs, err := h.huge.Release(statePath)
+		if err != nil {
+			return fmt.Errorf("%w (retry with: cephdpdkd restore-nic)", err)
+		}
+		if rs != nil {
+			h.log.Info("hugepages given back", "pages", rs.Added, "size", hp.Size, "unmounted", rs.Mounted)
+		}
+		return nil
+	}, nil
+}
+
+// bindNIC binds the port's device; on failure it leaves nothing behind.
+// release restores it.
+func (h *host) bindNIC(cfg *config.Config) (release func() error, err error) {
 	b := cfg.Port.Bind
 	if b == nil {
 		return func() error { return nil }, nil

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/cephdpdkd/cephdpdkd/internal/config"
+	"github.com/cephdpdkd/cephdpdkd/internal/hugepages"
+	"github.com/cephdpdkd/cephdpdkd/internal/hugepages/hugepagestest"
 	"github.com/cephdpdkd/cephdpdkd/internal/nicbind"
 	"github.com/cephdpdkd/cephdpdkd/internal/nicbind/nicbindtest"
 )
@@ -21,14 +23,23 @@ const (
 )
 
 // fakeHost is a host over a fake sysfs with two ixgbe ports, ens1f0
-// (hostPCI, in IOMMU group 7) and ens1f1, and the log it writes.
+// (hostPCI, in IOMMU group 7) and ens1f1, no hugepages reserved, and
+// the log it writes.
 func fakeHost(t *testing.T, activity nicbind.Activity) (*host, *nicbindtest.Tree, *bytes.Buffer) {
+	h, tr, _, logs := fakeHostHuge(t, activity)
+	return h, tr, logs
+}
+
+func fakeHostHuge(t *testing.T, activity nicbind.Activity) (*host, *nicbindtest.Tree, *hugepagestest.Kernel, *bytes.Buffer) {
 	t.Helper()
+	k, huge := hugepagestest.New(t, 0, 0)
 	tr := nicbindtest.New(t)
 	tr.AddNIC(t, nicbindtest.NIC{PCI: hostPCI, Vendor: "8086", Device: "10fb", Driver: "ixgbe", Interface: "ens1f0", IOMMUGroup: "7"})
 	tr.AddNIC(t, nicbindtest.NIC{PCI: otherPCI, Vendor: "8086", Device: "10fb", Driver: "ixgbe", Interface: "ens1f1", IOMMUGroup: "8"})
 	var logs bytes.Buffer
+	huge.RunDir = filepath.Join(t.TempDir(), "run")
 	return &host{
+		huge: huge,
 		nic: &nicbind.System{
 			Sysfs: tr.Root, RunDir: filepath.Join(t.TempDir(), "run"),
 			Activity:   func(string) (nicbind.Activity, error) { return activity, nil },
@@ -38,13 +49,22 @@ func fakeHost(t *testing.T, activity nicbind.Activity) (*host, *nicbindtest.Tree
 			Timeout:    time.Second,
 		},
 		log: slog.New(slog.NewTextHandler(&logs, nil)),
-	}, tr, &logs
+	}, tr, k, &logs
 }
 
 // bindConfig is a configuration whose port.bind section is bind.
 func bindConfig(t *testing.T, bind string) *config.Config {
+	return hostConfig(t, "", bind)
+}
+
+// hostConfig is a configuration with eal.hugepages and port.bind
+// sections; "" leaves one out.
+func hostConfig(t *testing.T, hugepages, bind string) *config.Config {
 	t.Helper()
 	y := "port:\n  name: node0\n  device: " + hostPCI + "\n"
+	if hugepages != "" {
+		y = "eal:\n  memory_mb: 128\n  hugepages: " + hugepages + "\n" + y
+	}
 	if bind != "" {
 		y += "  bind: " + bind + "\n"
 	}
@@ -227,5 +247,120 @@ func TestHostLeavesOthersAlone(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "nothing to restore at stop") {
 		t.Errorf("log:\n%s", logs)
+	}
+}
+
+// Hugepages are ready before the NIC is bound and the body runs, and
+// given back after the NIC is restored, on every exit path; a failure
+// of either step leaves the machine as it was.
+func TestHostHugepagesAndNIC(t *testing.T) {
+	errStart := errors.New("EAL: cannot init")
+	tests := []struct {
+		name      string
+		bind      string
+		max       int          // pages the kernel can find
+		activity  []string     // ens1f0's addresses
+		body      func() error // runs with both in place
+		want      string       // error substring
+		bodyRuns  bool
+		mountedBy bool // the mount point is not mounted before
+	}{
+		{name: "clean run", bind: "{driver: vfio-pci, interface: ens1f0}", body: func() error { return nil }, bodyRuns: true, mountedBy: true},
+		{name: "start fails", bind: "{driver: vfio-pci, interface: ens1f0}", body: func() error { return errStart }, want: "EAL: cannot init", bodyRuns: true, mountedBy: true},
+		{name: "no bind", body: func() error { return nil }, bodyRuns: true, mountedBy: true},
+		{name: "kernel short of pages: NIC untouched", bind: "{driver: vfio-pci, interface: ens1f0}", max: 10,
+			want: "the kernel granted 10 of the 64 more asked for"},
+		{name: "bind refused: pages given back", bind: "{driver: vfio-pci, interface: ens1f0}", activity: []string{"10.0.0.5/24"},
+			want: "interface ens1f0 is active"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h, tr, k, logs := fakeHostHuge(t, nicbind.Activity{Addresses: tt.activity})
+			if tt.max > 0 {
+				k.Max = tt.max
+			}
+			mnt := filepath.Join(k.Root, "dev", "hugepages")
+			cfg := hostConfig(t, "{pages: 64, size: 2M, mount: "+mnt+"}", tt.bind)
+			ran := false
+			err := h.with(cfg, func() error {
+				ran = true
+				if k.Nr != 64 || !k.Mounted(mnt) {
+					t.Errorf("during the run: %d pages, mounted %v; want 64 and the mount", k.Nr, k.Mounted(mnt))
+				}
+				if tt.bind != "" && tr.Driver(hostPCI) != "vfio-pci" {
+					t.Errorf("during the run: driver %q", tr.Driver(hostPCI))
+				}
+				return tt.body()
+			})
+			if ran != tt.bodyRuns {
+				t.Errorf("body ran %v, want %v", ran, tt.bodyRuns)
+			}
+			if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
+				t.Errorf("with: %v, want %q", err, tt.want)
+			}
+			if k.Nr != 0 || k.Mounted(mnt) {
+				t.Errorf("after: %d pages reserved, mounted %v; want all given back", k.Nr, k.Mounted(mnt))
+			}
+			if tr.Driver(hostPCI) != "ixgbe" || !tr.HasInterface("ens1f0") {
+				t.Errorf("after: driver %q, ens1f0 %v", tr.Driver(hostPCI), tr.HasInterface("ens1f0"))
+			}
+			for _, p := range []string{h.huge.StatePath("node0"), h.nic.StatePath("node0")} {
+				if _, err := os.Stat(p); !os.IsNotExist(err) {
+					t.Errorf("state file %s left: %v", p, err)
+				}
+			}
+			if tt.bodyRuns {
+				for _, want := range []string{"hugepages ready", "hugepages given back"} {
+					if !strings.Contains(logs.String(), want) {
+						t.Errorf("log lacks %q:\n%s", want, logs)
+					}
+				}
+			}
+		})
+	}
+}
+
+// After a crash (nothing released), restore-nic gives back both the NIC
+// and the hugepages from the state files; a second run finds nothing.
+func TestRestoreNICAfterCrash(t *testing.T) {
+	h, tr, k, _ := fakeHostHuge(t, nicbind.Activity{})
+	h.huge.RunDir = h.nic.RunDir
+	mnt := filepath.Join(k.Root, "dev", "hugepages")
+	cfg := hostConfig(t, "{pages: 64, size: 2M, mount: "+mnt+"}", "{driver: vfio-pci, interface: ens1f0}")
+	if _, err := h.reserveHugepages(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.bindNIC(cfg); err != nil {
+		t.Fatal(err)
+	}
+	// The process died: its mount namespace went with it.
+	k.Unmount(mnt)
+
+	oldNIC, oldHuge := nicSystem, hugeSystem
+	t.Cleanup(func() { nicSystem, hugeSystem = oldNIC, oldHuge })
+	nicSystem = func(string, string) *nicbind.System { return h.nic }
+	hugeSystem = func(string, string) *hugepages.System { return h.huge }
+	path := filepath.Join(t.TempDir(), "node0.yaml")
+	os.WriteFile(path, []byte("eal:\n  memory_mb: 128\n  hugepages: {pages: 64, size: 2M, mount: "+mnt+"}\n"+
+		"port:\n  name: node0\n  device: "+hostPCI+"\n  bind: {driver: vfio-pci, interface: ens1f0}\n"+
+		"services: [{name: a}]\ndefault_service: a\n"), 0o600)
+	code, out, errOut := runCLI("restore-nic", "--config", path)
+	if code != 0 {
+		t.Fatalf("restore-nic: exit %d: %s%s", code, out, errOut)
+	}
+	for _, want := range []string{
+		"restore-nic: port node0: 0000:3b:00.0 back on ixgbe, interface ens1f0\n",
+		"restore-nic: port node0: gave back 64 hugepages of 2048 kB, released the hugetlbfs mount " + mnt + "\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if k.Nr != 0 || tr.Driver(hostPCI) != "ixgbe" {
+		t.Errorf("after restore-nic: %d pages, driver %q", k.Nr, tr.Driver(hostPCI))
+	}
+	code, out, _ = runCLI("restore-nic", "--config", path)
+	if code != 0 || !strings.Contains(out, "nothing to restore") || strings.Contains(out, "hugepages") {
+		t.Errorf("second restore-nic: exit %d:\n%s", code, out)
 	}
 }

@@ -4,7 +4,7 @@
 //
 // Usage:
 //
-//	cephdpdkd run [--config FILE]    run the daemon (embedded default config without --config)
+//	cephdpdkd run [--config FILE] [--run-dir DIR]  run the daemon (embedded default config without --config)
 //	cephdpdkd check-config [--offline] FILE  validate a configuration and print the plan
 //	cephdpdkd status [--url URL]     print a running daemon's status line
 //	cephdpdkd pcap-check FILE        verify every RoCEv2 frame of a capture
@@ -94,7 +94,7 @@ func exitStatus(err error, stderr io.Writer) int {
 
 func usage(w io.Writer) {
 	fmt.Fprint(w, `usage:
-  cephdpdkd run [--config FILE] [--status=auto|on|off]
+  cephdpdkd run [--config FILE] [--status=auto|on|off] [--run-dir DIR]
                                  run the daemon; without --config, the embedded default
                                  (a net_pcap vdev replaying sample Ceph traffic, no NIC needed)
   cephdpdkd check-config [--offline] FILE
@@ -109,7 +109,8 @@ func usage(w io.Writer) {
                                  list network PCI devices with their drivers (read-only)
   cephdpdkd restore-nic --config FILE [--sysfs DIR] [--run-dir DIR]
                                  give the config's port back to the kernel driver recorded when
-                                 port.bind bound it (a no-op when nothing is recorded)
+                                 port.bind bound it, and the hugepages eal.hugepages added
+                                 (after a crash; a no-op when nothing is recorded)
   cephdpdkd --version
 `)
 }

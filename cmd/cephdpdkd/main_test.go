@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cephdpdkd/cephdpdkd/internal/hugepages/hugepagestest"
 )
 
 func TestMain(m *testing.M) {
@@ -77,7 +79,7 @@ func TestCLIWithoutDPDK(t *testing.T) {
 		{[]string{"check-config", "../../configs/cephdpdkd.yaml"}, 0, "mbuf pool: 16383 mbufs"},
 		{[]string{"check-config", "--offline", "../../configs/examples/pci-nic.yaml"}, 0, "poll loop on lcore 2: rx queues [1]"},
 		// No machine running the tests has the example's PCI NIC.
-		{[]string{"check-config", "../../configs/examples/pci-nic.yaml"}, 1, "line 20: port.device: PCI device 0000:3b:00.0 does not exist on this machine"},
+		{[]string{"check-config", "../../configs/examples/pci-nic.yaml"}, 1, "line 19: port.device: PCI device 0000:3b:00.0 does not exist on this machine"},
 		{[]string{"check-config", longPort}, 1, "line 3: port.name: \"ppppppppppppppppppppppppppppp\" is 29 characters: the mbuf pool name \"cdd_ppppppppppppppppppppppppppppp\" would be 33, over DPDK's limit of 25 for mempool names (RTE_MEMPOOL_NAMESIZE)"},
 		{[]string{"check-config", emptyReplay}, 1, "line 4: port.device: rx_pcap=" + emptyPcap + " holds no frames"},
 		{[]string{"check-config", "--offline", emptyReplay}, 0, "ok"},
@@ -176,9 +178,9 @@ func TestRunStatusAndSIGTERM(t *testing.T) {
 	}
 }
 
-// hugepages reserves n 2 MiB hugepages and a hugetlbfs mount for the test,
+// hugepageMount reserves n 2 MiB hugepages and a hugetlbfs mount for the test,
 // restoring what was there at cleanup. It skips when the kernel refuses.
-func hugepages(t *testing.T, n int) string {
+func hugepageMount(t *testing.T, n int) string {
 	t.Helper()
 	const knob = "/proc/sys/vm/nr_hugepages"
 	old, err := os.ReadFile(knob)
@@ -207,7 +209,8 @@ func TestRunOnHugepages(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root for DPDK and hugepages")
 	}
-	dir := hugepages(t, 256)
+	hugepagestest.Lock(t)
+	dir := hugepageMount(t, 256)
 	bin := binary(t)
 	cfg, err := os.ReadFile("../../configs/cephdpdkd.yaml")
 	if err != nil {
@@ -235,5 +238,63 @@ func TestRunOnHugepages(t *testing.T) {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("log lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// eal.hugepages for real: the daemon reserves the pages and mounts
+// hugetlbfs itself, the EAL runs on them, and at stop the machine's
+// reservation is what it was. The daemon runs in a private mount
+// namespace (unshare -m): its mount never shows outside.
+func TestRunReservesHugepages(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for DPDK and hugepages")
+	}
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("no unshare(1)")
+	}
+	const knob = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages"
+	hugepagestest.Lock(t)
+	before, err := os.ReadFile(knob)
+	if err != nil {
+		t.Skipf("no 2M hugepages: %v", err)
+	}
+	bin := binary(t)
+	mnt := filepath.Join(t.TempDir(), "huge")
+	path := sampleConfig(t, "hugeres",
+		"no_huge: true", "no_huge: false\n  hugepages: {pages: 160, size: 2M, mount: "+mnt+"}",
+		"memory_mb: 512", "memory_mb: 256")
+	runDir := t.TempDir()
+	t.Cleanup(func() {
+		// What the daemon recorded and did not give back (it died?):
+		// restore-nic gives it back, as the unit's ExecStopPost would.
+		if out, err := exec.Command(bin, "restore-nic", "--config", path, "--run-dir", runDir).CombinedOutput(); err != nil || strings.Contains(string(out), "hugepages") {
+			t.Errorf("restore-nic after the run: %v\n%s", err, out)
+		}
+	})
+	cmd := exec.Command("unshare", "-m", "--propagation", "private", bin, "run", "--config", path, "--status=off", "--duration", "3s", "--run-dir", runDir)
+	cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		if strings.Contains(string(out), "the kernel granted") {
+			t.Skipf("the kernel cannot provide the pages:\n%s", out)
+		}
+		t.Fatalf("run: %v\n%s", err, out)
+	}
+	for _, want := range []string{"msg=\"hugepages ready\" pages=160 size=2M mount=" + mnt, "mounted=true", "hugepages=true",
+		"all mbufs returned", "msg=\"hugepages given back\"", "unmounted=" + mnt} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("log lacks %q:\n%s", want, out)
+		}
+	}
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.Contains(l, "hugepages") {
+			t.Log(l)
+		}
+	}
+	if now, _ := os.ReadFile(knob); string(now) != string(before) {
+		t.Errorf("nr_hugepages %s after the run, want %s", strings.TrimSpace(string(now)), strings.TrimSpace(string(before)))
+	}
+	if _, err := os.Stat(mnt); !os.IsNotExist(err) {
+		t.Errorf("the mount point the daemon created is left: %v", err)
 	}
 }

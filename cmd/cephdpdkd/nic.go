@@ -1,11 +1,13 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"strings"
 
 	"github.com/cephdpdkd/cephdpdkd/internal/config"
+	"github.com/cephdpdkd/cephdpdkd/internal/hugepages"
 	"github.com/cephdpdkd/cephdpdkd/internal/nicbind"
 )
 
@@ -13,6 +15,11 @@ import (
 // it to put a fake kernel behind the writes.
 var nicSystem = func(sysfs, runDir string) *nicbind.System {
 	return &nicbind.System{Sysfs: sysfs, RunDir: runDir}
+}
+
+// hugeSystem is nicSystem's counterpart for hugepages.
+var hugeSystem = func(sysfs, runDir string) *hugepages.System {
+	return &hugepages.System{Sysfs: sysfs, RunDir: runDir}
 }
 
 // cmdNICStatus lists the network PCI devices and their drivers, like
@@ -85,7 +92,7 @@ func orDash(s string) string {
 }
 
 // cmdRestoreNIC gives the configuration's port back to the kernel driver
-// its state file records.
+// its state file records, and the hugepages run reserved for it.
 func cmdRestoreNIC(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("restore-nic")
 	fs.SetOutput(stderr)
@@ -105,7 +112,14 @@ func cmdRestoreNIC(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	sys := nicSystem(*sysfs, *runDir)
+	// The NIC first, as the daemon's stop does, then the hugepages;
+	// both are tried whatever the other's outcome.
+	nicErr := restoreNIC(cfg, nicSystem(*sysfs, *runDir), stdout)
+	hugeErr := restoreHugepages(cfg, hugeSystem(*sysfs, *runDir), stdout)
+	return errors.Join(nicErr, hugeErr)
+}
+
+func restoreNIC(cfg *config.Config, sys *nicbind.System, stdout io.Writer) error {
 	state := sys.StatePath(cfg.Port.Name)
 	st, err := sys.Restore(state)
 	if err != nil {
@@ -125,6 +139,21 @@ func cmdRestoreNIC(args []string, stdout, stderr io.Writer) error {
 		if st.Up {
 			msg += " (up; addresses and routes are not restored)"
 		}
+	}
+	fmt.Fprintln(stdout, msg)
+	return nil
+}
+
+// restoreHugepages gives back the hugepages (and mount) that run
+// reserved for the port, as its state file records.
+func restoreHugepages(cfg *config.Config, sys *hugepages.System, stdout io.Writer) error {
+	st, err := sys.Release(sys.StatePath(cfg.Port.Name))
+	if err != nil || st == nil {
+		return err
+	}
+	msg := fmt.Sprintf("restore-nic: port %s: gave back %d hugepages of %d kB", st.Port, st.Added, st.SizeKB)
+	if st.Mounted != "" {
+		msg += ", released the hugetlbfs mount " + st.Mounted
 	}
 	fmt.Fprintln(stdout, msg)
 	return nil

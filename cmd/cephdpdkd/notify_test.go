@@ -1,9 +1,12 @@
 package main
 
 import (
+	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -67,6 +70,10 @@ func TestSystemdNotify(t *testing.T) {
 	for range 3 {
 		next("WATCHDOG=1", 2*time.Second)
 	}
+	// A thread the runtime starts from the loop's thread is moved back
+	// within a second.
+	time.Sleep(1500 * time.Millisecond)
+	checkThreadCPUs(t, p.cmd.Process.Pid)
 	status := next("STATUS=", 12*time.Second)
 	for _, want := range []string{"STATUS=rx ", " tx ", "| osd ", "mbufs "} {
 		if !strings.Contains(status, want) {
@@ -98,5 +105,44 @@ func TestSystemdNotify(t *testing.T) {
 	}
 	if code := p.wait(30 * time.Second); code != 0 {
 		t.Errorf("exit %d:\n%s", code, p.logs)
+	}
+}
+
+// checkThreadCPUs checks the sample config's CPU layout (lcores 0-1):
+// one thread, the poll loop's (an EAL worker), on CPU 1; every other
+// thread (the Go runtime's, the EAL's service threads, and runtime
+// threads started from the worker, which inherit its name) on the main
+// lcore, CPU 0.
+func checkThreadCPUs(t *testing.T, pid int) {
+	t.Helper()
+	tasks, err := filepath.Glob(filepath.Join("/proc", strconv.Itoa(pid), "task", "*"))
+	if err != nil || len(tasks) == 0 {
+		t.Fatalf("threads of %d: %v", pid, err)
+	}
+	var layout []string
+	onLoopCPU := 0
+	for _, task := range tasks {
+		comm, _ := os.ReadFile(filepath.Join(task, "comm"))
+		status, _ := os.ReadFile(filepath.Join(task, "status"))
+		var cpus string
+		for _, l := range strings.Split(string(status), "\n") {
+			if v, ok := strings.CutPrefix(l, "Cpus_allowed_list:"); ok {
+				cpus = strings.TrimSpace(v)
+			}
+		}
+		name := strings.TrimSpace(string(comm))
+		layout = append(layout, fmt.Sprintf("%s %s: CPUs %s", filepath.Base(task), name, cpus))
+		switch {
+		case cpus == "1" && name == "rte-worker-1":
+			onLoopCPU++
+		case cpus != "0":
+			t.Errorf("thread %s (%s) may run on CPUs %s, want 0", filepath.Base(task), name, cpus)
+		}
+	}
+	if onLoopCPU != 1 {
+		t.Errorf("%d threads on the poll loop's CPU 1, want 1 (the loop's)", onLoopCPU)
+	}
+	if t.Failed() {
+		t.Logf("threads:\n%s", strings.Join(layout, "\n"))
 	}
 }

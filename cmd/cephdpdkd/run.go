@@ -54,6 +54,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	status := fs.String("status", "auto", "live status line on stdout: auto (when a terminal), on, off")
 	duration := fs.Duration("duration", 0, "stop after this long (0: run until SIGINT/SIGTERM)")
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the whole run (poll loops included) to this file")
+	runDir := fs.String("run-dir", nicbind.DefaultRunDir, "directory of the state files recording what port.bind and eal.hugepages changed (restore-nic reads them)")
 	if err := fs.Parse(args); err != nil {
 		return errUsage
 	}
@@ -86,7 +87,11 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 		ctx, cancel = context.WithTimeout(ctx, *duration)
 		defer cancel()
 	}
-	h := &host{nic: nicSystem(nicbind.DefaultSysfs, nicbind.DefaultRunDir), log: log}
+	h := &host{
+		nic:  nicSystem(nicbind.DefaultSysfs, *runDir),
+		huge: hugeSystem(nicbind.DefaultSysfs, *runDir),
+		log:  log,
+	}
 	return h.with(cfg, func() error {
 		return runDaemon(ctx, shuttingDown, cfg, plan, runOptions{
 			stdout: stdout, cpuProfile: *cpuProfile, status: *status,

@@ -46,6 +46,9 @@ type EAL struct {
 	HugeDir    string   `yaml:"huge_dir"`
 	FilePrefix string   `yaml:"file_prefix"`
 	ExtraArgs  []string `yaml:"extra_args"`
+	// Hugepages, when set, has the daemon reserve and mount the
+	// hugepages the EAL uses, and give them back at stop.
+	Hugepages *Hugepages `yaml:"hugepages"`
 }
 
 // Port is the one NIC (or vdev) this configuration drives.

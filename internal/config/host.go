@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cephdpdkd/cephdpdkd/internal/hugepages"
 )
 
 // SamplePcapToken in port.device stands for the sample capture embedded in
@@ -234,9 +236,18 @@ func isDir(path string) bool {
 
 // checkHugepagesHost checks, when the EAL uses hugepages, that hugetlbfs
 // is mounted (at eal.huge_dir when set) and that this machine reserves at
-// least eal.memory_mb of hugepages, which the EAL takes at start.
+// least eal.memory_mb of hugepages, which the EAL takes at start. With
+// eal.hugepages the daemon provides them: it checks that it can.
 func (c *Config) checkHugepagesHost(bad func(path, format string, args ...any)) {
 	if c.EAL.NoHuge {
+		return
+	}
+	if h := c.EAL.Hugepages; h != nil {
+		// The daemon reserves and mounts them at start: check only that
+		// it can.
+		if err := (&hugepages.System{}).Check(h.Request()); err != nil {
+			bad("eal.hugepages", "%v", err)
+		}
 		return
 	}
 	if d := c.EAL.HugeDir; d != "" {

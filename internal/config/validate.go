@@ -38,6 +38,7 @@ func (c *Config) applyDefaults() {
 	if c.EAL.FilePrefix == "" {
 		c.EAL.FilePrefix = "cephdpdkd-" + sanitize(c.Port.Name)
 	}
+	c.hugepagesDefaults()
 	p := &c.Port
 	if p.RxQueues == 0 {
 		p.RxQueues = 1
@@ -184,6 +185,7 @@ func (c *Config) Validate() error {
 		bad("eal.memory_mb", "%d MB is more than %d", c.EAL.MemoryMB, MaxMemoryMB)
 	}
 	c.validateExtraArgs(bad)
+	c.validateHugepages(bad)
 	if !filePrefixRE.MatchString(strings.ToLower(sanitize(c.EAL.FilePrefix))) || strings.ContainsAny(c.EAL.FilePrefix, "/ ") {
 		bad("eal.file_prefix", "%q must be a name of at most 40 characters, starting with a letter, without slashes or spaces", c.EAL.FilePrefix)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/internal/roced"
 	"github.com/cephdpdkd/cephdpdkd/mempool"
 	"github.com/cephdpdkd/cephdpdkd/pmd"
+	"golang.org/x/sys/unix"
 )
 
 // SamplePcapToken in port.device expands to the embedded sample capture.
@@ -40,11 +41,13 @@ type Daemon struct {
 	exited   chan loopExit // one value per poll loop that returned
 	running  int
 	tmpDir   string
-	ownEAL   bool
-	probed   string // device hot-plugged into a shared EAL
-	roce     *roced.Node
-	kernel   *kernelPath
-	dialer   *kernelif.Dialer // the RoCE bridge's, in the kernel interface's namespace
+	// repinStop ends repinThreads' goroutine, which closes repinDone.
+	repinStop, repinDone chan struct{}
+	ownEAL               bool
+	probed               string // device hot-plugged into a shared EAL
+	roce                 *roced.Node
+	kernel               *kernelPath
+	dialer               *kernelif.Dialer // the RoCE bridge's, in the kernel interface's namespace
 }
 
 // Options are run-time settings that are not part of the configuration.
@@ -82,9 +85,14 @@ func Start(plan *Plan, opts Options) (_ *Daemon, err error) {
 		}
 		d.probed = device
 	} else {
+		n, err := pinThreads(cfg.EAL.MainLcore, nil)
+		if err != nil {
+			return nil, err
+		}
+		d.log.Info("threads pinned to the main lcore before the EAL starts", "cpu", cfg.EAL.MainLcore, "threads", n)
 		d.eal, err = pmd.InitEAL(pmd.EALConfig{
 			Lcores: cfg.EAL.Lcores, MainLcore: cfg.EAL.MainLcore, MemoryMB: cfg.EAL.MemoryMB,
-			NoHuge: cfg.EAL.NoHuge, HugeDir: cfg.EAL.HugeDir, FilePrefix: cfg.EAL.FilePrefix,
+			NoHuge: cfg.EAL.NoHuge, HugeDir: cfg.EAL.HugepageDir(), FilePrefix: cfg.EAL.FilePrefix,
 			Devices: []string{device}, ExtraArgs: cfg.EAL.ExtraArgs,
 		})
 		if err != nil {
@@ -229,13 +237,62 @@ func Start(plan *Plan, opts Options) (_ *Daemon, err error) {
 	if opts.Manual {
 		return d, nil
 	}
+	loopTids := make(chan int, len(d.pollers))
 	for _, p := range d.pollers {
-		done := d.eal.RunOnLcore(p.Lcore(), p.Run)
+		done := d.eal.RunOnLcore(p.Lcore(), func() {
+			loopTids <- unix.Gettid()
+			p.Run()
+		})
 		go func() { d.exited <- loopExit{lcore: p.Lcore(), err: <-done} }()
 		d.running++
 		d.log.Info("poll loop started", "lcore", p.Lcore(), "rx_queues", len(p.Queues()), "services", len(p.Owned()))
 	}
+	if d.ownEAL {
+		d.repinThreads(loopTids)
+	}
 	return d, nil
+}
+
+// repinEvery is how often threads that landed on a poll loop's CPU are
+// moved back to the main lcore.
+const repinEvery = time.Second
+
+// repinThreads keeps the Go runtime's threads off the poll loops' CPUs.
+// A thread the runtime starts from a worker lcore's thread (while it
+// waits for its loop, or when the loop's thread gives up its P in a cgo
+// call) inherits that CPU and would share it with the loop: every
+// repinEvery, until Stop, such threads go back to the main lcore. The
+// loops' own threads, whose ids arrive on tids, stay.
+func (d *Daemon) repinThreads(tids <-chan int) {
+	loops := map[int]bool{}
+	timeout := time.After(5 * time.Second)
+	for len(loops) < len(d.pollers) {
+		select {
+		case tid := <-tids:
+			loops[tid] = true
+		case <-timeout:
+			d.log.Warn("poll loops did not start within 5s: threads left where they are")
+			return
+		}
+	}
+	main := d.plan.Config.EAL.MainLcore
+	d.repinStop, d.repinDone = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(d.repinDone)
+		t := time.NewTicker(repinEvery)
+		defer t.Stop()
+		for {
+			if _, err := pinThreads(main, loops); err != nil {
+				d.log.Warn("threads not moved to the main lcore", "err", err)
+				return
+			}
+			select {
+			case <-d.repinStop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
 }
 
 // loopExit reports a poll loop's return: nil, or its panic.
@@ -267,6 +324,11 @@ func (d *Daemon) expandDevice(dev string) (string, error) {
 // what is left, stop and close the port, then check that the pool got
 // every mbuf back. A leak is returned as an error wrapping mempool.ErrLeak.
 func (d *Daemon) Stop(ctx context.Context) error {
+	if d.repinStop != nil {
+		close(d.repinStop)
+		<-d.repinDone
+		d.repinStop = nil
+	}
 	for _, p := range d.pollers {
 		p.StopRx()
 	}

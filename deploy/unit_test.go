@@ -1,0 +1,230 @@
+package deploy
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cephdpdkd/cephdpdkd/internal/hugepages"
+	"github.com/cephdpdkd/cephdpdkd/internal/nicbind"
+)
+
+const (
+	unitFile   = "cephdpdkd@.service"
+	binPath    = "/usr/local/bin/cephdpdkd"
+	configPath = "/etc/cephdpdkd/%i.yaml"
+)
+
+// unit reads the unit file as key → values, in order.
+func unit(t *testing.T) map[string][]string {
+	t.Helper()
+	f, err := os.Open(unitFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	u := map[string][]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || line[0] == '#' || line[0] == '[' {
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if !ok {
+			t.Fatalf("%s: line %q", unitFile, line)
+		}
+		u[k] = append(u[k], v)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// The unit and the daemon agree: the notify protocol the daemon speaks,
+// the state directory nicbind and hugepages write (which must survive a
+// stop for ExecStopPost), the commands and the configuration path.
+func TestUnitAgreesWithDaemon(t *testing.T) {
+	u := unit(t)
+	for k, want := range map[string]string{
+		"Type": "notify", "NotifyAccess": "main", "Restart": "on-failure", "LimitMEMLOCK": "infinity",
+		"RuntimeDirectoryPreserve": "yes",
+	} {
+		if got := strings.Join(u[k], " "); got != want {
+			t.Errorf("%s=%s, want %s", k, got, want)
+		}
+	}
+	if wd, err := time.ParseDuration(strings.Join(u["WatchdogSec"], "")); err != nil || wd < 2*time.Second {
+		t.Errorf("WatchdogSec=%v (%v): want a timeout of seconds; the daemon pings every half", u["WatchdogSec"], err)
+	}
+	var runDirs []string
+	for _, v := range u["RuntimeDirectory"] {
+		for _, d := range strings.Fields(v) {
+			runDirs = append(runDirs, filepath.Join("/run", d))
+		}
+	}
+	// One directory: systemd passes it as $RUNTIME_DIRECTORY, where the
+	// EAL makes its own runtime directory (dpdk/PREFIX); with two, the
+	// variable is a colon-separated list the EAL takes for a path.
+	if len(runDirs) != 1 {
+		t.Errorf("RuntimeDirectory= makes %q: want one directory, which the EAL's runtime directory goes under", runDirs)
+	}
+	for _, need := range []string{nicbind.DefaultRunDir, hugepages.DefaultRunDir} {
+		if len(runDirs) == 0 || runDirs[0] != need {
+			t.Errorf("RuntimeDirectory= makes %q, not %s", runDirs, need)
+		}
+	}
+	for key, sub := range map[string]string{"ExecStartPre": "check-config " + configPath, "ExecStart": "run --config " + configPath,
+		"ExecStopPost": "restore-nic --config " + configPath} {
+		if len(u[key]) != 1 || !strings.HasPrefix(u[key][0], binPath+" "+sub) {
+			t.Errorf("%s=%q, want %s %s", key, u[key], binPath, sub)
+		}
+	}
+}
+
+var build struct {
+	once sync.Once
+	bin  string
+	err  error
+}
+
+// binary builds cephdpdkd once.
+func binary(t *testing.T) string {
+	t.Helper()
+	build.once.Do(func() {
+		dir, err := os.MkdirTemp("", "cdd-deploy-bin-")
+		if err != nil {
+			build.err = err
+			return
+		}
+		build.bin = filepath.Join(dir, "cephdpdkd")
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", build.bin, "./cmd/cephdpdkd")
+		cmd.Dir = ".."
+		if out, err := cmd.CombinedOutput(); err != nil {
+			build.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if build.err != nil {
+		t.Fatal(build.err)
+	}
+	return build.bin
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if build.bin != "" {
+		os.RemoveAll(filepath.Dir(build.bin))
+	}
+	os.Exit(code)
+}
+
+// privately runs a shell script in a private mount namespace, where it
+// may mount over /usr/local/bin or /run without the machine seeing it.
+func privately(t *testing.T, script string, args ...string) (string, error) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for a mount namespace")
+	}
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("no unshare(1)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "unshare", append([]string{"-m", "--propagation", "private", "sh", "-euc", script, "sh"}, args...)...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// systemd-analyze verify passes on an instance, with the real binary at
+// the unit's path: every directive known, every command executable.
+func TestUnitVerify(t *testing.T) {
+	if _, err := exec.LookPath("systemd-analyze"); err != nil {
+		t.Skip("no systemd-analyze (apt-get install systemd)")
+	}
+	bin := binary(t)
+	dir := t.TempDir()
+	unitText, err := os.ReadFile(unitFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, unitFile), unitText, 0o644)
+	os.Symlink(unitFile, filepath.Join(dir, "cephdpdkd@data0.service"))
+	out, err := privately(t, `mount -t tmpfs tmpfs /usr/local/bin
+cp "$1" /usr/local/bin/cephdpdkd
+cd "$2"
+systemd-analyze verify --man=no ./cephdpdkd@data0.service
+echo "exposure: $(systemd-analyze security --offline=yes ./cephdpdkd@data0.service 2>&1 | tail -1)"`, bin, dir)
+	if err != nil {
+		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 1 || !strings.HasPrefix(lines[0], "exposure: ") {
+		t.Errorf("systemd-analyze verify printed warnings:\n%s", out)
+	}
+	t.Log(lines[len(lines)-1])
+
+	// And it fails where it should: a directive systemd does not know.
+	os.WriteFile(filepath.Join(dir, unitFile), []byte(strings.Replace(string(unitText), "NotifyAccess=main", "NotifyAccess=main\nWatchdogSecs=10", 1)), 0o644)
+	out, _ = privately(t, `mount -t tmpfs tmpfs /usr/local/bin
+cp "$1" /usr/local/bin/cephdpdkd
+cd "$2"
+systemd-analyze verify --man=no ./cephdpdkd@data0.service 2>&1 || true`, bin, dir)
+	if !strings.Contains(out, "WatchdogSecs") {
+		t.Errorf("verify of a unit with an unknown directive said:\n%s", out)
+	}
+}
+
+// The unit's ExecStartPre and ExecStopPost command lines, run as systemd
+// would for an instance (the binary and /etc/cephdpdkd are the test's):
+// check-config accepts a good configuration without touching the
+// machine, and restore-nic succeeds when nothing was bound, twice.
+func TestUnitCommands(t *testing.T) {
+	bin := binary(t)
+	u := unit(t)
+	cfgDir := t.TempDir()
+	sample, err := os.ReadFile("../configs/cephdpdkd.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	y := strings.Replace(string(sample), "listen: 127.0.0.1:9477", `listen: "off"`, 1)
+	if err := os.WriteFile(filepath.Join(cfgDir, "data0.yaml"), []byte(y), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	line := func(key string) string {
+		l := strings.Join(u[key], "")
+		l = strings.ReplaceAll(l, binPath, bin)
+		l = strings.ReplaceAll(l, "/etc/cephdpdkd/", cfgDir+"/")
+		return strings.ReplaceAll(l, "%i", "data0")
+	}
+	// /run is a fresh tmpfs: restore-nic finds no state of the machine's.
+	out, err := privately(t, `mount -t tmpfs tmpfs /run
+echo "== pre"; $1
+echo "== post"; $2
+echo "== post again"; $2
+echo "== run dir"; ls -A /run`, line("ExecStartPre"), line("ExecStopPost"))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, want := range []string{
+		"== pre\n" + cfgDir + "/data0.yaml: ok\n",
+		"== post\nrestore-nic: port sample: nothing to restore (no state file /run/cephdpdkd/sample.json)\n== post again\nrestore-nic: port sample: nothing to restore",
+		"== run dir\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if !strings.HasSuffix(out, "== run dir\n") {
+		t.Errorf("check-config or restore-nic wrote to /run:\n%s", out)
+	}
+}
