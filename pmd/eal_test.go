@@ -22,6 +22,16 @@ func TestEALArgs(t *testing.T) {
 			cfg:  EALConfig{Lcores: "2,4", MainLcore: 2, FilePrefix: "p", HugeDir: "/dev/hugepages", Devices: []string{"0000:3b:00.1"}, ExtraArgs: []string{"--log-level=*:info"}},
 			want: []string{"cephdpdkd", "-l", "2,4", "--main-lcore", "2", "--file-prefix", "p", "--huge-dir", "/dev/hugepages", "-a", "0000:3b:00.1", "--log-level=*:info"},
 		},
+		{
+			name: "hugepages unlinked",
+			cfg:  EALConfig{Lcores: "0-1", FilePrefix: "p", HugeDir: "/dev/hugepages", HugeUnlink: true, Devices: []string{"0000:00:05.0"}},
+			want: []string{"cephdpdkd", "-l", "0-1", "--main-lcore", "0", "--file-prefix", "p", "--huge-dir", "/dev/hugepages", "--huge-unlink", "-a", "0000:00:05.0"},
+		},
+		{
+			name: "no huge ignores unlink",
+			cfg:  EALConfig{Lcores: "0-1", FilePrefix: "p", NoHuge: true, HugeUnlink: true, Devices: []string{"net_null0"}},
+			want: []string{"cephdpdkd", "-l", "0-1", "--main-lcore", "0", "--file-prefix", "p", "--no-huge", "--vdev", "net_null0", "--no-pci"},
+		},
 		{name: "no lcores", cfg: EALConfig{FilePrefix: "p"}, err: true},
 		{name: "no prefix", cfg: EALConfig{Lcores: "0"}, err: true},
 	}

@@ -82,7 +82,7 @@ R=$work/root
 # dpdk-testpmd (in dpdk-dev) links most of DPDK's libraries; the PMD
 # packages (whose plugins the EAL loads from pmds-23.0 at start, each with
 # its own dependencies) bring in the rest.
-include=(systemd systemd-sysv udev kmod iproute2 iputils-ping pciutils procps python3 dpdk
+include=(usr-is-merged systemd systemd-sysv udev kmod iproute2 iputils-ping pciutils procps python3 dpdk
 	librte-net-e1000-23 librte-net-virtio23 librte-net-pcap23 librte-mempool-ring23
 	librte-bitratestats23 librte-bpf23 librte-bus-auxiliary23 librte-bus-dpaa23 librte-bus-pci23
 	librte-bus-vdev23 librte-cmdline23 librte-common-dpaax23 librte-common-iavf23 librte-common-mlx5-23
@@ -106,6 +106,11 @@ mmdebstrap --mode=root --variant=minbase --skip=check/empty \
 	"deb http://deb.debian.org/debian bookworm main" \
 	"deb http://deb.debian.org/debian bookworm-updates main" \
 	"deb http://deb.debian.org/debian-security bookworm-security main" >&2
+# The root is merged-/usr from the start, but apt picks usrmerge for
+# init-system-helpers before usr-is-merged is in: 50 MB of Perl that
+# every boot would unpack.
+chroot "$R" dpkg --purge usrmerge libfile-find-rule-perl libnumber-compare-perl libtext-glob-perl \
+	perl libperl5.36 perl-modules-5.36 >&2
 
 # ---------------------------------------------------------------- kernel
 mkdir -p "$work/kern" "$work/dpdkdev"
@@ -131,8 +136,9 @@ fi
 echo 0123456789abcdef0123456789abcdef >"$R/etc/machine-id"
 echo sysguest >"$R/etc/hostname"
 : >"$R/etc/fstab"
+# getty-static starts gettys on tty2-6 for seconds of a TCG boot.
 for u in serial-getty@ttyS0.service serial-getty@ttyS1.service getty@tty1.service \
-	systemd-firstboot.service apt-daily.timer apt-daily-upgrade.timer dpkg-db-backup.timer \
+	getty-static.service getty.target systemd-firstboot.service apt-daily.timer apt-daily-upgrade.timer dpkg-db-backup.timer \
 	e2scrub_all.timer fstrim.timer; do
 	ln -sf /dev/null "$R/etc/systemd/system/$u"
 done

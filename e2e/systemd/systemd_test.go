@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -32,8 +33,9 @@ const (
 	// watchdogSec shortens the unit's WatchdogSec (a drop-in, as an
 	// operator tunes it), so that the stopped daemon is found out sooner.
 	watchdogSec = 5
-	// hugepages are reserved by the guest kernel at boot: 2 MiB each.
-	hugepages = 128
+	// hugepages is what the daemon reserves at start (eal.hugepages, 2
+	// MiB each) and gives back at stop: the guest boots without any.
+	hugepages = 80
 	// cmdTimeout bounds a command in the guest: a systemctl start or stop
 	// takes seconds, the watch of a restart a minute at most.
 	cmdTimeout = 100 * time.Second
@@ -51,9 +53,8 @@ func config(iface, driver string) string {
 eal:
   lcores: "0-1"
   main_lcore: 0
-  no_huge: false
-  huge_dir: /dev/hugepages
   memory_mb: 128
+  hugepages: {pages: %d, size: 2M}
   file_prefix: cephdpdkd-data0
 port:
   name: data0
@@ -75,7 +76,7 @@ rules:
   - {service: osd, protocol: tcp, dst_ports: ["6800-7568"]}
 metrics:
   listen: %s
-`, sysguest.NICAddr, driver, iface, metricsURL)
+`, hugepages, sysguest.NICAddr, driver, iface, metricsURL)
 }
 
 // TestSystemdNIC runs cephdpdkd@data0 under the guest's systemd on its
@@ -117,8 +118,7 @@ func TestSystemdNIC(t *testing.T) {
 	}
 	done = steps.begin("boot (systemd, q35 + intel-iommu)")
 	g, err := sysguest.Boot(ctx, t, b, sysguest.Options{
-		IOMMU:     true,
-		Hugepages: hugepages,
+		IOMMU: true,
 		Files: []sysguest.File{
 			{Path: "/usr/local/bin/cephdpdkd", Mode: 0o755, Data: bin},
 			{Path: "/etc/systemd/system/cephdpdkd@.service", Data: unitFile},
@@ -154,7 +154,7 @@ func TestSystemdNIC(t *testing.T) {
 	})
 
 	t.Run("uio_pci_generic", func(t *testing.T) {
-		if !t.Run("start binds the NIC", func(t *testing.T) { d.start(t, steps) }) {
+		if !t.Run("start binds the NIC", func(t *testing.T) { d.start(t, steps, true) }) {
 			t.Fatal("the daemon did not start: the steps that need it are left out")
 		}
 		t.Run("traffic counted", func(t *testing.T) { d.checkTraffic(t, peer) })
@@ -166,7 +166,7 @@ func TestSystemdNIC(t *testing.T) {
 			d.checkJournal(t, "NIC restored", "nothing to restore")
 		})
 		t.Run("kill -9", func(t *testing.T) {
-			d.start(t, steps)
+			d.start(t, steps, false)
 			done := steps.begin("kill -9 → restore, restart")
 			seen := d.killAndWatch(t, "KILL", 30*time.Second)
 			done()
@@ -186,7 +186,7 @@ func TestSystemdNIC(t *testing.T) {
 	t.Run("vfio-pci", func(t *testing.T) {
 		d.driver = "vfio-pci"
 		d.run(t, "sed -i 's/driver: uio_pci_generic/driver: vfio-pci/' "+cfgPath+" && grep -q 'driver: vfio-pci' "+cfgPath)
-		if !t.Run("start binds the NIC", func(t *testing.T) { d.start(t, steps) }) {
+		if !t.Run("start binds the NIC", func(t *testing.T) { d.start(t, steps, true) }) {
 			t.Fatal("the daemon did not start on vfio-pci: the steps that need it are left out")
 		}
 		t.Logf("IOMMU group of %s: %s", sysguest.NICAddr, strings.TrimSpace(d.run(t, "basename $(readlink /sys/bus/pci/devices/"+sysguest.NICAddr+"/iommu_group); ls /dev/vfio | paste -sd' '")))
@@ -221,9 +221,50 @@ func (d *daemon) prop(t *testing.T, name string) string {
 	return strings.TrimSpace(d.run(t, "systemctl show -p "+name+" --value "+unit))
 }
 
+// snapshot is what the checks look at, read in one command: a TCG guest
+// takes a good part of a second for each.
+type snapshot struct {
+	driver     string   // the NIC's driver, "" for none
+	links      []string // kernel interfaces (ip -br link)
+	hugepages  int      // 2 MiB pages reserved (nr_hugepages)
+	active     string   // the unit's ActiveState
+	restarts   string   // its NRestarts
+	stateFiles string   // /run/cephdpdkd/*.json
+}
+
+func (d *daemon) snapshot(t *testing.T) snapshot {
+	t.Helper()
+	out := d.run(t, fmt.Sprintf(`echo "driver=$(basename "$(readlink /sys/bus/pci/devices/%s/driver)" 2>/dev/null)"; `+
+		`echo "hugepages=$(cat /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages)"; `+
+		`systemctl show -p ActiveState -p NRestarts %s; echo "state=$(ls /run/cephdpdkd/*.json 2>/dev/null | paste -sd' ')"; `+
+		`ip -br link | awk '{ print "link=" $1 }'`, sysguest.NICAddr, unit))
+	var sn snapshot
+	for _, l := range strings.Split(out, "\n") {
+		k, v, _ := strings.Cut(strings.TrimSpace(l), "=")
+		switch k {
+		case "driver":
+			if v != "." && v != "driver" {
+				sn.driver = v
+			}
+		case "hugepages":
+			sn.hugepages, _ = strconv.Atoi(v)
+		case "ActiveState":
+			sn.active = v
+		case "NRestarts":
+			sn.restarts = v
+		case "state":
+			sn.stateFiles = v
+		case "link":
+			sn.links = append(sn.links, strings.TrimSuffix(v, "@NONE"))
+		}
+	}
+	return sn
+}
+
 // start starts the unit, which returns once the daemon has sent READY=1,
-// and checks the NIC is on the DPDK driver.
-func (d *daemon) start(t *testing.T, steps *timeline) {
+// and checks the NIC is on the DPDK driver; devbind asks dpdk-devbind.py
+// too (seconds of Python under TCG).
+func (d *daemon) start(t *testing.T, steps *timeline, devbind bool) {
 	t.Helper()
 	done := steps.begin("systemctl start (" + d.driver + ", READY=1)")
 	ctx, cancel := context.WithTimeout(d.ctx, cmdTimeout)
@@ -233,26 +274,59 @@ func (d *daemon) start(t *testing.T, steps *timeline) {
 	if err != nil || code != 0 {
 		t.Fatalf("systemctl start %s: exit %d, %v: %s\n%s", unit, code, err, out, d.diagnose(t))
 	}
-	d.checkBound(t)
+	d.checkBound(t, devbind)
 }
 
-// stop stops the unit and checks the NIC is back on its kernel driver and
-// nothing is left in the state directory.
+// checkBound checks the NIC is on the DPDK driver, its kernel interface
+// is gone and the daemon's hugepages are reserved.
+func (d *daemon) checkBound(t *testing.T, devbind bool) {
+	t.Helper()
+	sn := d.snapshot(t)
+	if sn.driver != d.driver {
+		t.Errorf("%s on %q, want %s", sysguest.NICAddr, sn.driver, d.driver)
+	}
+	if slices.Contains(sn.links, d.g.Interface) {
+		t.Errorf("ip link still lists %s: %q", d.g.Interface, sn.links)
+	}
+	if sn.hugepages != hugepages {
+		t.Errorf("%d hugepages reserved while the daemon runs, want the %d of eal.hugepages", sn.hugepages, hugepages)
+	}
+	if !devbind {
+		return
+	}
+	out := d.run(t, "dpdk-devbind.py --status-dev net")
+	line := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(sysguest.NICAddr) + `.*$`).FindString(out)
+	if !strings.Contains(line, "drv="+d.driver) || !strings.Contains(out, "DPDK-compatible driver") {
+		t.Errorf("dpdk-devbind.py does not show %s on %s:\n%s", sysguest.NICAddr, d.driver, out)
+	}
+	t.Logf("dpdk-devbind.py: %s", line)
+}
+
+// stop stops the unit and checks the NIC is back on its kernel driver
+// under its name, the hugepages are given back and nothing is left in
+// the state directory.
 func (d *daemon) stop(t *testing.T, steps *timeline) {
 	t.Helper()
 	done := steps.begin("systemctl stop (restore)")
 	d.run(t, "systemctl stop "+unit)
-	d.checkRestored(t)
+	d.waitInterface(t)
 	done()
-	if st := d.prop(t, "ActiveState"); st != "inactive" {
-		t.Errorf("ActiveState %s after stop, want inactive", st)
+	sn := d.snapshot(t)
+	if sn.driver != d.g.Driver {
+		t.Errorf("%s on %q after the stop, want %s back", sysguest.NICAddr, sn.driver, d.g.Driver)
+	}
+	if sn.active != "inactive" {
+		t.Errorf("ActiveState %s after the stop, want inactive", sn.active)
+	}
+	if sn.stateFiles != "" {
+		t.Errorf("state files left after the stop: %s", sn.stateFiles)
+	}
+	if sn.hugepages != 0 {
+		t.Errorf("%d hugepages still reserved after the stop, want 0 (the guest boots without)", sn.hugepages)
 	}
 	out := d.run(t, "cephdpdkd nic-status")
 	if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(sysguest.NICAddr) + ` .* drv=` + d.g.Driver + `$`).MatchString(out) {
 		t.Errorf("nic-status does not show %s on %s alone:\n%s", sysguest.NICAddr, d.g.Driver, out)
-	}
-	if out := d.run(t, "ls /run/cephdpdkd/*.json 2>/dev/null || true"); strings.TrimSpace(out) != "" {
-		t.Errorf("state files left after the stop: %s", out)
 	}
 }
 
@@ -267,38 +341,15 @@ func (d *daemon) checkStatus(t *testing.T) {
 	t.Logf("systemctl status: Status: %q", m[1])
 }
 
-// checkBound checks the NIC is on the DPDK driver and its kernel
-// interface is gone.
-func (d *daemon) checkBound(t *testing.T) {
+// waitInterface waits for the kernel interface to be back under its name
+// (udev renames eth0 a moment after the driver's probe).
+func (d *daemon) waitInterface(t *testing.T) {
 	t.Helper()
-	driver := d.driver
-	if drv, err := d.g.NICDriver(d.ctx); err != nil || drv != driver {
-		t.Errorf("%s on %q (%v), want %s", sysguest.NICAddr, drv, err, driver)
-	}
-	if out := d.run(t, "ip -br link"); strings.Contains(out, d.g.Interface) {
-		t.Errorf("ip link still lists %s:\n%s", d.g.Interface, out)
-	}
-	out := d.run(t, "dpdk-devbind.py --status-dev net")
-	line := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(sysguest.NICAddr) + `.*$`).FindString(out)
-	if !strings.Contains(line, "drv="+driver) || !strings.Contains(out, "DPDK-compatible driver") {
-		t.Errorf("dpdk-devbind.py does not show %s on %s:\n%s", sysguest.NICAddr, driver, out)
-	}
-	t.Logf("dpdk-devbind.py: %s", line)
-}
-
-// checkRestored waits for the kernel driver and the interface to be back
-// under its name (udev renames eth0 to ens5 a moment after the probe).
-func (d *daemon) checkRestored(t *testing.T) {
-	t.Helper()
-	cmd := fmt.Sprintf("for i in $(seq 100); do ip -br link show dev %s 2>/dev/null && exit 0; sleep 0.1; done; exit 1", d.g.Interface)
+	cmd := fmt.Sprintf("for i in $(seq 100); do [ -e /sys/class/net/%s ] && exit 0; sleep 0.1; done; exit 1", d.g.Interface)
 	ctx, cancel := context.WithTimeout(d.ctx, cmdTimeout)
 	defer cancel()
-	out, code, err := d.g.Run(ctx, cmd)
-	if err != nil || code != 0 {
+	if out, code, err := d.g.Run(ctx, cmd); err != nil || code != 0 {
 		t.Errorf("interface %s not back within 10 s (exit %d, %v): %s\n%s", d.g.Interface, code, err, out, d.diagnose(t))
-	}
-	if drv, err := d.g.NICDriver(d.ctx); err != nil || drv != d.g.Driver {
-		t.Errorf("%s on %q (%v), want %s back", sysguest.NICAddr, drv, err, d.g.Driver)
 	}
 }
 
@@ -414,10 +465,12 @@ func (d *daemon) checkCycle(t *testing.T, seen string, restarts int) {
 	if restored < 0 || rebound < restored {
 		t.Errorf("the NIC was not seen back on %s between the kill and the restart", d.g.Driver)
 	}
+	// checkBound also finds the hugepages the new process reserved: as
+	// many as before, ExecStopPost having given back the dead one's.
+	d.checkBound(t, false)
 	if n := d.prop(t, "NRestarts"); n != strconv.Itoa(restarts) {
 		t.Errorf("NRestarts %s, want %d", n, restarts)
 	}
-	d.checkBound(t)
 }
 
 // checkJournal checks that the unit's journal holds every one of want.
