@@ -35,6 +35,30 @@ kernel_pkg() {
 		awk '$1 == "Depends:" && $2 ~ /^linux-image-6\.1\.[0-9.-]+-amd64$/ { print $2; exit }'
 }
 
+# find_image CACHE HASH sets kpkg (the kernel package), kver and out
+# (CACHE/KVER-HASH, the image's directory), and succeeds when out holds
+# an image already. Without package lists, the newest image of HASH is
+# good enough before asking the network: out then names it.
+find_image() {
+	local cache=$1 hash=$2 newest
+	kpkg=$(kernel_pkg || true)
+	if [ -z "$kpkg" ]; then
+		newest=$(ls -1dt "$cache"/6.1*-"$hash" 2>/dev/null | head -1 || true)
+		if [ -n "$newest" ] && [ -s "$newest/vmlinuz" ] && [ -s "$newest/initrd.img" ]; then
+			log "no apt lists; reusing $newest"
+			out=$newest
+			return 0
+		fi
+		apt_update
+		kpkg=$(kernel_pkg || true)
+		[ -n "$kpkg" ] || die "cannot resolve a linux-image-6.1 package from linux-image-amd64"
+	fi
+	kver=${kpkg#linux-image-}
+	out=$cache/$kver-$hash
+	[ -s "$out/vmlinuz" ] && [ -s "$out/initrd.img" ] || return 1
+	log "cached image for $kver"
+}
+
 # fetch_debs DIR PKG...: makes sure DIR holds a .deb of every PKG,
 # downloading what is missing (apt-get download, as root: as _apt it
 # would warn that _apt cannot write there). Stale package lists name

@@ -45,24 +45,7 @@ flock -w 1800 9 || die "timed out waiting for the lock on $cache/.lock"
 ensure_host_pkgs qemu-system-x86 busybox-static cpio iproute2 binutils
 
 # ---------------------------------------------------------------- which kernel
-kpkg=$(kernel_pkg || true)
-if [ -z "$kpkg" ]; then
-	# No package lists (fresh machine or cleaned apt): an image built by
-	# this very script is good enough before asking the network.
-	newest=$(ls -1dt "$cache"/6.1*-"$hash" 2>/dev/null | head -1 || true)
-	if [ -n "$newest" ] && [ -s "$newest/vmlinuz" ] && [ -s "$newest/initrd.img" ]; then
-		log "no apt lists; reusing $newest"
-		echo "$newest"
-		exit 0
-	fi
-	apt_update
-	kpkg=$(kernel_pkg || true)
-	[ -n "$kpkg" ] || die "cannot resolve a linux-image-6.1 package from linux-image-amd64"
-fi
-kver=${kpkg#linux-image-}
-out=$cache/$kver-$hash
-if [ -s "$out/vmlinuz" ] && [ -s "$out/initrd.img" ]; then
-	log "cached image for $kver"
+if find_image "$cache" "$hash"; then
 	echo "$out"
 	exit 0
 fi

@@ -42,23 +42,7 @@ exec 9>"$cache/.lock"
 flock -w 1800 9 || die "timed out waiting for the lock on $cache/.lock"
 start=$(date +%s.%N)
 
-kpkg=$(kernel_pkg || true)
-if [ -z "$kpkg" ]; then
-	# No package lists: an image of this very script is good enough.
-	newest=$(ls -1dt "$cache"/6.1*-"$hash" 2>/dev/null | head -1 || true)
-	if [ -n "$newest" ] && [ -s "$newest/vmlinuz" ] && [ -s "$newest/initrd.img" ]; then
-		log "no apt lists; reusing $newest"
-		echo "$newest"
-		exit 0
-	fi
-	apt_update
-	kpkg=$(kernel_pkg || true)
-	[ -n "$kpkg" ] || die "cannot resolve a linux-image-6.1 package from linux-image-amd64"
-fi
-kver=${kpkg#linux-image-}
-out=$cache/$kver-$hash
-if [ -s "$out/vmlinuz" ] && [ -s "$out/initrd.img" ]; then
-	log "cached image for $kver"
+if find_image "$cache" "$hash"; then
 	echo "$out"
 	exit 0
 fi

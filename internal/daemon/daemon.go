@@ -50,9 +50,9 @@ type Daemon struct {
 	// unbind that gives the NIC back to its kernel driver: vfio-pci
 	// waits for the holder to release the device.
 	detach string
-	roce                 *roced.Node
-	kernel               *kernelPath
-	dialer               *kernelif.Dialer // the RoCE bridge's, in the kernel interface's namespace
+	roce   *roced.Node
+	kernel *kernelPath
+	dialer *kernelif.Dialer // the RoCE bridge's, in the kernel interface's namespace
 }
 
 // Options are run-time settings that are not part of the configuration.

@@ -20,6 +20,22 @@ const Binary = "qemu-system-x86_64"
 // KillTimeout bounds the wait for qemu to exit after SIGKILL.
 const KillTimeout = 10 * time.Second
 
+// CheckHost reports why this machine cannot run test guests, or nil: the
+// process must be root (network namespaces, taps, the image scripts'
+// apt-get), with ip(8) and /dev/net/tun.
+func CheckHost() error {
+	if os.Geteuid() != 0 {
+		return errors.New("needs root (network namespaces, taps, apt-get)")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		return fmt.Errorf("needs the ip command (iproute2): %w", err)
+	}
+	if _, err := os.Stat("/dev/net/tun"); err != nil {
+		return fmt.Errorf("needs tap devices: %w", err)
+	}
+	return nil
+}
+
 // Process is a running qemu whose standard input and output (the guest's
 // first serial port, with -serial stdio) are pipes: Console collects what
 // the guest writes there, Stdin types to it.

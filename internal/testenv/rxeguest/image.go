@@ -4,7 +4,6 @@ package rxeguest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -43,14 +42,8 @@ var variants = [...]struct {
 // is found and qemu is installed or installable (apt-get). Tests skip with
 // the error's text.
 func Available() error {
-	if os.Geteuid() != 0 {
-		return errors.New("rxeguest: needs root (network namespaces, taps, apt-get)")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		return fmt.Errorf("rxeguest: needs the ip command (iproute2): %w", err)
-	}
-	if _, err := os.Stat("/dev/net/tun"); err != nil {
-		return fmt.Errorf("rxeguest: needs tap devices: %w", err)
+	if err := qemuvm.CheckHost(); err != nil {
+		return fmt.Errorf("rxeguest: %w", err)
 	}
 	v := variants[baseImage]
 	if dir := os.Getenv(v.env); dir != "" {

@@ -4,7 +4,6 @@ package sysguest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -31,14 +30,8 @@ const (
 // (apt-get), or ImageEnv names a prebuilt image. Tests skip with the
 // error's text.
 func Available() error {
-	if os.Geteuid() != 0 {
-		return errors.New("sysguest: needs root (network namespaces, taps, mmdebstrap)")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		return fmt.Errorf("sysguest: needs the ip command (iproute2): %w", err)
-	}
-	if _, err := os.Stat("/dev/net/tun"); err != nil {
-		return fmt.Errorf("sysguest: needs tap devices: %w", err)
+	if err := qemuvm.CheckHost(); err != nil {
+		return fmt.Errorf("sysguest: %w", err)
 	}
 	if dir := os.Getenv(ImageEnv); dir != "" {
 		if err := qemuvm.CheckImage(dir); err != nil {
