@@ -42,6 +42,15 @@ var (
 	ErrTooManyVLANs = errors.New("header: too many vlan tags")
 )
 
+// ErrSplitHeader: the packet holds the header, but the bytes given do
+// not. The Check methods take the first segment of a packet received into
+// a chain of buffers (an mbuf chain: scattered RX, a jumbo frame in small
+// mbufs) and the packet's length; a header that straddles two segments
+// is refused with this error, never with a truncation error, since
+// nothing is wrong with the packet. For a packet in one piece it never
+// occurs.
+var ErrSplitHeader = errors.New("header: header continues past the first segment")
+
 // IsVLAN reports whether a frame's ethertype field et is the tag protocol
 // identifier of a VLAN tag, that is whether a tag and another ethertype
 // follow it.

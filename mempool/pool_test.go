@@ -14,6 +14,7 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/pmd"
 	"github.com/cephdpdkd/cephdpdkd/roce"
 	"github.com/cephdpdkd/cephdpdkd/roce/memlink"
+	"github.com/cephdpdkd/cephdpdkd/roce/session"
 )
 
 func TestMain(m *testing.M) {
@@ -121,24 +122,24 @@ func TestRoCESessionOnDPDKMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := roce.DefaultSessionConfig()
+	cfg := session.DefaultConfig()
 	cfg.SendBuffers, cfg.RecvBuffers = 8, 16
 	cfg.Timeout = 10
 	ca, cb := cfg, cfg
 	ca.Allocator, cb.Allocator = memA, memB
-	qa, err := roce.NewSessionQP(epA.NewPD(), ca)
+	qa, err := session.NewQP(epA.NewPD(), ca)
 	if err != nil {
 		t.Fatal(err)
 	}
-	qb, err := roce.NewSessionQP(epB.NewPD(), cb)
+	qb, err := session.NewQP(epB.NewPD(), cb)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sa, err := roce.NewSession(qa, ca)
+	sa, err := session.New(qa, ca)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sb, err := roce.NewSession(qb, cb)
+	sb, err := session.New(qb, cb)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +205,7 @@ func TestRoCESessionOnDPDKMemory(t *testing.T) {
 	}
 	for _, x := range []struct {
 		qp *roce.QP
-		s  *roce.Session
+		s  *session.Session
 	}{{qa, sa}, {qb, sb}} {
 		if err := x.qp.Modify(&roce.QPAttr{State: roce.QPStateError}, roce.QPAttrState); err != nil {
 			t.Fatal(err)

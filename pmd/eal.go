@@ -9,9 +9,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cephdpdkd/cephdpdkd/internal/devargs"
 )
 
 // ErrEALInitialized is returned by InitEAL when the EAL is already running:
@@ -67,7 +68,7 @@ func (c EALConfig) Args() ([]string, error) {
 	}
 	pci := false
 	for _, d := range c.Devices {
-		if isPCI(d) {
+		if devargs.IsPCI(d) {
 			pci = true
 			args = append(args, "-a", d)
 		} else {
@@ -81,32 +82,9 @@ func (c EALConfig) Args() ([]string, error) {
 	return args, nil
 }
 
-// isPCI reports whether dev looks like a PCI address (DDDD:BB:DD.F or BB:DD.F).
-func isPCI(dev string) bool {
-	name, _, _ := strings.Cut(dev, ",")
-	parts := strings.Split(name, ":")
-	if len(parts) < 2 || len(parts) > 3 {
-		return false
-	}
-	last := parts[len(parts)-1]
-	dev2, fn, ok := strings.Cut(last, ".")
-	if !ok || len(dev2) != 2 || len(fn) != 1 {
-		return false
-	}
-	for _, p := range append(parts[:len(parts)-1], dev2, fn) {
-		if _, err := strconv.ParseUint(p, 16, 16); err != nil {
-			return false
-		}
-	}
-	return true
-}
-
-// DeviceName returns the name DPDK registers a device under: the PCI address
-// or the vdev name before its first comma.
-func DeviceName(dev string) string {
-	name, _, _ := strings.Cut(dev, ",")
-	return name
-}
+// DeviceName returns the name DPDK registers the device of the device
+// string dev under, which OpenPort takes: devargs.Name.
+func DeviceName(dev string) string { return devargs.Name(dev) }
 
 // PrefixInUseError is returned by InitEAL when another DPDK primary process
 // runs with the same file prefix. DPDK itself fails such a start without an

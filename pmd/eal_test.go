@@ -23,6 +23,12 @@ func TestEALArgs(t *testing.T) {
 			want: []string{"cephdpdkd", "-l", "2,4", "--main-lcore", "2", "--file-prefix", "p", "--huge-dir", "/dev/hugepages", "-a", "0000:3b:00.1", "--log-level=*:info"},
 		},
 		{
+			// A PCI address with device arguments, in the short form.
+			name: "pci devargs",
+			cfg:  EALConfig{Lcores: "0", FilePrefix: "p", Devices: []string{"3b:00.0,rxq_cqe_comp_en=1", "net_tap0,iface=dtap0"}},
+			want: []string{"cephdpdkd", "-l", "0", "--main-lcore", "0", "--file-prefix", "p", "-a", "3b:00.0,rxq_cqe_comp_en=1", "--vdev", "net_tap0,iface=dtap0"},
+		},
+		{
 			name: "hugepages unlinked",
 			cfg:  EALConfig{Lcores: "0-1", FilePrefix: "p", HugeDir: "/dev/hugepages", HugeUnlink: true, Devices: []string{"0000:00:05.0"}},
 			want: []string{"cephdpdkd", "-l", "0-1", "--main-lcore", "0", "--file-prefix", "p", "--huge-dir", "/dev/hugepages", "--huge-unlink", "-a", "0000:00:05.0"},
@@ -45,16 +51,5 @@ func TestEALArgs(t *testing.T) {
 				t.Errorf("args\n got %q\nwant %q", got, tt.want)
 			}
 		})
-	}
-}
-
-func TestIsPCI(t *testing.T) {
-	for dev, want := range map[string]bool{
-		"0000:01:00.0": true, "01:00.1": true, "0000:3b:00.7,rxq_cqe_comp_en=1": true,
-		"net_null0": false, "net_pcap0,rx_pcap=a:b.pcap": false, "0000:01:00": false, "zz:00.0": false,
-	} {
-		if got := isPCI(dev); got != want {
-			t.Errorf("isPCI(%q) = %v, want %v", dev, got, want)
-		}
 	}
 }

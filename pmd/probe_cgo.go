@@ -9,6 +9,8 @@ import "C"
 import (
 	"fmt"
 	"unsafe"
+
+	"github.com/cephdpdkd/cephdpdkd/internal/devargs"
 )
 
 // ProbeDevice attaches a device after EAL start (hotplug): vdev devargs
@@ -25,10 +27,10 @@ func ProbeDevice(devargs string) error {
 
 // RemoveDevice detaches a device attached by ProbeDevice; its port must be
 // closed.
-func RemoveDevice(devargs string) error {
-	name := DeviceName(devargs)
+func RemoveDevice(dev string) error {
+	name := DeviceName(dev)
 	bus := "vdev"
-	if isPCI(name) {
+	if devargs.IsPCI(name) {
 		bus = "pci"
 	}
 	cbus, cname := C.CString(bus), C.CString(name)

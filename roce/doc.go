@@ -1,7 +1,7 @@
 // Package roce terminates RoCEv2 reliable connections in userspace, for
 // a daemon whose NIC is bound to DPDK and so has no kernel verbs.
 //
-// It owns three layers:
+// It owns two layers:
 //
 //   - A verbs-shaped API (endpoint.go, memory.go, cq.go, qp.go): an
 //     Endpoint per local MAC/IP address, protection domains, memory
@@ -20,12 +20,10 @@
 //     and READ with R_Key and bounds checks, flush-in-error completions.
 //     Retransmissions are regenerated from the send work request and its
 //     registered memory, so a QP holds no packet copies.
-//   - A Session (session.go): Ceph async+rdma's flow-controlled byte
-//     stream over one QP, with non-blocking Send and Recv, on buffers of
-//     its own or, for many connections, on a SessionPool's (pool.go):
-//     receive buffers on one SRQ and send buffers on one free list,
-//     registered once, with completions of shared CQs dispatched by QP
-//     number and per-session caps on what each session holds.
+//
+// Ceph async+rdma's flow-controlled byte stream over a QP, alone or on a
+// shared pool of buffers, is built on this API in roce/session; a QP's
+// SRQ limit (SetSRQLimit, ReleaseSRQ) is there for such consumers.
 //
 // Packets come and go through PacketIO, a burst interface the daemon
 // implements over its DPDK port and roce/memlink implements in memory.
@@ -39,7 +37,8 @@
 // against the region its R_Key names before any byte moves. No pointer
 // leaves the process and the package needs no unsafe.
 //
-// Collector exports per-QP counters (cephdpdkd_roce_*) to Prometheus.
+// Endpoint.Stats, EachQPStats and QP.Stats snapshot the counters from any
+// goroutine; internal/metrics exports them (cephdpdkd_roce_*).
 //
 // Wire formats come from roce/wire. Connection management (rdma_cm REQ/
 // REP/RTU, the Ceph TCP exchange) is built on top of this package and

@@ -4,11 +4,11 @@ import "errors"
 
 // Sentinel errors. Functions wrap them with context; test with errors.Is.
 var (
-	// ErrWouldBlock: the operation cannot make progress now (no free send
-	// buffer or queue slot, no received data); retry after Poll.
+	// ErrWouldBlock: the operation cannot make progress now (the link
+	// did not take a frame; for layers above, such as roce/session, no
+	// free send buffer or queue slot, no received data); retry after
+	// Poll.
 	ErrWouldBlock = errors.New("roce: operation would block")
-	// ErrClosed: the session was closed for sending.
-	ErrClosed = errors.New("roce: session closed")
 	// ErrInvalidState: the object is not in a state that allows the call.
 	ErrInvalidState = errors.New("roce: invalid state")
 	// ErrInvalidArgument: an attribute or argument is out of range or not
@@ -20,9 +20,6 @@ var (
 	ErrBusy = errors.New("roce: resource busy")
 	// ErrNoMemory: an Allocator could not provide the memory asked for.
 	ErrNoMemory = errors.New("roce: out of memory")
-	// ErrBadCompletion: a session received a work completion it did not
-	// expect (error status, wrong opcode, QP or length).
-	ErrBadCompletion = errors.New("roce: unexpected work completion")
 
 	// Work completion statuses, returned by WCStatus.Err.
 

@@ -83,6 +83,9 @@ func (a Access) String() string {
 // 1 TiB.
 const vaShift = 40
 
+// MaxMRSize is the largest memory region, in bytes.
+const MaxMRSize = 1<<vaShift - 1
+
 // SGE is a scatter/gather element: Length bytes at virtual address Addr
 // of the memory region with local key LKey.
 type SGE struct {
@@ -115,6 +118,10 @@ type MR struct {
 // NewPD allocates a protection domain on e.
 func (e *Endpoint) NewPD() *PD { return &PD{ep: e} }
 
+// Endpoint returns the endpoint the protection domain belongs to, where
+// its QPs' completion queues must be created too.
+func (pd *PD) Endpoint() *Endpoint { return pd.ep }
+
 // Dealloc releases the protection domain, which must hold no memory
 // regions and no QPs.
 func (pd *PD) Dealloc() error {
@@ -132,7 +139,7 @@ func (pd *PD) RegisterMR(buf []byte, access Access) (*MR, error) {
 	if pd.dead {
 		return nil, fmt.Errorf("roce: register mr: pd deallocated: %w", ErrInvalidState)
 	}
-	if len(buf) == 0 || len(buf) >= 1<<vaShift {
+	if len(buf) == 0 || len(buf) > MaxMRSize {
 		return nil, fmt.Errorf("roce: register mr of %d bytes: %w", len(buf), ErrInvalidArgument)
 	}
 	if access&^(AccessLocalWrite|AccessRemoteWrite|AccessRemoteRead) != 0 {

@@ -57,7 +57,6 @@ type qpCounters struct {
 	duplicates, outOfSequence              atomic.Uint64
 	staleResponses                         atomic.Uint64
 	state                                  atomic.Int32
-	sendBufInUse, sendBufTotal             atomic.Int64
 }
 
 // QPStats is a snapshot of a QP's counters.
@@ -81,32 +80,28 @@ type QPStats struct {
 	StaleResponses     uint64 // responses for PSNs already acknowledged
 
 	SendCQDepth, RecvCQDepth int // completions waiting
-	SendBuffersInUse         int // session send buffers posted and not completed
-	SendBuffers              int // session send buffers
 }
 
 func (c *qpCounters) snapshot(qpn uint32, sendCQ, recvCQ *CQ) QPStats {
 	s := QPStats{
-		QPN:              qpn,
-		State:            QPState(c.state.Load()),
-		TxPackets:        c.txPackets.Load(),
-		TxBytes:          c.txBytes.Load(),
-		RxPackets:        c.rxPackets.Load(),
-		RxBytes:          c.rxBytes.Load(),
-		Retransmits:      c.retransmits.Load(),
-		Timeouts:         c.timeouts.Load(),
-		RNRNaksSent:      c.rnrNakSent.Load(),
-		RNRSilentDrops:   c.rnrSilent.Load(),
-		RNRNaksReceived:  c.rnrNakRecv.Load(),
-		ICRCErrors:       c.icrcErrors.Load(),
-		Dropped:          c.dropped.Load(),
-		Duplicates:       c.duplicates.Load(),
-		OutOfSequence:    c.outOfSequence.Load(),
-		StaleResponses:   c.staleResponses.Load(),
-		SendCQDepth:      int(sendCQ.depth.Load()),
-		RecvCQDepth:      int(recvCQ.depth.Load()),
-		SendBuffersInUse: int(c.sendBufInUse.Load()),
-		SendBuffers:      int(c.sendBufTotal.Load()),
+		QPN:             qpn,
+		State:           QPState(c.state.Load()),
+		TxPackets:       c.txPackets.Load(),
+		TxBytes:         c.txBytes.Load(),
+		RxPackets:       c.rxPackets.Load(),
+		RxBytes:         c.rxBytes.Load(),
+		Retransmits:     c.retransmits.Load(),
+		Timeouts:        c.timeouts.Load(),
+		RNRNaksSent:     c.rnrNakSent.Load(),
+		RNRSilentDrops:  c.rnrSilent.Load(),
+		RNRNaksReceived: c.rnrNakRecv.Load(),
+		ICRCErrors:      c.icrcErrors.Load(),
+		Dropped:         c.dropped.Load(),
+		Duplicates:      c.duplicates.Load(),
+		OutOfSequence:   c.outOfSequence.Load(),
+		StaleResponses:  c.staleResponses.Load(),
+		SendCQDepth:     int(sendCQ.depth.Load()),
+		RecvCQDepth:     int(recvCQ.depth.Load()),
 	}
 	for i := range c.nakSent {
 		s.NaksSent[i] = c.nakSent[i].Load()
@@ -119,8 +114,8 @@ func (c *qpCounters) snapshot(qpn uint32, sendCQ, recvCQ *CQ) QPStats {
 // QP's methods it may be called from any goroutine.
 func (qp *QP) Stats() QPStats { return qp.cnt.snapshot(qp.qpn, qp.sendCQ, qp.recvCQ) }
 
-// statsEntry is what a collector needs of a QP; its fields never change,
-// so collectors can read it without touching the QP.
+// statsEntry is what EachQPStats needs of a QP; its fields never change,
+// so it can be read without touching the QP.
 type statsEntry struct {
 	qpn            uint32
 	cnt            *qpCounters
@@ -161,5 +156,16 @@ func (e *Endpoint) Stats() EndpointStats {
 		NotLocal: c.notLocal.Load(), NoQP: c.noQP.Load(), Unsupported: c.unsupp.Load(),
 		TooManyVLANs: c.tooManyVLANs.Load(), NotRoCE: c.notRoCE.Load(),
 		GSIReceived: c.gsiReceived.Load(), GSISent: c.gsiSent.Load(), TxBusy: c.txBusy.Load(),
+	}
+}
+
+// EachQPStats calls f with a snapshot of the counters of every QP of the
+// endpoint. Unlike the endpoint's other methods it may be called from any
+// goroutine while the endpoint is polled: it reads only the endpoint's
+// registry of QPs, under its mutex, and atomics. f runs outside that
+// mutex; a QP created or destroyed meanwhile may or may not be visited.
+func (e *Endpoint) EachQPStats(f func(QPStats)) {
+	for _, se := range e.statsEntries() {
+		f(se.cnt.snapshot(se.qpn, se.sendCQ, se.recvCQ))
 	}
 }

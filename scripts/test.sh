@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs what is missing and runs the whole test suite: vet and gofmt,
+# Installs what is missing and runs the whole test suite: vet, gofmt and
+# the DPDK boundary check (internal/tools/checkunsafe),
 # the pure-Go packages under the race detector (-short: the qemu guests
 # boot once, in the next step), then every package
 # (including the DPDK, testpmd and network-namespace tests, which need
@@ -9,10 +10,13 @@ cd "$(dirname "$0")/.."
 ./scripts/deps.sh
 . scripts/env.sh
 
-echo "== gofmt / go vet"
+echo "== gofmt / go vet / checkunsafe"
 bad=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [ -n "$bad" ]; then echo "gofmt needed: $bad" >&2; exit 1; fi
 go vet ./...
+# unsafe and cgo only in the *_cgo.go files of pmd, mempool, dispatch and
+# consumer, and no unsafe.Pointer in any exported API.
+go run ./internal/tools/checkunsafe
 
 echo "== race: pure-Go packages"
 pure=$(go list -f '{{if not .CgoFiles}}{{.ImportPath}}{{end}}' ./... | while read -r p; do

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 
 	"github.com/cephdpdkd/cephdpdkd/internal/config"
+	"github.com/cephdpdkd/cephdpdkd/internal/devargs"
 	"github.com/cephdpdkd/cephdpdkd/internal/hugepages"
 	"github.com/cephdpdkd/cephdpdkd/internal/nicbind"
 )
@@ -80,7 +81,7 @@ func (h *host) bindNIC(cfg *config.Config) (release func() error, err error) {
 		return nil, err
 	}
 	iface, pci := cfg.Port.BindTarget()
-	want := config.CanonicalPCI(cfg.Port.Device)
+	want := devargs.Name(cfg.Port.Device)
 	statePath := h.nic.StatePath(cfg.Port.Name)
 	st, err := h.nic.Bind(cfg.Port.Name, nicbind.Request{Driver: b.Driver, Interface: iface, PCI: pci, Force: b.Force})
 	if err != nil {
@@ -124,7 +125,7 @@ func checkBind(cfg *config.Config, sys *nicbind.System) error {
 	if iface == "" {
 		return nil
 	}
-	want := config.CanonicalPCI(cfg.Port.Device)
+	want := devargs.Name(cfg.Port.Device)
 	if got, err := sys.PCIOf(iface); err == nil && got != want {
 		return fmt.Errorf("port.bind.interface %s is PCI device %s, not port.device %s", iface, got, want)
 	}

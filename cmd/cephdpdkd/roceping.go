@@ -24,7 +24,7 @@ func cmdRoCEPing(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	port := fs.Uint("port", 7471, "rdma_cm port of the listener")
 	count := fs.Int("n", 10, "messages to send")
 	size := fs.Int("s", 64, "bytes per message")
-	mode := fs.String("mode", "echo", "echo: each message must come back unchanged (cephdpdkd's echo); reply: each gets a reply of its size (rdma_server: -n 1 -s 16); tose: n messages each way (ucmatose)")
+	mode := fs.String("mode", "echo", "echo: each message must come back unchanged (cephdpdkd's echo); reply: each gets a reply of its size (rdma_server: -n 1 -s 16); tose: n messages each way (ucmatose); stream: n×s bytes as one flow-controlled byte stream with the configuration's session buffers, as Ceph sends (a bridged port's sink)")
 	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
 	if err := fs.Parse(args); err != nil {
 		return errUsage
@@ -42,8 +42,10 @@ func cmdRoCEPing(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		pc.Mode = ping.ModeTose
 	case "reply":
 		pc.Mode = ping.ModeReply
+	case "stream":
+		pc.Mode = ping.ModeStream
 	default:
-		fmt.Fprintf(stderr, "roce-ping: --mode %q: want echo, reply or tose\n", *mode)
+		fmt.Fprintf(stderr, "roce-ping: --mode %q: want echo, reply, tose or stream\n", *mode)
 		return errUsage
 	}
 	cfg, err := loadConfig(*path, false)
@@ -91,6 +93,13 @@ func runPing(ctx context.Context, d *daemon.Daemon, addr netip.Addr, port uint16
 	}
 	select {
 	case r := <-results:
+		// The result comes before the disconnect ends: let the client
+		// free its QP and buffers before the daemon stops.
+		for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+			if st, err := node.Status(ctx); err != nil || st.Pings == 0 {
+				break
+			}
+		}
 		return r, nil
 	case <-ctx.Done():
 		return ping.Result{}, ctx.Err()

@@ -182,10 +182,11 @@ func TestRulesComplete(t *testing.T) {
 // collectorSources maps a metric-name prefix to the files whose descriptors
 // append a suffix to it.
 var collectorSources = []struct{ prefix, file string }{
-	{"cephdpdkd_roce_bridge_", "roce/bridge/metrics.go"},
-	{"cephdpdkd_roce_cm_", "roce/cm/stats.go"},
-	{"cephdpdkd_roce_", "roce/metrics.go"},
-	{"cephdpdkd_roce_", "internal/roced/metrics.go"},
+	{"cephdpdkd_roce_bridge_", "internal/metrics/rocebridge.go"},
+	{"cephdpdkd_roce_cm_", "internal/metrics/rocecm.go"},
+	{"cephdpdkd_roce_app_", "internal/metrics/roceapp.go"},
+	{"cephdpdkd_roce_ceph_", "internal/metrics/roceceph.go"},
+	{"cephdpdkd_roce_", "internal/metrics/roce.go"},
 	{"cephdpdkd_", "internal/metrics/metrics.go"},
 }
 

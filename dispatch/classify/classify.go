@@ -21,37 +21,20 @@ const (
 
 // IP protocol numbers used in rules.
 const (
-	ProtoICMP   uint8 = 1
-	ProtoTCP    uint8 = 6
-	ProtoUDP    uint8 = 17
-	ProtoICMPv6 uint8 = 58
+	ProtoICMP   = header.ProtoICMP
+	ProtoTCP    = header.ProtoTCP
+	ProtoUDP    = header.ProtoUDP
+	ProtoICMPv6 = header.ProtoICMPv6
 )
 
-// IPv6 extension header numbers the parser walks past.
-const (
-	ipv6HopByHop    = 0
-	ipv6Routing     = 43
-	ipv6Fragment    = 44
-	ipv6AuthHeader  = 51
-	ipv6DestOptions = 60
-)
-
+// The limits are package header's, shared with the RoCEv2 codec and ARP.
 const (
 	// MaxVLANs is the number of VLAN tags the parser accepts; a frame with
 	// more is malformed.
 	MaxVLANs = header.MaxVLANs
 	// MaxIPv6ExtHeaders bounds the IPv6 extension header chain so the cost
 	// of parsing a frame stays bounded; a longer chain is malformed.
-	MaxIPv6ExtHeaders = 8
-)
-
-const (
-	ethHeaderLen  = header.EthernetHeaderLen
-	arpFixedLen   = 8
-	ipv4MinHeader = 20
-	ipv6HeaderLen = 40
-	tcpMinHeader  = 20
-	udpHeaderLen  = 8
+	MaxIPv6ExtHeaders = header.MaxIPv6ExtHeaders
 )
 
 // Reason says why a frame could not be parsed. The zero value, ReasonNone,
@@ -202,11 +185,13 @@ func ParseChain(first []byte, pktLen int, h *Headers) Reason {
 	return parse(first, pktLen, h)
 }
 
-// parse is ParseChain for pktLen >= len(seg). Every length is checked
-// against pktLen first, for the reason Parse gives a whole frame, then
-// against seg before any byte is read: for a single segment (pktLen ==
-// len(seg)) the second check never fails, and the result is that of the
-// whole-frame parser.
+// parse is ParseChain for pktLen >= len(seg). The rules are package
+// header's: every length is checked against pktLen first, for the reason
+// Parse gives a whole frame, then against seg (header.ErrSplitHeader)
+// before any byte is read, so for a single segment (pktLen == len(seg))
+// the result is that of the whole-frame parser. Each header is tested
+// with its inlined IsValid; only a header that fails is run through
+// Check, to name the reason.
 func parse(seg []byte, pktLen int, h *Headers) Reason {
 	*h = Headers{}
 	et, off, ok := header.InnerEtherType(seg)
@@ -214,7 +199,7 @@ func parse(seg []byte, pktLen int, h *Headers) Reason {
 		var l header.Link
 		return linkReason(header.ParseLink(seg, &l), len(seg), pktLen)
 	}
-	n := (off - ethHeaderLen) / header.VLANTagLen
+	n := (off - header.EthernetHeaderLen) / header.VLANTagLen
 	for i := range n {
 		h.VLANTCI[i] = header.Ethernet(seg).Tag(i).TCI
 	}
@@ -248,147 +233,102 @@ func linkReason(err error, segLen, pktLen int) Reason {
 	return ReasonTruncatedVLAN
 }
 
-// fits returns ReasonNone if the k bytes from off lie in seg, otherwise
-// ReasonMultiSegmentHeaders; callers have checked that they lie in the
-// packet.
-func fits(seg []byte, off, k int) Reason {
-	if len(seg)-off < k {
+// reason names an error of package header's parsers past the link layer.
+// An error it does not know, which TestReasons rules out, is named
+// fallback: the frame is refused all the same. It is kept out of line:
+// it runs only for malformed frames, and inlined into every parser it
+// would crowd the code that runs for every frame.
+//
+//go:noinline
+func reason(err error, fallback Reason) Reason {
+	switch err {
+	case nil:
+		return ReasonNone
+	case header.ErrSplitHeader:
 		return ReasonMultiSegmentHeaders
+	case header.ErrTruncatedARP:
+		return ReasonTruncatedARP
+	case header.ErrTruncatedIPv4:
+		return ReasonTruncatedIPv4
+	case header.ErrBadIPv4Header:
+		return ReasonBadIPv4Header
+	case header.ErrBadIPv4Length:
+		return ReasonBadIPv4Length
+	case header.ErrTruncatedIPv6:
+		return ReasonTruncatedIPv6
+	case header.ErrBadIPv6Header:
+		return ReasonBadIPv6Header
+	case header.ErrBadIPv6ExtHeader:
+		return ReasonBadIPv6ExtHeader
+	case header.ErrTooManyIPv6ExtHeaders:
+		return ReasonTooManyIPv6ExtHeaders
+	case header.ErrTruncatedTCP:
+		return ReasonTruncatedTCP
+	case header.ErrBadTCPHeader:
+		return ReasonBadTCPHeader
+	case header.ErrTruncatedUDP:
+		return ReasonTruncatedUDP
+	case header.ErrBadUDPLength:
+		return ReasonBadUDPLength
 	}
-	return ReasonNone
+	return fallback
 }
 
 func parseARP(seg []byte, pktLen int, h *Headers) Reason {
 	off := h.L3Offset
-	if pktLen-off < arpFixedLen {
-		return ReasonTruncatedARP
+	a := header.ARP(seg[off:])
+	if !a.IsValid(pktLen - off) {
+		return reason(a.Check(pktLen-off), ReasonTruncatedARP)
 	}
-	if r := fits(seg, off, arpFixedLen); r != ReasonNone {
-		return r
-	}
-	b := seg[off:]
-	hlen, plen := int(b[4]), int(b[5])
-	n := arpFixedLen + 2*hlen + 2*plen
-	if pktLen-off < n {
-		return ReasonTruncatedARP
-	}
-	if r := fits(seg, off, n); r != ReasonNone {
-		return r
-	}
-	h.End = off + n
-	if be16(b[2:4]) == EtherTypeIPv4 && plen == 4 {
-		spa := arpFixedLen + hlen
-		tpa := spa + 4 + hlen
-		h.Src = netip.AddrFrom4([4]byte(b[spa : spa+4]))
-		h.Dst = netip.AddrFrom4([4]byte(b[tpa : tpa+4]))
+	h.End = off + a.Len()
+	if a.ProtocolType() == EtherTypeIPv4 && a.ProtocolAddressLength() == 4 {
+		h.Src = netip.AddrFrom4([4]byte(a.SenderProtocolAddress()))
+		h.Dst = netip.AddrFrom4([4]byte(a.TargetProtocolAddress()))
 	}
 	return ReasonNone
 }
 
 func parseIPv4(seg []byte, pktLen int, h *Headers) Reason {
 	off := h.L3Offset
-	if pktLen-off < ipv4MinHeader {
-		return ReasonTruncatedIPv4
-	}
-	if r := fits(seg, off, ipv4MinHeader); r != ReasonNone {
-		return r
-	}
-	b := seg[off:]
-	ihl := int(b[0]&0x0f) * 4
-	if b[0]>>4 != 4 || ihl < ipv4MinHeader {
-		return ReasonBadIPv4Header
-	}
-	total := int(be16(b[2:4]))
-	if total < ihl {
-		return ReasonBadIPv4Length
-	}
-	if total > pktLen-off {
-		return ReasonTruncatedIPv4
-	}
-	if r := fits(seg, off, ihl); r != ReasonNone {
-		return r
+	ip := header.IPv4(seg[off:])
+	if !ip.IsValid(pktLen - off) {
+		return reason(ip.Check(pktLen-off), ReasonBadIPv4Header)
 	}
 	h.IPVersion = 4
-	h.Proto = b[9]
-	h.Src = netip.AddrFrom4([4]byte(b[12:16]))
-	h.Dst = netip.AddrFrom4([4]byte(b[16:20]))
-	ff := be16(b[6:8])
-	h.FragOffset = ff & 0x1fff
-	h.Fragment = ff&0x3fff != 0 // MF set or a nonzero offset
-	h.End = off + total
-	h.L4Offset = off + ihl
+	h.Proto = ip.Protocol()
+	h.Src = ip.SourceAddress()
+	h.Dst = ip.DestinationAddress()
+	h.FragOffset = ip.FragmentOffset()
+	h.Fragment = ip.IsFragment()
+	h.End = off + ip.TotalLength()
+	h.L4Offset = off + ip.HeaderLength()
 	return parseL4(seg, h)
 }
 
 func parseIPv6(seg []byte, pktLen int, h *Headers) Reason {
 	off := h.L3Offset
-	if pktLen-off < ipv6HeaderLen {
-		return ReasonTruncatedIPv6
-	}
-	if r := fits(seg, off, ipv6HeaderLen); r != ReasonNone {
-		return r
-	}
-	b := seg[off:]
-	if b[0]>>4 != 6 {
-		return ReasonBadIPv6Header
-	}
-	total := ipv6HeaderLen + int(be16(b[4:6]))
-	if total > pktLen-off {
-		return ReasonTruncatedIPv6
+	ip := header.IPv6(seg[off:])
+	if !ip.IsValid(pktLen - off) {
+		return reason(ip.Check(pktLen-off), ReasonBadIPv6Header)
 	}
 	h.IPVersion = 6
-	h.Src = netip.AddrFrom16([16]byte(b[8:24]))
-	h.Dst = netip.AddrFrom16([16]byte(b[24:40]))
-	h.End = off + total
-
-	next := b[6]
-	p := ipv6HeaderLen
-	for i := 0; ; i++ {
-		switch next {
-		case ipv6HopByHop, ipv6Routing, ipv6Fragment, ipv6AuthHeader, ipv6DestOptions:
-		default:
-			h.Proto = next
-			h.L4Offset = off + p
-			return parseL4(seg, h)
-		}
-		if i == MaxIPv6ExtHeaders {
-			return ReasonTooManyIPv6ExtHeaders
-		}
-		// RFC 8200 section 4.3: Hop-by-Hop Options only directly after
-		// the IPv6 header.
-		if next == ipv6HopByHop && i != 0 {
-			return ReasonBadIPv6ExtHeader
-		}
-		// Every extension header is at least 8 bytes long.
-		if total-p < 8 {
-			return ReasonBadIPv6ExtHeader
-		}
-		if r := fits(seg, off+p, 8); r != ReasonNone {
-			return r
-		}
-		var n int
-		switch next {
-		case ipv6Fragment:
-			n = 8
-			ff := be16(b[p+2 : p+4])
-			h.FragOffset = ff >> 3
-			// An atomic fragment (offset 0, M clear) is a whole
-			// datagram (RFC 6946).
-			h.Fragment = h.FragOffset != 0 || ff&1 != 0
-		case ipv6AuthHeader:
-			n = (int(b[p+1]) + 2) * 4 // RFC 4302: length in 4-byte units, minus 2
-		default:
-			n = (int(b[p+1]) + 1) * 8
-		}
-		if n > total-p {
-			return ReasonBadIPv6ExtHeader
-		}
-		if r := fits(seg, off+p, n); r != ReasonNone {
-			return r
-		}
-		next = b[p]
-		p += n
+	h.Src = ip.SourceAddress()
+	h.Dst = ip.DestinationAddress()
+	h.End = off + header.IPv6MinimumSize + ip.PayloadLength()
+	// No extension headers, the most common case, needs no walk (and no
+	// call: ParseExtensions is too large to inline).
+	p := header.IPv6Payload{Protocol: ip.NextHeader(), Offset: header.IPv6MinimumSize}
+	var err error
+	if header.IsIPv6ExtHeader(p.Protocol) {
+		err = ip.ParseExtensions(&p)
 	}
+	h.Fragment, h.FragOffset = p.Fragment, p.FragmentOffset
+	if err != nil {
+		return reason(err, ReasonBadIPv6ExtHeader)
+	}
+	h.Proto = p.Protocol
+	h.L4Offset = off + p.Offset
+	return parseL4(seg, h)
 }
 
 // parseL4 reads the transport header at h.L4Offset of a packet that ends
@@ -399,60 +339,39 @@ func parseL4(seg []byte, h *Headers) Reason {
 		// A later fragment: what follows is the middle of a datagram.
 		return ReasonNone
 	}
-	switch h.Proto {
-	case ProtoTCP, ProtoUDP:
-	default:
-		return ReasonNone
-	}
 	off := h.L4Offset
-	n := h.End - off // transport header and payload
-	if h.Fragment {
+	size := h.End - off // transport header and payload
+	l4 := seg[off:]
+	switch {
+	case h.Proto != ProtoTCP && h.Proto != ProtoUDP:
+		return ReasonNone
+	case h.Fragment:
 		// The first fragment of several: the transport header may be
 		// split across fragments, and UDP length covers the whole
 		// datagram, so only the ports are read, if present.
-		if n >= 4 {
-			if r := fits(seg, off, 4); r != ReasonNone {
-				return r
+		if size >= header.PortsSize {
+			if len(l4) < header.PortsSize {
+				return ReasonMultiSegmentHeaders
 			}
-			h.SrcPort, h.DstPort = be16(seg[off:off+2]), be16(seg[off+2:off+4])
+			h.SrcPort, h.DstPort = header.UDP(l4).SourcePort(), header.UDP(l4).DestinationPort()
 			h.HasPorts = true
 		}
 		return ReasonNone
-	}
-	if h.Proto == ProtoTCP {
-		if n < tcpMinHeader {
-			return ReasonTruncatedTCP
+	case h.Proto == ProtoTCP:
+		t := header.TCP(l4)
+		if !t.IsValid(size) {
+			return reason(t.Check(size), ReasonBadTCPHeader)
 		}
-		if r := fits(seg, off, tcpMinHeader); r != ReasonNone {
-			return r
+		h.SrcPort, h.DstPort = t.SourcePort(), t.DestinationPort()
+		h.PayloadOffset = off + t.DataOffset()
+	default:
+		u := header.UDP(l4)
+		if !u.IsValid(size) {
+			return reason(u.Check(size), ReasonBadUDPLength)
 		}
-		l4 := seg[off:]
-		doff := int(l4[12]>>4) * 4
-		if doff < tcpMinHeader || doff > n {
-			return ReasonBadTCPHeader
-		}
-		if r := fits(seg, off, doff); r != ReasonNone {
-			return r
-		}
-		h.SrcPort, h.DstPort = be16(l4[0:2]), be16(l4[2:4])
-		h.HasPorts = true
-		h.PayloadOffset = off + doff
-		return ReasonNone
+		h.SrcPort, h.DstPort = u.SourcePort(), u.DestinationPort()
+		h.PayloadOffset = off + header.UDPMinimumSize
 	}
-	if n < udpHeaderLen {
-		return ReasonTruncatedUDP
-	}
-	if r := fits(seg, off, udpHeaderLen); r != ReasonNone {
-		return r
-	}
-	l4 := seg[off:]
-	// A UDP length below the IP payload is allowed (the rest is ignored,
-	// as Linux does); one beyond it is not.
-	if ulen := int(be16(l4[4:6])); ulen < udpHeaderLen || ulen > n {
-		return ReasonBadUDPLength
-	}
-	h.SrcPort, h.DstPort = be16(l4[0:2]), be16(l4[2:4])
 	h.HasPorts = true
-	h.PayloadOffset = off + udpHeaderLen
 	return ReasonNone
 }

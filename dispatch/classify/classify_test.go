@@ -10,6 +10,8 @@ import (
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
+
+	"github.com/cephdpdkd/cephdpdkd/header"
 )
 
 var (
@@ -539,5 +541,33 @@ func TestReasonString(t *testing.T) {
 	}
 	if ReasonNone.String() != "none" || ReasonTruncatedTCP.String() != "truncated_tcp" {
 		t.Errorf("unexpected names %q %q", ReasonNone, ReasonTruncatedTCP)
+	}
+}
+
+// TestReasons checks that every error of package header's parsers past
+// the link layer has its own reason, so that reason never needs its
+// fallback.
+func TestReasons(t *testing.T) {
+	for err, want := range map[error]Reason{
+		header.ErrSplitHeader:           ReasonMultiSegmentHeaders,
+		header.ErrTruncatedARP:          ReasonTruncatedARP,
+		header.ErrTruncatedIPv4:         ReasonTruncatedIPv4,
+		header.ErrBadIPv4Header:         ReasonBadIPv4Header,
+		header.ErrBadIPv4Length:         ReasonBadIPv4Length,
+		header.ErrTruncatedIPv6:         ReasonTruncatedIPv6,
+		header.ErrBadIPv6Header:         ReasonBadIPv6Header,
+		header.ErrBadIPv6ExtHeader:      ReasonBadIPv6ExtHeader,
+		header.ErrTooManyIPv6ExtHeaders: ReasonTooManyIPv6ExtHeaders,
+		header.ErrTruncatedTCP:          ReasonTruncatedTCP,
+		header.ErrBadTCPHeader:          ReasonBadTCPHeader,
+		header.ErrTruncatedUDP:          ReasonTruncatedUDP,
+		header.ErrBadUDPLength:          ReasonBadUDPLength,
+	} {
+		if got := reason(err, ReasonNone); got != want {
+			t.Errorf("reason(%v) = %v, want %v", err, got, want)
+		}
+	}
+	if got := reason(nil, ReasonTruncatedIPv4); got != ReasonNone {
+		t.Errorf("reason(nil) = %v", got)
 	}
 }

@@ -3,11 +3,14 @@
 // Parse reads Ethernet, VLAN, ARP, IPv4, IPv6 (with its common extension
 // headers), TCP and UDP headers straight from frame memory, without
 // copying and without allocating, and names the reason when a frame is
-// malformed. The link-layer rules (which ethertypes are VLAN tags, at most
-// header.MaxVLANs of them) are package header's, shared with the RoCE
-// codec and ARP. A Classifier matches a frame against an ordered list of
-// rules; the first matching rule (lowest index) wins, and a frame no rule
-// claims, or one whose headers are malformed, goes to the default service.
+// malformed. The rules are package header's (which ethertypes are VLAN
+// tags, at most header.MaxVLANs of them, what makes an IPv4, IPv6, ARP,
+// TCP or UDP header well formed, which IPv6 extension headers are walked),
+// shared with the RoCE codec and ARP, so that what the classifier hands a
+// service is what the service reads. A Classifier matches a frame against
+// an ordered list of rules; the first matching rule (lowest index) wins,
+// and a frame no rule claims, or one whose headers are malformed, goes to
+// the default service.
 //
 // Rules are compiled once, at start, into lookup tables: one table per
 // header field maps the field's value to the set of rules that accept it,

@@ -76,13 +76,14 @@ func be32(b []byte) uint32 { return binary.BigEndian.Uint32(b) }
 
 // classify is Classify. It also reports whether the fast path took the
 // frame and, if it did, the rules it found matching, so that tests can
-// check them.
+// check them. Its checks are package header's, through the inlined
+// IsValid forms of the Check methods Parse calls.
 func (c *Classifier) classify(frame []byte) (service int, reason Reason, fast bool, m uint64) {
-	if len(frame) < ethHeaderLen {
+	if len(frame) < header.EthernetHeaderLen {
 		return c.defaultService, ReasonTruncatedEthernet, false, 0
 	}
-	et := be16(frame[12:14])
-	b := frame[ethHeaderLen:]
+	et := header.Ethernet(frame).Type()
+	b := frame[header.EthernetHeaderLen:]
 	if header.IsVLAN(et) {
 		// Untagged frames, the most, skip the loop.
 		var off int
@@ -98,21 +99,17 @@ func (c *Classifier) classify(frame []byte) (service int, reason Reason, fast bo
 	// before that leaves the frame to Parse.
 	switch et {
 	case EtherTypeIPv4:
-		if len(b) < ipv4MinHeader {
+		ip := header.IPv4(b)
+		if !ip.IsValid(len(b)) {
 			break
 		}
-		ihl := int(b[0]&0x0f) * 4
-		total := int(be16(b[2:4]))
-		if b[0]>>4 != 4 || ihl < ipv4MinHeader || total < ihl || total > len(b) {
-			break
-		}
-		proto := b[9]
-		l4 := b[ihl:total]
+		proto := ip.Protocol()
+		l4 := b[ip.HeaderLength():ip.TotalLength()]
 		m = c.fast.ip4[proto]
-		if ff := be16(b[6:8]); ff&0x3fff != 0 {
-			m &= c.fragmentPorts(proto, ff, l4)
+		if ff := ip.FlagsFragmentOffset(); header.IPv4IsFragment(ff) {
+			m &= c.fragmentPorts(proto, header.IPv4FragmentOffset(ff) == 0, l4)
 		} else if proto == ProtoTCP || proto == ProtoUDP {
-			if !transportValid(proto, l4) {
+			if len(l4) < header.UDPMinimumSize || !transportValid(proto, l4) {
 				break
 			}
 			m &= c.dstPorts.lookup(be16(l4[2:4])) & c.srcPorts.lookup(be16(l4[0:2]))
@@ -122,18 +119,18 @@ func (c *Classifier) classify(frame []byte) (service int, reason Reason, fast bo
 		}
 		fast = true
 	case EtherTypeIPv6:
-		if len(b) < ipv6HeaderLen {
+		ip := header.IPv6(b)
+		if !ip.IsValid(len(b)) {
 			break
 		}
-		total := ipv6HeaderLen + int(be16(b[4:6]))
-		next := b[6]
-		if b[0]>>4 != 6 || total > len(b) || isIPv6ExtHeader(next) {
+		next := ip.NextHeader()
+		if header.IsIPv6ExtHeader(next) {
 			break
 		}
-		l4 := b[ipv6HeaderLen:total]
+		l4 := b[header.IPv6MinimumSize : header.IPv6MinimumSize+ip.PayloadLength()]
 		m = c.fast.ip6[next]
 		if next == ProtoTCP || next == ProtoUDP {
-			if !transportValid(next, l4) {
+			if len(l4) < header.UDPMinimumSize || !transportValid(next, l4) {
 				break
 			}
 			m &= c.dstPorts.lookup(be16(l4[2:4])) & c.srcPorts.lookup(be16(l4[0:2]))
@@ -156,54 +153,41 @@ func (c *Classifier) classify(frame []byte) (service int, reason Reason, fast bo
 }
 
 // transportValid reports whether l4, the rest of an unfragmented IP packet
-// with protocol TCP or UDP, holds the header Parse accepts.
+// with protocol TCP or UDP, holds the header Parse accepts. Callers check
+// first that l4 holds UDPMinimumSize bytes, as both headers do: it tells
+// the compiler the ports they read are there, and keeps this function
+// small enough to inline.
 func transportValid(proto uint8, l4 []byte) bool {
-	if len(l4) < udpHeaderLen {
-		return false
-	}
 	if proto == ProtoTCP {
-		return len(l4) >= tcpMinHeader && int(l4[12]>>4)*4 >= tcpMinHeader && int(l4[12]>>4)*4 <= len(l4)
+		return header.TCP(l4).IsValid(len(l4))
 	}
-	// A UDP length below the IP payload is allowed, as in parseL4.
-	ulen := int(be16(l4[4:6]))
-	return ulen >= udpHeaderLen && ulen <= len(l4)
+	return header.UDP(l4).IsValid(len(l4))
 }
 
-// fragmentPorts returns the rules an IPv4 fragment with protocol proto and
-// flags and offset ff matches by its ports: only a first fragment has
-// them, and then only if it is long enough; they are not checked, as the
-// transport header may be split.
-func (c *Classifier) fragmentPorts(proto uint8, ff uint16, l4 []byte) uint64 {
-	if ff&0x1fff == 0 && (proto == ProtoTCP || proto == ProtoUDP) && len(l4) >= 4 {
+// fragmentPorts returns the rules an IPv4 fragment with protocol proto,
+// the first of its datagram if first, matches by its ports: only a first
+// fragment has them, and then only if it is long enough; they are not
+// checked, as the transport header may be split.
+func (c *Classifier) fragmentPorts(proto uint8, first bool, l4 []byte) uint64 {
+	if first && (proto == ProtoTCP || proto == ProtoUDP) && len(l4) >= header.PortsSize {
 		return c.dstPorts.lookup(be16(l4[2:4])) & c.srcPorts.lookup(be16(l4[0:2]))
 	}
 	return c.noPorts
 }
 
-// isIPv6ExtHeader reports whether next is an extension header Parse walks
-// past.
-func isIPv6ExtHeader(next uint8) bool {
-	const ext = 1<<ipv6HopByHop | 1<<ipv6Routing | 1<<ipv6Fragment | 1<<ipv6AuthHeader | 1<<ipv6DestOptions
-	return next < 64 && ext&(uint64(1)<<next) != 0
-}
-
 // classifyARP is the fast path for the ARP packet b: it returns the rules
 // matching it, and false if b is malformed.
 func (c *Classifier) classifyARP(b []byte) (uint64, bool) {
-	if len(b) < arpFixedLen {
+	a := header.ARP(b)
+	if !a.IsValid(len(b)) {
 		return 0, false
 	}
-	hlen, plen := int(b[4]), int(b[5])
-	if len(b) < arpFixedLen+2*hlen+2*plen {
-		return 0, false
-	}
-	if be16(b[2:4]) != EtherTypeIPv4 || plen != 4 {
+	if a.ProtocolType() != EtherTypeIPv4 || a.ProtocolAddressLength() != 4 {
 		return c.fast.arpNoAddr, true
 	}
 	m := c.fast.arp4
 	if m&-m&c.fast.walk4 != 0 {
-		tpa := arpFixedLen + 2*hlen + 4
-		m &= c.dst4.lookup4(be32(b[tpa : tpa+4]))
+		m &= c.dst4.lookup4(be32(a.TargetProtocolAddress()))
 	}
 	return m, true
 }

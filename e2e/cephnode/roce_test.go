@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -106,7 +108,7 @@ shutdown: {drain_timeout: 1s}
 		out, code, err := g.Rados(ctx, args...)
 		if err != nil || code != 0 {
 			tailLog, _, _ := g.Run(ctx, "tail -n 30 /tmp/ceph/log/*.log")
-			t.Fatalf("guest: rados %s: exit %d, %v\n%s\nclient log:\n%s\ndaemon log:\n%s", strings.Join(args, " "), code, err, out, tailLog, tail(d.Log()))
+			t.Fatalf("guest: rados %s: exit %d, %v\n%s\nclient log:\n%s\ndaemon log:\n%s\ndaemon's RoCE metrics:\n%s", strings.Join(args, " "), code, err, out, tailLog, tail(d.Log()), roceMetrics(d))
 		}
 		logf("guest: rados %s: %.2f s", strings.Join(args, " "), time.Since(start).Seconds())
 		return out
@@ -142,6 +144,9 @@ shutdown: {drain_timeout: 1s}
 	}
 
 	bench := rados("-p", cl.Pool(), "bench", "10", "write", "--no-cleanup")
+	for i := 1; i < benchRepeat(); i++ {
+		rados("-p", cl.Pool(), "bench", "10", "write", "--no-cleanup")
+	}
 	bw, lat := regexp.MustCompile(`Bandwidth \(MB/sec\):\s+([0-9.]+)`).FindStringSubmatch(bench),
 		regexp.MustCompile(`Average Latency\(s\):\s+([0-9.]+)`).FindStringSubmatch(bench)
 	if bw == nil || lat == nil {
@@ -221,4 +226,26 @@ func countSeries(m map[string]float64, prefix string) int {
 		}
 	}
 	return n
+}
+
+// roceMetrics lists the daemon's non-zero RoCE series, for a failure's
+// diagnosis.
+func roceMetrics(d *daemonProc) string {
+	m, err := d.Metrics()
+	if err != nil {
+		return err.Error()
+	}
+	var lines []string
+	for k, v := range m {
+		if strings.HasPrefix(k, "cephdpdkd_roce_") && v != 0 {
+			lines = append(lines, fmt.Sprintf("%s %v", k, v))
+		}
+	}
+	slices.Sort(lines)
+	return strings.Join(lines, "\n")
+}
+
+func benchRepeat() int {
+	n, _ := strconv.Atoi(os.Getenv("CDD_BENCH_REPEAT"))
+	return max(n, 1)
 }

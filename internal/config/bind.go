@@ -1,6 +1,6 @@
 package config
 
-import "strings"
+import "github.com/cephdpdkd/cephdpdkd/internal/devargs"
 
 // Bind moves the port's PCI device from its kernel driver to a DPDK
 // driver, as dpdk-devbind.py does; `cephdpdkd restore-nic` puts the
@@ -24,16 +24,6 @@ const (
 	BindUIO  = "uio_pci_generic"
 )
 
-// CanonicalPCI returns a PCI address as sysfs names it: lower case, with
-// the 0000: domain when it is left out.
-func CanonicalPCI(addr string) string {
-	addr = strings.ToLower(addr)
-	if strings.Count(addr, ":") == 1 {
-		addr = "0000:" + addr
-	}
-	return addr
-}
-
 func (c *Config) validateBind(bad func(string, string, ...any)) {
 	b := c.Port.Bind
 	if b == nil {
@@ -49,15 +39,17 @@ func (c *Config) validateBind(bad func(string, string, ...any)) {
 	if b.Interface != "" && (len(b.Interface) > MaxInterfaceName || !ifnameRE.MatchString(b.Interface)) {
 		bad("port.bind.interface", "%q: a Linux interface name is 1..%d letters, digits, '-', '_' or '.'", b.Interface, MaxInterfaceName)
 	}
-	devPCI := IsPCIAddress(c.Port.Device)
+	dev, devErr := devargs.Parse(c.Port.Device)
+	bindPCI, pciErr := devargs.ParsePCI(b.PCI)
 	if b.Interface != "" && b.PCI != "" {
 		bad("port.bind.pci", "give port.bind.interface or port.bind.pci, not both")
-	} else if b.PCI != "" && !IsPCIAddress(b.PCI) {
-		bad("port.bind.pci", "%q is not a PCI address (0000:3b:00.0)", b.PCI)
-	} else if b.PCI != "" && devPCI && CanonicalPCI(b.PCI) != CanonicalPCI(c.Port.Device) {
+	} else if b.PCI != "" && pciErr != nil {
+		bad("port.bind.pci", "%v", pciErr)
+	} else if b.PCI != "" && dev.PCI && bindPCI != dev.Addr {
 		bad("port.bind.pci", "%s is not port.device %s: DPDK would open another device than the one bound", b.PCI, c.Port.Device)
 	}
-	if c.Port.Device != "" && !devPCI {
+	// A malformed port.device is reported on its own.
+	if c.Port.Device != "" && devErr == nil && !dev.PCI {
 		bad("port.bind", "port.device %q is a vdev: only a PCI device can be bound to %s", c.Port.Device, b.Driver)
 	}
 }
@@ -72,7 +64,7 @@ func (p Port) BindTarget() (iface, pci string) {
 	case p.Bind.Interface != "":
 		return p.Bind.Interface, ""
 	case p.Bind.PCI != "":
-		return "", CanonicalPCI(p.Bind.PCI)
+		return "", devargs.Name(p.Bind.PCI)
 	}
-	return "", CanonicalPCI(p.Device)
+	return "", devargs.Name(p.Device)
 }

@@ -29,6 +29,11 @@ func TestBindSection(t *testing.T) {
 			`port.bind.interface: "a/b"`, "", ""},
 		{"vdev", "port:\n  name: p\n  device: net_null0\n  bind: {driver: vfio-pci, interface: ens1f0}\n",
 			`line 4: port.bind: port.device "net_null0" is a vdev`, "", ""},
+		// The device with DPDK arguments, in another case and without the
+		// domain: the same device as port.bind.pci.
+		{"pci devargs", "port:\n  name: p\n  device: 3B:00.0,rxq_cqe_comp_en=1\n  bind: {driver: vfio-pci, pci: 0000:3b:00.0}\n", "", "", "0000:3b:00.0"},
+		{"function 8", "port:\n  name: p\n  device: 0000:3b:00.0\n  bind: {driver: vfio-pci, pci: 0000:3b:00.8}\n",
+			`port.bind.pci: "0000:3b:00.8" is not a PCI address`, "", ""},
 		{"unknown key", "port:\n  name: p\n  device: 0000:3b:00.0\n  bind: {driver: vfio-pci, iface: ens1f0}\n",
 			"field iface not found", "", ""},
 	}

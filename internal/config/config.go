@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/cephdpdkd/cephdpdkd/header"
 )
 
 // Config is one cephdpdkd configuration: one NIC and its services.
@@ -39,13 +41,17 @@ type Config struct {
 type EAL struct {
 	// Lcores is the EAL -l list, e.g. "0-1". The main lcore runs the Go
 	// runtime's DPDK calls; every other lcore may own a poll loop.
-	Lcores     string   `yaml:"lcores"`
-	MainLcore  int      `yaml:"main_lcore"`
-	MemoryMB   int      `yaml:"memory_mb"`
-	NoHuge     bool     `yaml:"no_huge"`
-	HugeDir    string   `yaml:"huge_dir"`
-	FilePrefix string   `yaml:"file_prefix"`
-	ExtraArgs  []string `yaml:"extra_args"`
+	Lcores    string `yaml:"lcores"`
+	MainLcore int    `yaml:"main_lcore"`
+	// RuntimeCPUs is where the Go runtime's threads run (the metrics
+	// server, the bridge's TCP I/O, GC): a CPU list such as "0,4-5".
+	// Empty: the lcores that run no poll loop, the main lcore among them.
+	RuntimeCPUs string   `yaml:"runtime_cpus"`
+	MemoryMB    int      `yaml:"memory_mb"`
+	NoHuge      bool     `yaml:"no_huge"`
+	HugeDir     string   `yaml:"huge_dir"`
+	FilePrefix  string   `yaml:"file_prefix"`
+	ExtraArgs   []string `yaml:"extra_args"`
 	// Hugepages, when set, has the daemon reserve and mount the
 	// hugepages the EAL uses, and give them back at stop.
 	Hugepages *Hugepages `yaml:"hugepages"`
@@ -129,14 +135,20 @@ type RoCE struct {
 	// to the Ceph daemons' TCP endpoints at the same address.
 	Bridge *Bridge `yaml:"bridge"`
 
-	BufferSize  int   `yaml:"buffer_size"`  // registered buffer and largest SEND
-	SendBuffers int   `yaml:"send_buffers"` // per session
-	RecvBuffers int   `yaml:"recv_buffers"` // per session, all posted
-	MTU         int   `yaml:"mtu"`          // path MTU 256..4096
-	RNRTimer    uint8 `yaml:"rnr_timer"`    // RNR NAK timer code we send (IB encoding)
-	Timeout     uint8 `yaml:"timeout"`      // local ACK timeout code
-	RetryCount  uint8 `yaml:"retry_count"`  // 7: unlimited
-	RNRRetry    uint8 `yaml:"rnr_retry"`    // 7: unlimited
+	BufferSize  int `yaml:"buffer_size"`  // registered buffer and largest SEND
+	SendBuffers int `yaml:"send_buffers"` // per session
+	RecvBuffers int `yaml:"recv_buffers"` // per session, all posted
+	MTU         int `yaml:"mtu"`          // path MTU 256..4096
+	// Window is each requester's window in packets: it sends no PSN this
+	// far past the oldest unacknowledged one. 0 takes rxe's 128
+	// (RXE_MAX_UNACKED_PSNS); a hardware RNIC allows more, and the bytes
+	// in flight (window × mtu) bound a connection's throughput to one
+	// window per round trip.
+	Window      int   `yaml:"window"`
+	RNRTimer    uint8 `yaml:"rnr_timer"`   // RNR NAK timer code we send (IB encoding)
+	Timeout     uint8 `yaml:"timeout"`     // local ACK timeout code
+	RetryCount  uint8 `yaml:"retry_count"` // 7: unlimited
+	RNRRetry    uint8 `yaml:"rnr_retry"`   // 7: unlimited
 	MaxSessions int   `yaml:"max_sessions"`
 	// MemoryMB bounds the DPDK memory for registered buffers.
 	MemoryMB int `yaml:"memory_mb"`
@@ -242,7 +254,10 @@ func parsePort(s string) (uint16, error) {
 // Protocol is an IP protocol: tcp, udp, icmp, icmpv6, or a number. Zero means any.
 type Protocol uint8
 
-var protocolNames = map[string]Protocol{"tcp": 6, "udp": 17, "icmp": 1, "icmpv6": 58, "any": 0, "": 0}
+var protocolNames = map[string]Protocol{
+	"tcp": Protocol(header.ProtoTCP), "udp": Protocol(header.ProtoUDP), "icmp": Protocol(header.ProtoICMP),
+	"icmpv6": Protocol(header.ProtoICMPv6), "any": 0, "": 0,
+}
 
 // UnmarshalYAML accepts a name or a number.
 func (p *Protocol) UnmarshalYAML(n *yaml.Node) error {
@@ -261,7 +276,10 @@ func (p *Protocol) UnmarshalYAML(n *yaml.Node) error {
 // EtherType is an Ethernet type: ipv4, ipv6, arp, or a number. Zero means any.
 type EtherType uint16
 
-var etherTypeNames = map[string]EtherType{"ipv4": 0x0800, "ipv6": 0x86dd, "arp": 0x0806, "any": 0, "": 0}
+var etherTypeNames = map[string]EtherType{
+	"ipv4": EtherType(header.EtherTypeIPv4), "ipv6": EtherType(header.EtherTypeIPv6), "arp": EtherType(header.EtherTypeARP),
+	"any": 0, "": 0,
+}
 
 // UnmarshalYAML accepts a name or a number such as 0x88cc.
 func (e *EtherType) UnmarshalYAML(n *yaml.Node) error {

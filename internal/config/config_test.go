@@ -58,6 +58,10 @@ func TestParseErrors(t *testing.T) {
 		{"duplicate service", strings.Replace(minimal, "  - name: other", "  - name: osd", 1), []string{"defined twice"}},
 		{"missing device", strings.Replace(minimal, "  device: net_null0\n", "", 1), []string{"port.device", "required"}},
 		{"bad device", strings.Replace(minimal, "net_null0", "eth0", 1), []string{"line 4", "neither a PCI address"}},
+		// Accepted before, though no PCI function is past 7: DPDK would
+		// probe nothing.
+		{"pci function 8", strings.Replace(minimal, "net_null0", `"0000:3b:00.8"`, 1), []string{"line 4", `"0000:3b:00.8" is neither a PCI address`}},
+		{"bad device argument", strings.Replace(minimal, "net_null0", `"net_null0,size"`, 1), []string{"line 4", `argument "size" is not key=value`}},
 		{"poller on main lcore", minimal + "pollers:\n  - {lcore: 0, rx_queues: [0], services: [osd, other]}\n", []string{"line 12", "main lcore"}},
 		{"service not drained", minimal + "pollers:\n  - {lcore: 1, rx_queues: [0], services: [osd]}\n", []string{`service "other" is not drained`}},
 		{"queue twice", minimal + "eal: {lcores: \"0-2\"}\npollers:\n  - {lcore: 1, rx_queues: [0], services: [osd]}\n  - {lcore: 2, rx_queues: [0], services: [other]}\n", []string{"already polled"}},
@@ -185,6 +189,8 @@ func TestRoCESection(t *testing.T) {
 		{"port: 7471", "port: 7174", "listed twice"},
 		{`listen: "127.0.0.1:6800"`, `listen: "6800"`, "host:port"},
 		{"  listen:\n", "  mtu: 1000\n  listen:\n", "roce.mtu"},
+		{"  listen:\n", "  window: -1\n  listen:\n", "roce.window"},
+		{"  listen:\n", "  window: 65537\n  listen:\n", "roce.window"},
 		{"  listen:\n", "  memory_mb: 1\n  listen:\n", "cannot hold"},
 	} {
 		_, err := Parse([]byte(strings.Replace(withRoCE, tt.from, tt.to, 1)))

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cephdpdkd/cephdpdkd/internal/devargs"
 	"github.com/cephdpdkd/cephdpdkd/internal/hugepages"
 )
 
@@ -110,8 +111,16 @@ func readCPUList(path string) (unix.CPUSet, error) {
 
 // checkLcoresHost refuses lcores outside the process's CPU affinity: EAL
 // lcore IDs given with -l are CPU numbers.
+// eal.runtime_cpus gets the same check.
 func (c *Config) checkLcoresHost(bad func(path, format string, args ...any)) {
-	lcores, err := ParseLcores(c.EAL.Lcores)
+	checkCPUsHost("eal.lcores", c.EAL.Lcores, bad)
+	if c.EAL.RuntimeCPUs != "" {
+		checkCPUsHost("eal.runtime_cpus", c.EAL.RuntimeCPUs, bad)
+	}
+}
+
+func checkCPUsHost(path, list string, bad func(path, format string, args ...any)) {
+	lcores, err := ParseLcores(list)
 	if err != nil {
 		return // Validate reports it
 	}
@@ -137,7 +146,7 @@ func (c *Config) checkLcoresHost(bad func(path, format string, args ...any)) {
 	if len(missing) > 1 {
 		what = "lcores " + formatLcores(missing) + " are not CPUs"
 	}
-	bad("eal.lcores", "%s this process may run on; available CPUs on this machine: %s", what, formatLcores(avail))
+	bad(path, "%s this process may run on; available CPUs on this machine: %s", what, formatLcores(avail))
 }
 
 // formatLcores writes sorted lcores as an EAL list: "0-3,8".
@@ -163,37 +172,25 @@ func formatLcores(ls []int) string {
 // checkDeviceHost checks that the PCI device or the files and interfaces
 // a vdev names exist.
 func (c *Config) checkDeviceHost(bad func(path, format string, args ...any)) {
-	dev := c.Port.Device
-	if IsPCIAddress(dev) {
-		addr := strings.ToLower(dev)
-		if strings.Count(addr, ":") == 1 {
-			addr = "0000:" + addr
-		}
-		if _, err := os.Stat(filepath.Join("/sys/bus/pci/devices", addr)); err != nil {
-			bad("port.device", "PCI device %s does not exist on this machine", addr)
+	dev, err := devargs.Parse(c.Port.Device)
+	if err != nil {
+		return // Validate reports it
+	}
+	if dev.PCI {
+		if _, err := os.Stat(filepath.Join("/sys/bus/pci/devices", dev.Name)); err != nil {
+			bad("port.device", "PCI device %s does not exist on this machine", dev.Name)
 		}
 		return
 	}
-	if !isVdev(dev) {
-		return // Validate reports it
-	}
-	name, argstr, _ := strings.Cut(dev, ",")
-	args := map[string][]string{}
-	if argstr != "" {
-		for _, kv := range strings.Split(argstr, ",") {
-			k, v, _ := strings.Cut(kv, "=")
-			args[k] = append(args[k], v)
-		}
-	}
 	ifaceKeys := []string{"iface"}
-	if strings.HasPrefix(name, "net_pcap") {
+	if strings.HasPrefix(dev.Name, "net_pcap") {
 		ifaceKeys = []string{"iface", "rx_iface", "rx_iface_in", "tx_iface"}
-		c.checkPcapFiles(args, bad)
-	} else if !strings.HasPrefix(name, "net_af_packet") {
+		c.checkPcapFiles(&dev, bad)
+	} else if !strings.HasPrefix(dev.Name, "net_af_packet") {
 		return
 	}
 	for _, k := range ifaceKeys {
-		for _, ifname := range args[k] {
+		for _, ifname := range dev.Values(k) {
 			if _, err := os.Stat(filepath.Join("/sys/class/net", ifname)); err != nil {
 				bad("port.device", "%s=%s: no such network interface on this machine", k, ifname)
 			}
@@ -204,13 +201,13 @@ func (c *Config) checkDeviceHost(bad func(path, format string, args ...any)) {
 // checkPcapFiles checks net_pcap's capture files: every rx_pcap must be a
 // capture, and with infinite_rx it must hold a frame: net_pcap (DPDK
 // 22.11) replaying an empty capture takes every mbuf of the pool.
-func (c *Config) checkPcapFiles(args map[string][]string, bad func(path, format string, args ...any)) {
+func (c *Config) checkPcapFiles(dev *devargs.Device, bad func(path, format string, args ...any)) {
 	infinite := false
-	for _, v := range args["infinite_rx"] {
+	for _, v := range dev.Values("infinite_rx") {
 		n, err := strconv.Atoi(v)
 		infinite = infinite || (err == nil && n > 0)
 	}
-	for _, f := range args["rx_pcap"] {
+	for _, f := range dev.Values("rx_pcap") {
 		if strings.Contains(f, SamplePcapToken) {
 			continue // the embedded capture: written at start, has frames
 		}
@@ -222,7 +219,7 @@ func (c *Config) checkPcapFiles(args map[string][]string, bad func(path, format 
 			bad("port.device", "rx_pcap=%s holds no frames: net_pcap with infinite_rx would take every mbuf of the pool replaying it; give it a capture with frames or drop infinite_rx", f)
 		}
 	}
-	for _, f := range args["tx_pcap"] {
+	for _, f := range dev.Values("tx_pcap") {
 		if dir := filepath.Dir(f); !isDir(dir) {
 			bad("port.device", "tx_pcap=%s: directory %s does not exist", f, dir)
 		}

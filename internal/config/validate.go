@@ -9,6 +9,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cephdpdkd/cephdpdkd/header"
+	"github.com/cephdpdkd/cephdpdkd/internal/devargs"
+	"github.com/cephdpdkd/cephdpdkd/roce/wire"
 )
 
 // Defaults for fields left out of the file.
@@ -179,6 +183,17 @@ func (c *Config) Validate() error {
 	if err == nil && !lcoreSet[c.EAL.MainLcore] {
 		bad("eal.main_lcore", "lcore %d is not in eal.lcores %q", c.EAL.MainLcore, c.EAL.Lcores)
 	}
+	if c.EAL.RuntimeCPUs != "" {
+		cpus, err := ParseLcores(c.EAL.RuntimeCPUs)
+		if err != nil {
+			bad("eal.runtime_cpus", "%v", err)
+		}
+		for _, cpu := range cpus {
+			if cpu >= MaxLcores {
+				bad("eal.runtime_cpus", "CPU %d: at most %d", cpu, MaxLcores-1)
+			}
+		}
+	}
 	if c.EAL.MemoryMB < 64 {
 		bad("eal.memory_mb", "%d MB is too little for DPDK; use at least 64", c.EAL.MemoryMB)
 	} else if c.EAL.MemoryMB > MaxMemoryMB {
@@ -195,8 +210,8 @@ func (c *Config) Validate() error {
 	c.validateBind(bad)
 	if p.Device == "" {
 		bad("port.device", "required: a PCI address or vdev devargs such as net_af_packet0,iface=veth0")
-	} else if !IsPCIAddress(p.Device) && !isVdev(p.Device) {
-		bad("port.device", "%q is neither a PCI address (0000:01:00.0) nor vdev devargs (net_<driver><n>[,key=value...])", p.Device)
+	} else if _, err := devargs.Parse(p.Device); err != nil {
+		bad("port.device", "%v", err)
 	}
 	checkRange := func(path string, v, lo, hi int) {
 		if v < lo || v > hi {
@@ -369,6 +384,9 @@ func (c *Config) txQueueOf(s Service) (int, bool) {
 	return 0, false
 }
 
+// MaxRoCEWindow bounds roce.window, far inside the PSN space's half.
+const MaxRoCEWindow = 1 << 16
+
 // MaxRoCESessions bounds roce.max_sessions; each session registers
 // send_buffers + recv_buffers buffers of buffer_size bytes.
 const MaxRoCESessions = 4096
@@ -398,6 +416,9 @@ func (c *Config) validateRoCE(r *RoCE, services map[string]int, bad func(string,
 	}
 	if r.MTU+80 > c.Port.MTU+14 && r.MTU > 1024 {
 		bad("roce.mtu", "path MTU %d does not fit the port MTU %d with RoCEv2 headers", r.MTU, c.Port.MTU)
+	}
+	if r.Window < 0 || r.Window > MaxRoCEWindow {
+		bad("roce.window", "%d packets: want 1..%d (0: rxe's 128)", r.Window, MaxRoCEWindow)
 	}
 	if r.BufferSize < 64 || r.BufferSize > 1<<20 {
 		bad("roce.buffer_size", "%d outside 64..1048576", r.BufferSize)
@@ -485,12 +506,13 @@ func (c *Config) RoCERules() []Rule {
 		return nil
 	}
 	rules := []Rule{
-		{Service: r.Service, EtherType: 0x0800, Protocol: 17, DstPorts: []PortRange{{4791, 4791}}, DstCIDRs: []Prefix{r.Address}},
+		{Service: r.Service, EtherType: EtherType(header.EtherTypeIPv4), Protocol: Protocol(header.ProtoUDP),
+			DstPorts: []PortRange{{wire.UDPPort, wire.UDPPort}}, DstCIDRs: []Prefix{r.Address}},
 	}
 	if !c.roceAddressIsKernel() {
 		// A shared address is the kernel's to answer ARP for (with the
 		// same MAC); the endpoint learns its peers from their frames.
-		rules = append(rules, Rule{Service: r.Service, EtherType: 0x0806, DstCIDRs: []Prefix{r.Address}})
+		rules = append(rules, Rule{Service: r.Service, EtherType: EtherType(header.EtherTypeARP), DstCIDRs: []Prefix{r.Address}})
 	}
 	return rules
 }
@@ -530,21 +552,4 @@ func ParseLcores(s string) ([]int, error) {
 	}
 	sort.Ints(out)
 	return out, nil
-}
-
-var (
-	pciRE  = regexp.MustCompile(`^([0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$`)
-	vdevRE = regexp.MustCompile(`^net_[a-z_]+[0-9]+(,[A-Za-z0-9_]+=[^,]*)*$`)
-)
-
-// IsPCIAddress reports whether dev is a PCI address rather than vdev devargs.
-func IsPCIAddress(dev string) bool { return pciRE.MatchString(dev) }
-
-func isVdev(dev string) bool { return vdevRE.MatchString(dev) }
-
-// DeviceName returns the name DPDK gives the port: the PCI address, or the
-// vdev name before the first comma.
-func (p Port) DeviceName() string {
-	name, _, _ := strings.Cut(p.Device, ",")
-	return name
 }

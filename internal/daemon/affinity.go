@@ -6,24 +6,55 @@ import (
 	"strconv"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cephdpdkd/cephdpdkd/internal/config"
 )
 
-// pinThreads confines every thread of the process to one CPU: the main
-// lcore's, before the EAL starts. The EAL then pins each poll loop's
-// thread to its own lcore, and threads the Go runtime starts later
+// runtimeCPUs returns the CPUs the Go runtime's threads may use:
+// eal.runtime_cpus if set, else the configured lcores that run no poll
+// loop (the main lcore at least), as DPDK places its control threads.
+func runtimeCPUs(cfg *config.Config) ([]int, error) {
+	if cfg.EAL.RuntimeCPUs != "" {
+		return config.ParseLcores(cfg.EAL.RuntimeCPUs)
+	}
+	lcores, err := config.ParseLcores(cfg.EAL.Lcores)
+	if err != nil {
+		return nil, err
+	}
+	loops := map[int]bool{}
+	for _, p := range cfg.Pollers {
+		loops[p.Lcore] = true
+	}
+	var cpus []int
+	for _, l := range lcores {
+		if !loops[l] {
+			cpus = append(cpus, l)
+		}
+	}
+	if len(cpus) == 0 {
+		cpus = []int{cfg.EAL.MainLcore}
+	}
+	return cpus, nil
+}
+
+// pinThreads confines every thread of the process to cpus (see
+// runtimeCPUs), before the EAL starts. The EAL then pins each poll
+// loop's thread to its own lcore, and threads the Go runtime starts later
 // inherit the mask of the thread that starts them, so the runtime (GC,
-// metrics, timers) stays off the poll loops' CPUs. Without it, threads
-// started before the EAL keep the whole machine's mask and preempt the
-// loops. Two passes catch a thread started while the first ran. The
-// threads in except are left alone.
-func pinThreads(cpu int, except map[int]bool) (int, error) {
+// metrics, timers, the bridge's TCP I/O) stays off the poll loops' CPUs.
+// Without it, threads started before the EAL keep the whole machine's
+// mask and preempt the loops. Two passes catch a thread started while
+// the first ran. The threads in except are left alone.
+func pinThreads(cpus []int, except map[int]bool) (int, error) {
 	var set unix.CPUSet
-	set.Set(cpu)
+	for _, c := range cpus {
+		set.Set(c)
+	}
 	pinned := map[int]bool{}
 	for pass := 0; pass < 2; pass++ {
 		tasks, err := os.ReadDir("/proc/self/task")
 		if err != nil {
-			return 0, fmt.Errorf("daemon: pin threads to CPU %d: %w", cpu, err)
+			return 0, fmt.Errorf("daemon: pin threads to CPUs %v: %w", cpus, err)
 		}
 		for _, t := range tasks {
 			tid, err := strconv.Atoi(t.Name())
@@ -36,7 +67,7 @@ func pinThreads(cpu int, except map[int]bool) (int, error) {
 				continue
 			}
 			if err := unix.SchedSetaffinity(tid, &set); err != nil && err != unix.ESRCH {
-				return 0, fmt.Errorf("daemon: pin thread %d to CPU %d: %w", tid, cpu, err)
+				return 0, fmt.Errorf("daemon: pin thread %d to CPUs %v: %w", tid, cpus, err)
 			}
 			pinned[tid] = true
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/dispatch"
 	"github.com/cephdpdkd/cephdpdkd/dispatch/classify"
 	"github.com/cephdpdkd/cephdpdkd/internal/config"
+	"github.com/cephdpdkd/cephdpdkd/internal/devargs"
 	"github.com/cephdpdkd/cephdpdkd/internal/kernelif"
 	"github.com/cephdpdkd/cephdpdkd/internal/metrics"
 	"github.com/cephdpdkd/cephdpdkd/internal/roced"
@@ -43,7 +44,9 @@ type Daemon struct {
 	tmpDir   string
 	// repinStop ends repinThreads' goroutine, which closes repinDone.
 	repinStop, repinDone chan struct{}
-	ownEAL               bool
+	// runtimeCPUs are where the Go runtime's threads run (runtimeCPUs).
+	runtimeCPUs []int
+	ownEAL      bool
 	// detach is the device to detach from the EAL once its port is
 	// closed: one hot-plugged into a shared EAL, or a PCI device, whose
 	// vfio or uio file DPDK keeps open until then. Open, it blocks the
@@ -90,11 +93,16 @@ func Start(plan *Plan, opts Options) (_ *Daemon, err error) {
 		}
 		d.detach = device
 	} else {
-		n, err := pinThreads(cfg.EAL.MainLcore, nil)
+		cpus, err := runtimeCPUs(cfg)
 		if err != nil {
 			return nil, err
 		}
-		d.log.Info("threads pinned to the main lcore before the EAL starts", "cpu", cfg.EAL.MainLcore, "threads", n)
+		n, err := pinThreads(cpus, nil)
+		if err != nil {
+			return nil, err
+		}
+		d.runtimeCPUs = cpus
+		d.log.Info("runtime threads pinned off the poll loops' CPUs before the EAL starts", "cpus", cpus, "threads", n)
 		d.eal, err = pmd.InitEAL(pmd.EALConfig{
 			Lcores: cfg.EAL.Lcores, MainLcore: cfg.EAL.MainLcore, MemoryMB: cfg.EAL.MemoryMB,
 			NoHuge: cfg.EAL.NoHuge, HugeDir: cfg.EAL.HugepageDir(), FilePrefix: cfg.EAL.FilePrefix,
@@ -106,7 +114,7 @@ func Start(plan *Plan, opts Options) (_ *Daemon, err error) {
 		if err != nil {
 			return nil, err
 		}
-		if config.IsPCIAddress(cfg.Port.Device) {
+		if devargs.IsPCI(device) {
 			d.detach = device
 		}
 		d.ownEAL = true
@@ -265,14 +273,14 @@ func Start(plan *Plan, opts Options) (_ *Daemon, err error) {
 }
 
 // repinEvery is how often threads that landed on a poll loop's CPU are
-// moved back to the main lcore.
+// moved back to the runtime's CPUs.
 const repinEvery = time.Second
 
 // repinThreads keeps the Go runtime's threads off the poll loops' CPUs.
 // A thread the runtime starts from a worker lcore's thread (while it
 // waits for its loop, or when the loop's thread gives up its P in a cgo
 // call) inherits that CPU and would share it with the loop: every
-// repinEvery, until Stop, such threads go back to the main lcore. The
+// repinEvery, until Stop, such threads go back to the runtime's CPUs. The
 // loops' own threads, whose ids arrive on tids, stay.
 func (d *Daemon) repinThreads(tids <-chan int) {
 	loops := map[int]bool{}
@@ -286,15 +294,15 @@ func (d *Daemon) repinThreads(tids <-chan int) {
 			return
 		}
 	}
-	main := d.plan.Config.EAL.MainLcore
+	cpus := d.runtimeCPUs
 	d.repinStop, d.repinDone = make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(d.repinDone)
 		t := time.NewTicker(repinEvery)
 		defer t.Stop()
 		for {
-			if _, err := pinThreads(main, loops); err != nil {
-				d.log.Warn("threads not moved to the main lcore", "err", err)
+			if _, err := pinThreads(cpus, loops); err != nil {
+				d.log.Warn("threads not moved off the poll loops' CPUs", "err", err)
 				return
 			}
 			select {

@@ -15,8 +15,8 @@ import (
 )
 
 // Dialer opens TCP connections from inside a network namespace. A socket
-// belongs to the namespace of the thread that creates it, so one OS
-// thread joins the namespace for good and creates every socket; the
+// belongs to the namespace of the thread that creates it, so a few OS
+// threads join the namespace for good and create every socket; the
 // connections are used from anywhere afterwards.
 type Dialer struct {
 	reqs  chan dialReq
@@ -39,13 +39,27 @@ type dialResult struct {
 // /run/netns or a path); with ns empty it dials from the caller's own.
 func NewDialer(ns string) (*Dialer, error) {
 	d := &Dialer{reqs: make(chan dialReq), done: make(chan struct{})}
-	ready := make(chan error, 1)
-	go d.serve(NamespacePath(ns), ready)
-	if err := <-ready; err != nil {
-		return nil, err
+	ready := make(chan error, dialerThreads)
+	for range dialerThreads {
+		go d.serve(NamespacePath(ns), ready)
+	}
+	var first error
+	for range dialerThreads {
+		if err := <-ready; err != nil && first == nil {
+			first = err
+		}
+	}
+	if first != nil {
+		d.Close() // the threads that did enter the namespace end
+		return nil, first
 	}
 	return d, nil
 }
+
+// dialerThreads is how many dials run at once: a connect waits for the
+// peer's SYN-ACK on its thread, and a daemon whose accept backlog is full
+// answers none.
+const dialerThreads = 8
 
 func (d *Dialer) serve(path string, ready chan<- error) {
 	// The thread stays locked and is never handed back: when this

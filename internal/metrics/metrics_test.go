@@ -39,9 +39,16 @@ cephdpdkd_malformed_frames_total{reason="truncated_ipv4"} 7
 # TYPE cephdpdkd_port_rx_missed_total counter
 cephdpdkd_port_rx_missed_total{port="p0"} 3
 `
-	if err := testutil.CollectAndCompare(c, strings.NewReader(want),
+	checkExposition(t, c, want,
 		"cephdpdkd_service_drops_total", "cephdpdkd_queue_rx_packets_total", "cephdpdkd_poller_busy_ratio",
-		"cephdpdkd_malformed_frames_total", "cephdpdkd_port_rx_missed_total"); err != nil {
+		"cephdpdkd_malformed_frames_total", "cephdpdkd_port_rx_missed_total")
+}
+
+// checkExposition compares what c exports with want, in the text format,
+// and lints it.
+func checkExposition(t *testing.T, c prometheus.Collector, want string, names ...string) {
+	t.Helper()
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want), names...); err != nil {
 		t.Error(err)
 	}
 	problems, err := testutil.CollectAndLint(c)

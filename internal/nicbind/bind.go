@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/cephdpdkd/cephdpdkd/internal/devargs"
 )
 
 // Bind binds the requested device to a DPDK driver for the named port.
@@ -46,8 +48,8 @@ func (s *System) target(r Request) (addr, ifname string, err error) {
 		addr, err = s.PCIOf(r.Interface)
 		return addr, r.Interface, err
 	case r.PCI != "":
-		addr = CanonicalPCI(r.PCI)
-		if !pciRE.MatchString(addr) {
+		var ok bool
+		if addr, ok = devargs.CanonicalPCI(strings.TrimSpace(r.PCI)); !ok {
 			return "", "", fmt.Errorf("%q is not a PCI address", r.PCI)
 		}
 		if _, err := os.Stat(s.devPath(addr)); err != nil {
@@ -282,7 +284,7 @@ func (s *System) ReadState(path string) (*State, error) {
 	if err := json.Unmarshal(b, &st); err != nil {
 		return nil, fmt.Errorf("state file %s: %w", path, err)
 	}
-	if !pciRE.MatchString(st.PCI) {
+	if !isPCIName(st.PCI) {
 		return nil, fmt.Errorf("state file %s: pci %q is not a PCI address", path, st.PCI)
 	}
 	return &st, nil

@@ -17,10 +17,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cephdpdkd/cephdpdkd/internal/devargs"
 )
 
 // DPDK drivers Bind accepts.
@@ -140,16 +141,11 @@ func (s *System) StatePath(port string) string {
 	return filepath.Join(s.runDir(), port+".json")
 }
 
-var pciRE = regexp.MustCompile(`^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$`)
-
-// CanonicalPCI returns a PCI address in sysfs form: lower case, with the
-// domain (0000:) when it is left out.
-func CanonicalPCI(addr string) string {
-	addr = strings.ToLower(strings.TrimSpace(addr))
-	if strings.Count(addr, ":") == 1 {
-		addr = "0000:" + addr
-	}
-	return addr
+// isPCIName reports whether name is a PCI address as sysfs writes it,
+// which is also a safe path element.
+func isPCIName(name string) bool {
+	c, ok := devargs.CanonicalPCI(name)
+	return ok && c == name
 }
 
 // PCIOf returns the PCI address of a network interface, from the
@@ -168,10 +164,10 @@ func (s *System) PCIOf(ifname string) (string, error) {
 	}
 	// A virtio-net interface's device is virtioN, under the PCI device.
 	addr := filepath.Base(dev)
-	if !pciRE.MatchString(addr) {
+	if !isPCIName(addr) {
 		addr = filepath.Base(filepath.Dir(dev))
 	}
-	if !pciRE.MatchString(addr) {
+	if !isPCIName(addr) {
 		return "", fmt.Errorf("interface %s: device %s is not a PCI device", ifname, filepath.Base(dev))
 	}
 	if _, err := os.Stat(s.devPath(addr)); err != nil {

@@ -314,11 +314,3 @@ func TestStatus(t *testing.T) {
 		t.Error("DPDK() wrong")
 	}
 }
-
-func TestCanonicalPCI(t *testing.T) {
-	for in, want := range map[string]string{"3b:00.0": "0000:3b:00.0", "0000:3B:00.1": "0000:3b:00.1", " 0001:00:02.0 ": "0001:00:02.0"} {
-		if got := nicbind.CanonicalPCI(in); got != want {
-			t.Errorf("CanonicalPCI(%q) = %q, want %q", in, got, want)
-		}
-	}
-}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,6 +23,7 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv"
 	"github.com/cephdpdkd/cephdpdkd/roce"
 	"github.com/cephdpdkd/cephdpdkd/roce/cm"
+	"github.com/cephdpdkd/cephdpdkd/roce/session"
 )
 
 // TestBridgeScaleOverDPDK measures the bridge as an OSD node sees it:
@@ -111,9 +113,9 @@ metrics: {listen: "off"}
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The node dials each connection's TCP side on its poll goroutine,
-	// so a storm of REQs waits in line: retransmit no sooner than rdma_cm
-	// would, and often enough not to give up.
+	// The node dials each connection's TCP side through its namespace's
+	// one dialer thread, so a storm of REQs waits in line: retransmit no
+	// sooner than rdma_cm would, and often enough not to give up.
 	mgr, err := cm.New(ep, cm.Config{Timeout: 14, RetryCount: 7, MaxConns: 4 * levels[len(levels)-1],
 		RetransmitTimeout: time.Second, MaxRetries: 10, TimeWait: 10 * time.Millisecond})
 	if err != nil {
@@ -122,9 +124,16 @@ metrics: {listen: "off"}
 	pd := ep.NewPD()
 	// The clients' own buffers are tiny: the node is what is measured,
 	// though the RSS is the whole process's, clients included.
-	sc := roce.DefaultSessionConfig()
+	sc := session.DefaultConfig()
 	sc.BufferSize, sc.SendBuffers, sc.RecvBuffers = 4096, 1, 1
-	poll := func() { mgr.Poll(time.Now()) }
+	// The clients share this process's Go scheduler with the node: an
+	// idle turn yields, as the node's dial goroutines need a P (in the
+	// daemon they have one of their own).
+	poll := func() {
+		if mgr.Poll(time.Now()) == 0 {
+			runtime.Gosched()
+		}
+	}
 	status := func() roced.Status {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -138,7 +147,7 @@ metrics: {listen: "off"}
 
 	type client struct {
 		qp        *roce.QP
-		s         *roce.Session
+		s         *session.Session
 		conn      *cm.Conn
 		connected bool
 		err       error
@@ -161,10 +170,10 @@ metrics: {listen: "off"}
 		start := time.Now()
 		for i := range cs {
 			c := &client{}
-			if c.qp, err = roce.NewSessionQP(pd, sc); err != nil {
+			if c.qp, err = session.NewQP(pd, sc); err != nil {
 				t.Fatal(err)
 			}
-			if c.s, err = roce.NewSession(c.qp, sc); err != nil {
+			if c.s, err = session.New(c.qp, sc); err != nil {
 				t.Fatal(err)
 			}
 			c.conn, err = mgr.Dial(netip.MustParseAddr(nodeIP), holdPort, c.qp, nil, cm.Events{
@@ -254,7 +263,7 @@ metrics: {listen: "off"}
 		t.Logf("FIGURES bridge scale: %4d connections: registered %d bytes in all, %.0f bytes more per idle connection "+
 			"(per-session buffers at Ceph's defaults would be %d); RSS %.1f MiB (+%.1f KiB per connection, test clients included); "+
 			"setup %.0f conn/s (%v), teardown %.0f conn/s (%v; clients down after %v)",
-			level, st.MemoryInUse, perConn, (roce.DefaultSendBuffers+roce.DefaultRecvBuffers)*roce.DefaultBufferSize,
+			level, st.MemoryInUse, perConn, (session.DefaultSendBuffers+session.DefaultRecvBuffers)*session.DefaultBufferSize,
 			float64(rss)/(1<<20), float64(rss-baseRSS)/1024/float64(level),
 			float64(level)/setup.Seconds(), setup.Round(time.Millisecond),
 			float64(level)/teardown.Seconds(), teardown.Round(time.Millisecond), clientsDown.Round(time.Millisecond))

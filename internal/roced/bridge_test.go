@@ -10,12 +10,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/cephdpdkd/cephdpdkd/internal/config"
 	"github.com/cephdpdkd/cephdpdkd/internal/daemon"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv"
-	"github.com/cephdpdkd/cephdpdkd/internal/testenv/netcmd"
 	"github.com/cephdpdkd/cephdpdkd/roce"
 	"github.com/cephdpdkd/cephdpdkd/roce/cm"
+	"github.com/cephdpdkd/cephdpdkd/roce/session"
 )
 
 // TestBridgeOverDPDK: the daemon's RoCE⇄TCP bridge, reached over its DPDK
@@ -93,7 +95,7 @@ metrics: {listen: "off"}
 		}
 	}()
 
-	_, stopDaemon := startDaemon(t, plan, slog.New(slog.NewTextHandler(logWriter{t}, nil)))
+	d, stopDaemon := startDaemon(t, plan, slog.New(slog.NewTextHandler(logWriter{t}, nil)))
 
 	pio, _ := peerPort(t, "net_af_packet71", "iface="+ifPeer+",framecnt=2048", 1024, 8191, stopDaemon)
 	ep, err := roce.NewEndpoint(roce.EndpointConfig{MAC: [6]byte{2, 0, 0x0a, 0x58, 0, 1}, IP: netip.MustParseAddr(peerIP), IO: pio})
@@ -105,13 +107,13 @@ metrics: {listen: "off"}
 		t.Fatal(err)
 	}
 	pd := ep.NewPD()
-	sc := roce.DefaultSessionConfig()
+	sc := session.DefaultConfig()
 	sc.BufferSize, sc.SendBuffers, sc.RecvBuffers = 128<<10, 32, 64
 	poll := func() { mgr.Poll(time.Now()) }
 
 	type client struct {
 		qp        *roce.QP
-		s         *roce.Session
+		s         *session.Session
 		conn      *cm.Conn
 		connected bool
 		err       error
@@ -121,10 +123,10 @@ metrics: {listen: "off"}
 		t.Helper()
 		c := &client{}
 		var err error
-		if c.qp, err = roce.NewSessionQP(pd, sc); err != nil {
+		if c.qp, err = session.NewQP(pd, sc); err != nil {
 			t.Fatal(err)
 		}
-		if c.s, err = roce.NewSession(c.qp, sc); err != nil {
+		if c.s, err = session.New(c.qp, sc); err != nil {
 			t.Fatal(err)
 		}
 		c.conn, err = mgr.Dial(netip.MustParseAddr(nodeIP), port, c.qp, nil, cm.Events{
@@ -238,64 +240,64 @@ metrics: {listen: "off"}
 	if string(back) != string(msg) {
 		t.Error("the echo through the bridge differs")
 	}
+	// The bridged connection's session publishes its send buffers, read
+	// here while the daemon polls: its cap of roce.send_buffers.
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(d.RoCE().Collectors()...)
+	if v := metric(t, reg, "cephdpdkd_roce_send_buffers"); v != 32 {
+		t.Errorf("cephdpdkd_roce_send_buffers sums to %v with one bridged connection, want its 32", v)
+	}
 	mgr.Disconnect(c.conn)
 	for end := time.Now().Add(5 * time.Second); !c.down && time.Now().Before(end); poll() {
 	}
 	release(c)
 
-	kernelMBps := kernelTCPThroughput(t, streamBytes)
+	// The node's collectors export what the bridge did: the REJ for the
+	// closed port, two connections bridged and ended, the bytes relayed.
+	for end := time.Now().Add(5 * time.Second); metric(t, reg, "cephdpdkd_roce_bridge_connections") != 0; {
+		if time.Now().After(end) {
+			t.Fatal("bridged connections never ended")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, tc := range []struct {
+		name, label, value string
+		want               func(float64) bool
+		what               string
+	}{
+		{"cephdpdkd_roce_bridge_refused_total", "reason", "no_listener", func(v float64) bool { return v == 1 }, "1"},
+		{"cephdpdkd_roce_bridge_refused_total", "reason", "max_sessions", func(v float64) bool { return v == 0 }, "0"},
+		{"cephdpdkd_roce_bridge_accepted_total", "", "", func(v float64) bool { return v == 2 }, "2"},
+		{"cephdpdkd_roce_bridge_closed_total", "", "", func(v float64) bool { return v == 2 }, "2"},
+		{"cephdpdkd_roce_bridge_bytes_total", "direction", "to_tcp", func(v float64) bool { return v == streamBytes+float64(len(msg)) }, "the stream and the echo"},
+		{"cephdpdkd_roce_bridge_bytes_total", "direction", "to_roce", func(v float64) bool { return v == float64(len(msg)) }, "the echo"},
+		{"cephdpdkd_roce_bridge_errors_total", "side", "roce", func(v float64) bool { return v == 0 }, "0"},
+	} {
+		if v := labelled(t, reg, tc.name, tc.label, tc.value); !tc.want(v) {
+			t.Errorf("%s{%s=%q} = %v, want %s", tc.name, tc.label, tc.value, v, tc.what)
+		}
+	}
+
+	kernelMBps := testenv.KernelTCPThroughput(t, streamBytes)
 	t.Logf("FIGURES bridge (RoCE over DPDK net_af_packet/veth → bridge → kernel TCP sink): %.1f MB/s; kernel TCP over veth between namespaces: %.1f MB/s; ratio %.2f",
 		bridgeMBps, kernelMBps, bridgeMBps/kernelMBps)
 	stopDaemon()
 }
 
-// kernelTCPThroughput sends n bytes over kernel TCP on a veth pair
-// between two namespaces and returns MB/s.
-func kernelTCPThroughput(t *testing.T, n int) float64 {
+// labelled returns the value of the series of a family whose label has
+// value want; with no label, the family's only series.
+func labelled(t *testing.T, g prometheus.Gatherer, name, label, want string) float64 {
 	t.Helper()
-	v := testenv.NewVethNS(t, netip.MustParsePrefix("10.89.0.2/24"))
-	other := testenv.NewNetNS(t)
-	// Move the host end into the second namespace: two namespaces, one veth.
-	mustIP(t, "link", "set", v.HostIf, "netns", other.Name)
-	mustIP(t, "-n", other.Name, "addr", "add", "10.89.0.1/24", "dev", v.HostIf)
-	mustIP(t, "-n", other.Name, "link", "set", v.HostIf, "arp", "on", "promisc", "off", "up")
-	var ln net.Listener
-	if err := v.Do(func() (err error) { ln, err = net.Listen("tcp", "10.89.0.2:7000"); return }); err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	done := make(chan int64, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			done <- 0
-			return
+	for _, m := range gatherFamily(t, g, name).GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == label && l.GetValue() == want {
+				return value(m)
+			}
 		}
-		k, _ := io.Copy(io.Discard, c)
-		c.Close()
-		done <- k
-	}()
-	var conn net.Conn
-	if err := other.Do(func() (err error) { conn, err = net.DialTimeout("tcp", "10.89.0.2:7000", 5*time.Second); return }); err != nil {
-		t.Fatal(err)
-	}
-	chunk := make([]byte, 1<<20)
-	start := time.Now()
-	for sent := 0; sent < n; sent += len(chunk) {
-		if _, err := conn.Write(chunk); err != nil {
-			t.Fatal(err)
+		if label == "" {
+			return value(m)
 		}
 	}
-	conn.Close()
-	if got := <-done; got != int64(n) {
-		t.Fatalf("kernel TCP: %d bytes of %d", got, n)
-	}
-	return float64(n) / time.Since(start).Seconds() / 1e6
-}
-
-func mustIP(t *testing.T, args ...string) {
-	t.Helper()
-	if err := netcmd.IP(args...); err != nil {
-		t.Fatal(err)
-	}
+	t.Fatalf("no metric %s{%s=%q}", name, label, want)
+	return 0
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/consumer"
 	"github.com/cephdpdkd/cephdpdkd/dispatch"
 	"github.com/cephdpdkd/cephdpdkd/internal/config"
+	"github.com/cephdpdkd/cephdpdkd/internal/metrics"
 	"github.com/cephdpdkd/cephdpdkd/mempool"
 	"github.com/cephdpdkd/cephdpdkd/roce"
 	"github.com/cephdpdkd/cephdpdkd/roce/app"
@@ -23,6 +24,7 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/roce/cephrdma"
 	"github.com/cephdpdkd/cephdpdkd/roce/cm"
 	"github.com/cephdpdkd/cephdpdkd/roce/ping"
+	"github.com/cephdpdkd/cephdpdkd/roce/session"
 )
 
 // maxRNRWait caps waits after a peer's RNR NAK: rdma_cm leaves Linux
@@ -54,6 +56,12 @@ type Node struct {
 	services map[uint16]app.Service
 	order    []app.Service
 	clients  []*ping.Client
+	// session is the configuration's session template: buffers, MTU,
+	// timers.
+	session session.Config
+	// sessions holds the send-buffer figures of every session on the
+	// endpoint, for the metrics.
+	sessions session.Registry
 
 	bridge    *bridge.Bridge
 	ceph      *cephrdma.Stack
@@ -90,8 +98,15 @@ func New(cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	n.mem = mempool.NewMemory("cdd_roce", r.MemoryMB<<20)
+	n.session = session.DefaultConfig()
+	n.session.BufferSize, n.session.SendBuffers, n.session.RecvBuffers = r.BufferSize, r.SendBuffers, r.RecvBuffers
+	n.session.Allocator = n.mem
+	n.session.MinRNRTimer = r.RNRTimer
+	n.session.PathMTU = r.MTU
+	n.session.Registry = &n.sessions
 	n.ep, err = roce.NewEndpoint(roce.EndpointConfig{
 		MAC: mac, IP: r.Address.Addr(), IO: n.io, RxBurst: cfg.Burst, TxBurst: cfg.Burst, MaxRNRWait: maxRNRWait,
+		MaxUnackedPSNs: r.Window,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("roced: endpoint: %w", err)
@@ -102,6 +117,7 @@ func New(cfg Config) (_ *Node, err error) {
 		// Give up on a silent peer within a few seconds: rxe answers in
 		// well under one.
 		RetransmitTimeout: time.Second, MaxRetries: 5,
+		Log: n.log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("roced: connection manager: %w", err)
@@ -158,6 +174,7 @@ func (n *Node) startCeph(r *config.RoCE) error {
 	cfg.Session.BufferSize = r.BufferSize
 	cfg.Session.SendBuffers, cfg.Session.RecvBuffers = r.SendBuffers, r.RecvBuffers
 	cfg.Session.Allocator = n.mem
+	cfg.Session.Registry = &n.sessions
 	cfg.Session.MinRNRTimer = r.RNRTimer
 	// Ceph asks for unlimited retries; a vanished peer must still free
 	// its QP, buffers and mbufs.
@@ -199,13 +216,9 @@ func (n *Node) startBridge(r *config.RoCE, dial bridge.Dialer) error {
 	if dial == nil {
 		return errors.New("roced: roce.bridge without a dialer")
 	}
-	sc := roce.DefaultSessionConfig()
-	sc.BufferSize, sc.SendBuffers, sc.RecvBuffers = r.BufferSize, r.SendBuffers, r.RecvBuffers
-	sc.Allocator = n.mem
-	sc.MinRNRTimer = r.RNRTimer
 	var err error
 	n.bridge, err = bridge.New(n.cm, bridge.Config{
-		Session: sc, Dial: dial, MaxConns: r.MaxSessions, Chunks: r.Bridge.Chunks, Log: n.log,
+		Session: n.session, Dial: dial, MaxConns: r.MaxSessions, Chunks: r.Bridge.Chunks, Log: n.log,
 		RecvPool: r.Bridge.RecvPool, SendPool: r.Bridge.SendPool,
 	})
 	if err != nil {
@@ -263,6 +276,9 @@ func (n *Node) Ping(raddr netip.Addr, port uint16, cfg ping.Config, done func(pi
 	if cfg.Allocator == nil {
 		cfg.Allocator = n.mem
 	}
+	if cfg.Mode == ping.ModeStream {
+		cfg.Session = n.session
+	}
 	return n.cm.Do(func() {
 		c, err := ping.Start(n.cm, raddr, port, cfg, time.Now(), done)
 		if err != nil {
@@ -280,6 +296,7 @@ type Status struct {
 	MemoryInUse int // bytes of DPDK memory in registered buffers
 	Services    map[uint16]app.Stats
 	Neighbours  int
+	Pings       int // roce-ping clients not yet disconnected and freed
 }
 
 // Status asks the poll loop for the node's status and waits for it.
@@ -298,20 +315,22 @@ func (n *Node) Status(ctx context.Context) (Status, error) {
 
 func (n *Node) status() Status {
 	st := Status{Conns: n.cm.NumConns(), QPs: n.ep.NumQPs(), MemoryInUse: n.mem.InUse(),
-		Services: map[uint16]app.Stats{}, Neighbours: n.cm.Neigh().Len()}
+		Services: map[uint16]app.Stats{}, Neighbours: n.cm.Neigh().Len(), Pings: len(n.clients)}
 	for port, s := range n.services {
 		st.Services[port] = s.Stats()
 	}
 	return st
 }
 
-// Collectors export the endpoint's per-QP metrics (cephdpdkd_roce_*), the
+// Collectors export the endpoint's per-QP metrics (cephdpdkd_roce_*, with
+// the send buffers of the sessions on the QPs), the
 // connection manager's (cephdpdkd_roce_cm_*), the frames the TX queue
 // refused (cephdpdkd_roce_endpoint_tx_refused_total), the built-in
-// services' (cephdpdkd_roce_app_*) and the Ceph exchange's
-// (cephdpdkd_roce_ceph_*).
+// services' (cephdpdkd_roce_app_*), the Ceph exchange's
+// (cephdpdkd_roce_ceph_*) and the bridge's (cephdpdkd_roce_bridge_*).
+// They read only snapshots, so they may be collected from any goroutine.
 func (n *Node) Collectors() []prometheus.Collector {
-	srcs := map[string]app.StatsSource{}
+	srcs := map[string]metrics.AppSource{}
 	for port, s := range n.services {
 		srcs[strconv.Itoa(int(port))] = s
 	}
@@ -319,14 +338,15 @@ func (n *Node) Collectors() []prometheus.Collector {
 		srcs["ceph_tcp_"+strconv.Itoa(i)] = s
 	}
 	cs := []prometheus.Collector{
-		roce.NewCollector(n.ep), cm.NewCollector(n.cm), newCollector(n.ep.IP().String(), n.io),
-		app.NewCollector(srcs),
+		metrics.NewRoCECollector(&n.sessions, n.ep), metrics.NewCMCollector(n.cm),
+		metrics.NewTxRefusedCollector(n.ep.IP().String(), &n.io.TxRefused),
+		metrics.NewAppCollector(srcs),
 	}
 	if n.ceph != nil {
-		cs = append(cs, cephrdma.NewCollector(map[string]*cephrdma.Stack{"ceph": n.ceph}))
+		cs = append(cs, metrics.NewCephCollector(map[string]metrics.CephSource{"ceph": n.ceph}))
 	}
 	if n.bridge != nil {
-		cs = append(cs, bridge.NewCollector(n.bridge))
+		cs = append(cs, metrics.NewBridgeCollector(n.bridge))
 	}
 	return cs
 }

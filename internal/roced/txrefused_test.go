@@ -288,22 +288,27 @@ wait:
 // metric returns the sum of a family's values.
 func metric(t *testing.T, g prometheus.Gatherer, name string) float64 {
 	t.Helper()
+	var sum float64
+	for _, m := range gatherFamily(t, g, name).GetMetric() {
+		sum += value(m)
+	}
+	return sum
+}
+
+// gatherFamily gathers g and returns the family called name.
+func gatherFamily(t *testing.T, g prometheus.Gatherer, name string) *dto.MetricFamily {
+	t.Helper()
 	mfs, err := g.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
+		if mf.GetName() == name {
+			return mf
 		}
-		var sum float64
-		for _, m := range mf.GetMetric() {
-			sum += value(m)
-		}
-		return sum
 	}
 	t.Fatalf("no metric %s", name)
-	return 0
+	return nil
 }
 
 func value(m *dto.Metric) float64 {

@@ -8,6 +8,7 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/roce"
 	"github.com/cephdpdkd/cephdpdkd/roce/app"
 	"github.com/cephdpdkd/cephdpdkd/roce/memlink"
+	"github.com/cephdpdkd/cephdpdkd/roce/session"
 )
 
 // spin polls until cond holds, without testing helpers (they may
@@ -125,7 +126,7 @@ func sessionEcho(tb testing.TB, link memlink.Config) (*sessionPair, *testNet) {
 }
 
 // sessionRound sends msg through the echo and reads it back into back.
-func sessionRound(n *testNet, s *roce.Session, msg, back []byte) bool {
+func sessionRound(n *testNet, s *session.Session, msg, back []byte) bool {
 	sent, got := 0, 0
 	for i := 0; got < len(msg); i++ {
 		if i > 1_000_000 {

@@ -4,7 +4,7 @@
 //
 // Two kinds of service exist, because peers frame data in two ways:
 //
-//   - A SessionService serves roce.Session byte streams (Ceph async+rdma
+//   - A SessionService serves session.Session byte streams (Ceph async+rdma
 //     framing: SENDs of up to one 128 KiB chunk, a zero-length SEND
 //     closes). Echo sends every byte back; Discard counts and drops.
 //     roce/cephrdma hands them the sessions it accepts.
@@ -28,9 +28,9 @@
 //
 // Threading: every service, like the roce.Endpoint it runs on, belongs
 // to the goroutine that polls the endpoint. Its methods must be called
-// from that goroutine, which needs no locks; only Stats (and Collector)
-// may be used from any goroutine. Services never block: Poll does what
-// can be done now and returns. Callbacks (done) run inside Poll.
+// from that goroutine, which needs no locks; only Stats may be used from
+// any goroutine. Services never block: Poll does what can be done now and
+// returns. Callbacks (done) run inside Poll.
 //
 // Buffers come from a roce.Allocator (DPDK memory in the daemon) and are
 // allocated when a connection is accepted; moving a message allocates
@@ -47,8 +47,8 @@
 //		Shutdown() error
 //	}
 //	type SessionService interface {
-//		Attach(s *roce.Session, done func(err error)) error
-//		Detach(s *roce.Session)
+//		Attach(s *session.Session, done func(err error)) error
+//		Detach(s *session.Session)
 //		Poll(now time.Time) int
 //		Stats() Stats
 //	}
@@ -58,7 +58,6 @@
 //	func NewEcho(cfg EchoConfig) *Echo
 //	func NewDiscard(cfg EchoConfig) *Discard
 //	func Listen(m *cm.Manager, port uint16, svc Service) error
-//	func NewCollector(services map[string]StatsSource) *Collector
 //	type RPingInfo struct{ Addr uint64; RKey, Size uint32 } // Decode, Encode
 //	var ErrProtocol, ErrStalled, ErrUnknown
 package app

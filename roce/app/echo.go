@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cephdpdkd/cephdpdkd/roce"
+	"github.com/cephdpdkd/cephdpdkd/roce/session"
 )
 
 // Session service defaults.
@@ -48,10 +49,10 @@ var _ SessionService = (*Echo)(nil)
 func NewEcho(cfg EchoConfig) *Echo { return &Echo{newSessionServer(cfg, false)} }
 
 // Attach implements SessionService; it allocates the session's buffer.
-func (e *Echo) Attach(s *roce.Session, done func(error)) error { return e.ss.attach(s, done) }
+func (e *Echo) Attach(s *session.Session, done func(error)) error { return e.ss.attach(s, done) }
 
 // Detach implements SessionService.
-func (e *Echo) Detach(s *roce.Session) { e.ss.detach(s) }
+func (e *Echo) Detach(s *session.Session) { e.ss.detach(s) }
 
 // Poll implements SessionService.
 func (e *Echo) Poll(now time.Time) int { return e.ss.poll(now) }
@@ -72,10 +73,10 @@ var _ SessionService = (*Discard)(nil)
 func NewDiscard(cfg EchoConfig) *Discard { return &Discard{newSessionServer(cfg, true)} }
 
 // Attach implements SessionService.
-func (d *Discard) Attach(s *roce.Session, done func(error)) error { return d.ss.attach(s, done) }
+func (d *Discard) Attach(s *session.Session, done func(error)) error { return d.ss.attach(s, done) }
 
 // Detach implements SessionService.
-func (d *Discard) Detach(s *roce.Session) { d.ss.detach(s) }
+func (d *Discard) Detach(s *session.Session) { d.ss.detach(s) }
 
 // Poll implements SessionService.
 func (d *Discard) Poll(now time.Time) int { return d.ss.poll(now) }
@@ -95,7 +96,7 @@ type sessionServer struct {
 }
 
 type streamSession struct {
-	s      *roce.Session
+	s      *session.Session
 	done   func(error)
 	buf    []byte
 	pend   []byte // received, not yet sent back
@@ -123,7 +124,7 @@ func newSessionServer(cfg EchoConfig, discard bool) *sessionServer {
 	return ss
 }
 
-func (ss *sessionServer) attach(s *roce.Session, done func(error)) error {
+func (ss *sessionServer) attach(s *session.Session, done func(error)) error {
 	if s == nil {
 		return fmt.Errorf("app: %s: attach nil session: %w", ss.name, roce.ErrInvalidArgument)
 	}
@@ -141,7 +142,7 @@ func (ss *sessionServer) attach(s *roce.Session, done func(error)) error {
 	return nil
 }
 
-func (ss *sessionServer) detach(s *roce.Session) {
+func (ss *sessionServer) detach(s *session.Session) {
 	for i, st := range ss.sessions {
 		if st.s != s {
 			continue

@@ -11,40 +11,41 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/roce"
 	"github.com/cephdpdkd/cephdpdkd/roce/app"
 	"github.com/cephdpdkd/cephdpdkd/roce/memlink"
+	"github.com/cephdpdkd/cephdpdkd/roce/session"
 )
 
 // sessionPair connects a session on the server endpoint (handed to a
 // service) with one on the client endpoint (driven by the test), as
 // roce/cephrdma would.
 type sessionPair struct {
-	srv, cli *roce.Session
+	srv, cli *session.Session
 	alloc    *roce.HeapAllocator
 }
 
-func smallSessions() roce.SessionConfig {
-	cfg := roce.DefaultSessionConfig()
+func smallSessions() session.Config {
+	cfg := session.DefaultConfig()
 	cfg.BufferSize = 16 << 10
 	cfg.SendBuffers, cfg.RecvBuffers = 8, 8
 	cfg.Timeout = 12
 	return cfg
 }
 
-func (n *testNet) newSessionPair(cfg roce.SessionConfig) *sessionPair {
+func (n *testNet) newSessionPair(cfg session.Config) *sessionPair {
 	n.tb.Helper()
 	sp := &sessionPair{alloc: &roce.HeapAllocator{}}
 	cfg.Allocator = sp.alloc
-	qs, err := roce.NewSessionQP(n.srv.NewPD(), cfg)
+	qs, err := session.NewQP(n.srv.NewPD(), cfg)
 	if err != nil {
 		n.tb.Fatal(err)
 	}
-	qc, err := roce.NewSessionQP(n.cliPD, cfg)
+	qc, err := session.NewQP(n.cliPD, cfg)
 	if err != nil {
 		n.tb.Fatal(err)
 	}
-	if sp.srv, err = roce.NewSession(qs, cfg); err != nil {
+	if sp.srv, err = session.New(qs, cfg); err != nil {
 		n.tb.Fatal(err)
 	}
-	if sp.cli, err = roce.NewSession(qc, cfg); err != nil {
+	if sp.cli, err = session.New(qc, cfg); err != nil {
 		n.tb.Fatal(err)
 	}
 	const psnS, psnC = 0x00FFF0, 0xFFFFF0
@@ -79,7 +80,7 @@ func (n *testNet) newSessionPair(cfg roce.SessionConfig) *sessionPair {
 // release tears both sessions down as their owner would.
 func (sp *sessionPair) release(tb testing.TB) {
 	tb.Helper()
-	for _, s := range []*roce.Session{sp.srv, sp.cli} {
+	for _, s := range []*session.Session{sp.srv, sp.cli} {
 		qp := s.QP()
 		qp.Modify(&roce.QPAttr{State: roce.QPStateError}, roce.QPAttrState)
 		if err := s.Release(); err != nil {
@@ -101,7 +102,7 @@ func (sp *sessionPair) release(tb testing.TB) {
 // and reads until EOF, checking that what comes back is the stream
 // (echo) or nothing (discard). pause, if set, says when not to read.
 type streamClient struct {
-	s             *roce.Session
+	s             *session.Session
 	size          int
 	src, ref      *rand.ChaCha8
 	chunk, pend   []byte
@@ -113,7 +114,7 @@ type streamClient struct {
 	err           error
 }
 
-func newStreamClient(s *roce.Session, size int, seed byte) *streamClient {
+func newStreamClient(s *session.Session, size int, seed byte) *streamClient {
 	key := [32]byte{seed}
 	return &streamClient{
 		s: s, size: size, src: rand.NewChaCha8(key), ref: rand.NewChaCha8(key),

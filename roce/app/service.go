@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cephdpdkd/cephdpdkd/roce"
+	"github.com/cephdpdkd/cephdpdkd/roce/session"
 )
 
 // Sentinel errors; test with errors.Is.
@@ -53,17 +54,17 @@ type Service interface {
 	Shutdown() error
 }
 
-// SessionService serves roce.Session byte streams.
+// SessionService serves session.Session byte streams.
 type SessionService interface {
 	// Attach starts serving s. done is called, from Poll and at most
 	// once, when the service has finished with s: the stream ended both
 	// ways (err nil) or failed. After done the service no longer touches
 	// s; its owner tears it down.
-	Attach(s *roce.Session, done func(err error)) error
+	Attach(s *session.Session, done func(err error)) error
 	// Detach stops serving s at once, without calling done: its owner is
 	// tearing it down (the peer went away). Detaching a session the
 	// service does not hold does nothing.
-	Detach(s *roce.Session)
+	Detach(s *session.Session)
 	// Poll does the work that can be done at time now for every session
 	// and returns a measure of it (0 when idle).
 	Poll(now time.Time) int

@@ -3,19 +3,21 @@
 // to the node's address and a Ceph port; the bridge accepts the
 // connection only once a kernel TCP connection to the same address and
 // port is up, where ceph-mon or ceph-osd listens, and then copies the two
-// byte streams both ways through a flow-controlled roce.Session. msgr2
+// byte streams both ways through a flow-controlled session.Session. msgr2
 // sees the address it dialled, so its identity check passes.
 //
-// Everything but the TCP reads and writes runs on the goroutine that
-// polls the connection manager. Each connection has a reader and a writer
-// goroutine for its TCP socket, and a fixed number of chunk credits per
+// Everything but the TCP dials, reads and writes runs on the goroutine
+// that polls the connection manager. A REQ is answered once its dial
+// ends (the connection manager's deferred accept), so a daemon slow to
+// accept never stalls the poll loop. Each connection has a reader and a
+// writer goroutine for its TCP socket, and a fixed number of chunk credits per
 // direction: its memory is bounded, and a slow side stalls the other
 // instead of buffering without end. Chunks come from a bridge-wide free
 // list only while they hold data (the reader waits for the socket to be
 // readable before taking one), so an idle connection holds none.
 //
 // The connections' registered buffers are shared, as Ceph's own RDMA
-// messenger shares them through an SRQ: one roce.SessionPool holds
+// messenger shares them through an SRQ: one session.Pool holds
 // RecvPool receive buffers, all posted on one SRQ, and SendPool send
 // buffers; registered memory is fixed whatever the number of
 // connections. Flow control stays per connection. Fairness: a connection
@@ -47,6 +49,7 @@ import (
 
 	"github.com/cephdpdkd/cephdpdkd/roce"
 	"github.com/cephdpdkd/cephdpdkd/roce/cm"
+	"github.com/cephdpdkd/cephdpdkd/roce/session"
 )
 
 // Defaults.
@@ -54,8 +57,8 @@ const (
 	DefaultMaxConns    = 256
 	DefaultChunks      = 8
 	DefaultDialTimeout = 2 * time.Second
-	DefaultRecvPool    = roce.DefaultPoolRecvBuffers
-	DefaultSendPool    = roce.DefaultPoolSendBuffers
+	DefaultRecvPool    = session.DefaultPoolRecvBuffers
+	DefaultSendPool    = session.DefaultPoolSendBuffers
 	// maxFreeChunks bounds the idle chunks kept for reuse.
 	maxFreeChunks = 256
 	// closeTimeout bounds how long an orderly close may wait for the TCP
@@ -73,13 +76,14 @@ type Config struct {
 	// ms_async_rdma_buffer_size. SendBuffers and RecvBuffers are the
 	// per-connection caps on the shared pools (each at most a quarter
 	// of its pool).
-	Session roce.SessionConfig
+	Session session.Config
 	// RecvPool and SendPool are the registered buffers all connections
 	// share: receive buffers on one SRQ, send buffers on a free list.
 	RecvPool, SendPool int
-	// Dial connects to the Ceph daemon; it runs on the polling goroutine,
-	// bounded by DialTimeout, so it must be a connection to a local
-	// address.
+	// Dial connects to the Ceph daemon, on a goroutine of its own,
+	// bounded by DialTimeout (which should stay under the connection
+	// manager's wait for a deferred answer: three retransmission
+	// intervals); it may be called concurrently.
 	Dial        Dialer
 	DialTimeout time.Duration
 	// MaxConns bounds the bridged connections; more are rejected.
@@ -95,15 +99,26 @@ type Bridge struct {
 	cfg    Config
 	m      *cm.Manager
 	pd     *roce.PD
-	pool   *roce.SessionPool
+	pool   *session.Pool
 	chunks chunkPool
 	conns  map[*cm.Conn]*conn
+	// live holds conns' values for Poll: a slice walks without a map
+	// iterator's cost on every turn of the poll loop.
+	live []*conn
 	// draining are connections the client closed whose last bytes still
 	// go to the daemon before its socket closes.
 	draining []*conn
 	wg       sync.WaitGroup
 	shut     bool
 	cnt      counters
+	// published is the pool state last copied for Stats.
+	published session.PoolStats
+	// Dials run off the poll loop: dialing counts those in flight, each
+	// ends on dialed; stop cancels them at Shutdown.
+	dialing int
+	dialed  chan dialed
+	ctx     context.Context
+	stop    context.CancelFunc
 }
 
 // New creates a bridge on m's endpoint.
@@ -121,7 +136,7 @@ func New(m *cm.Manager, cfg Config) (*Bridge, error) {
 		cfg.DialTimeout = DefaultDialTimeout
 	}
 	if cfg.Session.BufferSize <= 0 {
-		cfg.Session.BufferSize = roce.DefaultBufferSize
+		cfg.Session.BufferSize = session.DefaultBufferSize
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
@@ -134,7 +149,7 @@ func New(m *cm.Manager, cfg Config) (*Bridge, error) {
 	}
 	capTo := func(v *int, pool int) {
 		if *v <= 0 {
-			*v = roce.DefaultRecvBuffers
+			*v = session.DefaultRecvBuffers
 		}
 		*v = max(1, min(*v, pool/4))
 	}
@@ -142,10 +157,12 @@ func New(m *cm.Manager, cfg Config) (*Bridge, error) {
 	capTo(&cfg.Session.SendBuffers, cfg.SendPool)
 	// Ceph's clients allow no RNR NAK.
 	cfg.Session.NoRNR = true
-	b := &Bridge{cfg: cfg, m: m, pd: m.Endpoint().NewPD(), conns: map[*cm.Conn]*conn{}}
+	b := &Bridge{cfg: cfg, m: m, pd: m.Endpoint().NewPD(), conns: map[*cm.Conn]*conn{},
+		dialed: make(chan dialed, cfg.MaxConns)}
+	b.ctx, b.stop = context.WithCancel(context.Background())
 	b.chunks.size = cfg.Session.BufferSize
 	var err error
-	b.pool, err = roce.NewSessionPool(b.pd, roce.PoolConfig{
+	b.pool, err = session.NewPool(b.pd, session.PoolConfig{
 		BufferSize: cfg.Session.BufferSize, RecvBuffers: cfg.RecvPool, SendBuffers: cfg.SendPool,
 		MaxSessions: cfg.MaxConns, Allocator: cfg.Session.Allocator,
 	})
@@ -162,17 +179,20 @@ func (b *Bridge) Listen(port uint16) error {
 	return b.m.Listen(port, b.accept)
 }
 
-// accept runs for a REQ: it dials the daemon at the address and port the
-// client targeted, and rejects the request when nothing listens there.
+// accept runs for a REQ: it takes the connection's place in the shared
+// pools and starts dialing the daemon at the address and port the client
+// targeted; the answer (a REP, or a REJ when nothing listens there) goes
+// out from Poll once the dial ends. A dial never blocks the poll loop: a
+// daemon with a full accept backlog delays only its own clients.
 func (b *Bridge) accept(req *cm.ConnRequest) (cm.Accept, error) {
 	target := netip.AddrPortFrom(req.LocalAddr, req.Port)
 	switch {
 	case b.shut:
 		return cm.Accept{}, cm.Reject(cm.RejConsumerDefined, nil)
-	case len(b.conns) >= b.cfg.MaxConns:
+	case len(b.conns)+b.dialing >= b.cfg.MaxConns:
 		b.cnt.refused[refusedMaxConns].Add(1)
 		b.cfg.Log.Warn("bridge: refusing a connection: at max_sessions", "peer", req.RemoteAddr, "target", target, "max", b.cfg.MaxConns)
-		return cm.Accept{}, fmt.Errorf("bridge: %d connections: %w", len(b.conns), roce.ErrBusy)
+		return cm.Accept{}, fmt.Errorf("bridge: %d connections: %w", len(b.conns)+b.dialing, roce.ErrBusy)
 	}
 	// The shared buffers first: a refusal costs the daemon nothing.
 	sess, err := b.pool.NewSession(b.cfg.Session)
@@ -185,9 +205,48 @@ func (b *Bridge) accept(req *cm.ConnRequest) (cm.Accept, error) {
 			"send_free", st.SendFree, "send_pool", st.SendBuffers, "err", err)
 		return cm.Accept{}, cm.Reject(cm.RejNoResources, nil)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.DialTimeout)
-	nc, err := b.cfg.Dial(ctx, target)
-	cancel()
+	b.dialing++
+	b.wg.Add(1)
+	// req is the Manager's to reuse once accept returns.
+	d := dialed{cc: req.Conn, peer: req.RemoteAddr, target: target, sess: sess}
+	go func() {
+		defer b.wg.Done()
+		ctx, cancel := context.WithTimeout(b.ctx, b.cfg.DialTimeout)
+		d.nc, d.err = b.cfg.Dial(ctx, d.target)
+		cancel()
+		// Never blocks: room for every dial in flight.
+		b.dialed <- d
+	}()
+	return cm.Accept{}, cm.ErrDeferred
+}
+
+// dialed is the end of a dial accept started.
+type dialed struct {
+	cc     *cm.Conn
+	peer   netip.AddrPort
+	target netip.AddrPort
+	sess   *session.Session
+	nc     net.Conn
+	err    error
+}
+
+// completeDials answers the REQs whose dials ended.
+func (b *Bridge) completeDials() int {
+	work := 0
+	for {
+		select {
+		case d := <-b.dialed:
+			b.dialing--
+			b.completeDial(d)
+			work++
+		default:
+			return work
+		}
+	}
+}
+
+func (b *Bridge) completeDial(d dialed) {
+	nc, err, sess, target := d.nc, d.err, d.sess, d.target
 	if err != nil {
 		releaseSession(sess)
 		reason := refusedDialFailed
@@ -199,18 +258,22 @@ func (b *Bridge) accept(req *cm.ConnRequest) (cm.Accept, error) {
 		b.cnt.refused[reason].Add(1)
 		if reason == refusedNoFDs {
 			b.cfg.Log.Warn("bridge: refusing a connection: out of file descriptors (raise RLIMIT_NOFILE)",
-				"peer", req.RemoteAddr, "target", target, "conns", len(b.conns), "err", err)
+				"peer", d.peer, "target", target, "conns", len(b.conns), "err", err)
 		} else {
-			b.cfg.Log.Warn("bridge: refusing a connection: cannot reach the daemon", "peer", req.RemoteAddr, "target", target, "err", err)
+			b.cfg.Log.Warn("bridge: refusing a connection: cannot reach the daemon", "peer", d.peer, "target", target, "err", err)
 		}
-		// The client fails at once instead of after its retries.
-		return cm.Accept{}, cm.Reject(cm.RejInvalidServiceID, nil)
+		// The client fails at once instead of after its retries. The
+		// Manager may have given up on the request already.
+		b.m.Complete(d.cc, cm.Accept{}, cm.Reject(cm.RejInvalidServiceID, nil))
+		return
 	}
 	c := b.newConn(target, sess, nc)
-	b.conns[req.Conn] = c
+	c.cc, c.idx = d.cc, len(b.live)
+	b.conns[d.cc] = c
+	b.live = append(b.live, c)
 	b.cnt.accepted.Add(1)
 	b.cnt.active.Add(1)
-	return cm.Accept{QP: c.qp, Events: cm.Events{
+	err = b.m.Complete(d.cc, cm.Accept{QP: c.qp, Events: cm.Events{
 		Connected: func(cc *cm.Conn, err error) {
 			if err != nil {
 				b.end(cc, fmt.Errorf("connection attempt: %w", err))
@@ -219,7 +282,17 @@ func (b *Bridge) accept(req *cm.ConnRequest) (cm.Accept, error) {
 			c.up = true
 		},
 		Disconnected: func(cc *cm.Conn, err error) { b.end(cc, err) },
-	}}, nil
+	}}, nil)
+	if err != nil {
+		// The Manager rejected the client while the dial ran.
+		b.cnt.errors[errQP].Add(1)
+		b.cfg.Log.Info("bridge: connection failed", "target", target, "peer", d.peer, "err", err)
+		delete(b.conns, d.cc)
+		b.unlist(c)
+		b.cnt.active.Add(-1)
+		b.cnt.closed.Add(1)
+		c.close(true)
+	}
 }
 
 // Poll moves what can be moved on every connection and returns the work
@@ -227,8 +300,11 @@ func (b *Bridge) accept(req *cm.ConnRequest) (cm.Accept, error) {
 func (b *Bridge) Poll(now time.Time) int {
 	// Dispatch the shared CQs: each session's Readable is then current.
 	b.pool.Poll()
-	work := b.drain(now)
-	for cc, c := range b.conns {
+	work := b.completeDials() + b.drain(now)
+	// end, called from disconnect, removes from live: walk it backwards.
+	for i := len(b.live) - 1; i >= 0; i-- {
+		c := b.live[i]
+		cc := c.cc
 		if !c.up || c.disconnecting {
 			continue
 		}
@@ -253,9 +329,15 @@ func (b *Bridge) Poll(now time.Time) int {
 	return work
 }
 
-// publish copies the pool's state to the counters Stats reads.
+// publish copies the pool's state to the counters Stats reads, storing
+// only what changed: an idle bridge's turn of the poll loop then costs
+// loads, not locked stores.
 func (b *Bridge) publish() {
 	st := b.pool.Stats()
+	if st == b.published {
+		return
+	}
+	b.published = st
 	b.cnt.recvFree.Store(int64(st.RecvPosted))
 	b.cnt.sendFree.Store(int64(st.SendFree))
 	b.cnt.registered.Store(int64(st.RegisteredBytes))
@@ -281,6 +363,7 @@ func (b *Bridge) end(cc *cm.Conn, err error) {
 		return
 	}
 	delete(b.conns, cc)
+	b.unlist(c)
 	b.cnt.active.Add(-1)
 	if err == nil {
 		err = c.cause
@@ -342,11 +425,22 @@ func (b *Bridge) Shutdown() error {
 		b.cnt.active.Add(-1)
 		c.close(true)
 	}
+	clear(b.live)
+	b.live = b.live[:0]
 	for _, c := range b.draining {
 		c.close(true)
 	}
 	b.draining = nil
+	b.stop()
 	b.wg.Wait()
+	for b.dialing > 0 {
+		d := <-b.dialed
+		b.dialing--
+		if d.nc != nil {
+			d.nc.Close()
+		}
+		releaseSession(d.sess)
+	}
 	if err := b.pool.Close(); err != nil {
 		return fmt.Errorf("bridge: shutdown: %w", err)
 	}
@@ -357,12 +451,23 @@ func (b *Bridge) Shutdown() error {
 	return nil
 }
 
+// unlist removes c from live, moving the last connection into its slot.
+func (b *Bridge) unlist(c *conn) {
+	last := len(b.live) - 1
+	b.live[c.idx] = b.live[last]
+	b.live[c.idx].idx = c.idx
+	b.live[last] = nil
+	b.live = b.live[:last]
+}
+
 // conn is one bridged connection.
 type conn struct {
 	b      *Bridge
+	cc     *cm.Conn
+	idx    int // in b.live
 	target netip.AddrPort
 	qp     *roce.QP
-	sess   *roce.Session
+	sess   *session.Session
 	tcp    net.Conn
 
 	up            bool // established: data may flow
@@ -391,7 +496,7 @@ type conn struct {
 	peek     [1]byte // the reader's readiness probe
 }
 
-func (b *Bridge) newConn(target netip.AddrPort, sess *roce.Session, nc net.Conn) *conn {
+func (b *Bridge) newConn(target netip.AddrPort, sess *session.Session, nc net.Conn) *conn {
 	k := b.cfg.Chunks
 	c := &conn{b: b, target: target, tcp: nc, sess: sess, qp: sess.QP(),
 		in: make(chan []byte, k), inFree: make(chan []byte, k),
@@ -628,7 +733,7 @@ func (c *conn) close(reset bool) {
 func (c *conn) releaseRoCE() { releaseSession(c.sess) }
 
 // releaseSession gives a session's QP and shared buffers back.
-func releaseSession(s *roce.Session) {
+func releaseSession(s *session.Session) {
 	qp := s.QP()
 	qp.Modify(&roce.QPAttr{State: roce.QPStateError}, roce.QPAttrState)
 	s.Release()
@@ -636,4 +741,4 @@ func releaseSession(s *roce.Session) {
 }
 
 // Pool returns the shared buffer pool; use it on the polling goroutine.
-func (b *Bridge) Pool() *roce.SessionPool { return b.pool }
+func (b *Bridge) Pool() *session.Pool { return b.pool }

@@ -15,6 +15,7 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/roce"
 	"github.com/cephdpdkd/cephdpdkd/roce/cm"
 	"github.com/cephdpdkd/cephdpdkd/roce/memlink"
+	"github.com/cephdpdkd/cephdpdkd/roce/session"
 )
 
 var (
@@ -33,12 +34,15 @@ type testNet struct {
 	cliPD   *roce.PD
 	b       *Bridge
 	alloc   *roce.HeapAllocator
-	cliCfg  roce.SessionConfig
+	cliCfg  session.Config
 	tcpPort uint16 // where the test's TCP server listens on 127.0.0.1
 }
 
 func newTestNet(t *testing.T, cfg Config) *testNet {
-	return newTestNetTimeout(t, cfg, 8)
+	// Code 11 (about 8 ms): a SEND the bridge drops unanswered is sent
+	// again soon, and six of them outlast a poll loop slowed by a
+	// loaded machine or the race detector.
+	return newTestNetTimeout(t, cfg, 11)
 }
 
 // newTestNetTimeout sets the client's transport timeout code: the time
@@ -55,8 +59,6 @@ func newTestNetTimeout(t *testing.T, cfg Config, timeout uint8) *testNet {
 		t.Fatal(err)
 	}
 	n := &testNet{t: t, alloc: &roce.HeapAllocator{}}
-	// Transport timeout code 8 (about 1 ms): a SEND the bridge drops
-	// unanswered is sent again soon.
 	cmCfg := cm.Config{Seed: 1, RetransmitTimeout: 200 * time.Millisecond, MaxRetries: 4, TimeWait: 10 * time.Millisecond,
 		Timeout: timeout, RetryCount: 7}
 	if n.cliM, err = cm.New(epC, cmCfg); err != nil {
@@ -67,7 +69,7 @@ func newTestNetTimeout(t *testing.T, cfg Config, timeout uint8) *testNet {
 		t.Fatal(err)
 	}
 	n.cliPD = epC.NewPD()
-	n.cliCfg = roce.DefaultSessionConfig()
+	n.cliCfg = session.DefaultConfig()
 	n.cliCfg.BufferSize, n.cliCfg.SendBuffers, n.cliCfg.RecvBuffers = 16<<10, 16, 16
 	n.cliCfg.RNRRetry = 0
 	n.cliCfg.Allocator = n.alloc
@@ -76,7 +78,7 @@ func newTestNetTimeout(t *testing.T, cfg Config, timeout uint8) *testNet {
 	if cfg.Dial == nil {
 		cfg.Dial = loopbackDialer(nil)
 	}
-	cfg.Session = roce.DefaultSessionConfig()
+	cfg.Session = session.DefaultConfig()
 	// More receives posted than the client has SENDs in flight: a
 	// bridge that keeps up never drops one.
 	cfg.Session.BufferSize, cfg.Session.SendBuffers, cfg.Session.RecvBuffers = 16<<10, 8, 32
@@ -145,7 +147,7 @@ func (n *testNet) server(serve func(net.Conn)) {
 // client is the active side: a session over a connection to the bridge.
 type client struct {
 	qp           *roce.QP
-	sess         *roce.Session
+	sess         *session.Session
 	conn         *cm.Conn
 	connErr      error
 	connected    bool
@@ -158,10 +160,10 @@ func (n *testNet) dial(port uint16) *client {
 	n.t.Helper()
 	c := &client{}
 	var err error
-	if c.qp, err = roce.NewSessionQP(n.cliPD, n.cliCfg); err != nil {
+	if c.qp, err = session.NewQP(n.cliPD, n.cliCfg); err != nil {
 		n.t.Fatal(err)
 	}
-	if c.sess, err = roce.NewSession(c.qp, n.cliCfg); err != nil {
+	if c.sess, err = session.New(c.qp, n.cliCfg); err != nil {
 		n.t.Fatal(err)
 	}
 	c.conn, err = n.cliM.Dial(ipS, port, c.qp, nil, cm.Events{
@@ -378,5 +380,58 @@ func isClosed(ch <-chan struct{}) bool {
 		return true
 	default:
 		return false
+	}
+}
+
+// TestDialOffThePollLoop: a daemon that does not answer its TCP connect
+// (a full accept backlog) delays only its own client: another client
+// connects and streams meanwhile; the slow one gets its REJ once the
+// dial times out.
+func TestDialOffThePollLoop(t *testing.T) {
+	const slowPort = 6999
+	release := make(chan struct{})
+	defer close(release)
+	slow := func(ctx context.Context, addr netip.AddrPort) (net.Conn, error) {
+		if addr.Port() == slowPort {
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-release:
+				return nil, errors.New("released")
+			}
+		}
+		return loopbackDialer(nil)(ctx, addr)
+	}
+	n := newTestNet(t, Config{Dial: slow, DialTimeout: 400 * time.Millisecond})
+	if err := n.b.Listen(slowPort); err != nil {
+		t.Fatal(err)
+	}
+	n.server(func(c net.Conn) { io.Copy(io.Discard, c); c.Close() })
+	stuck := n.dial(slowPort)
+	n.run(5*time.Second, func() bool { return n.b.dialing == 1 })
+	fast := n.dial(n.tcpPort)
+	n.run(5*time.Second, func() bool { return fast.connected })
+	if fast.connErr != nil {
+		t.Fatal(fast.connErr)
+	}
+	if stuck.connected {
+		t.Fatalf("the slow dial's client was answered (%v) before the fast one connected", stuck.connErr)
+	}
+	msg := make([]byte, 256<<10)
+	sent := 0
+	n.run(10*time.Second, func() bool {
+		k, err := fast.sess.Send(msg[sent:])
+		if err != nil && !errors.Is(err, roce.ErrWouldBlock) {
+			t.Fatal(err)
+		}
+		sent += k
+		return sent == len(msg)
+	})
+	n.run(5*time.Second, func() bool { return stuck.connected })
+	if !errors.Is(stuck.connErr, cm.ErrRejected) {
+		t.Errorf("the slow daemon's client: %v, want a REJ", stuck.connErr)
+	}
+	if st := n.b.Stats(); st.Refused["dial_failed"] != 1 {
+		t.Errorf("refused %v, want one dial_failed", st.Refused)
 	}
 }

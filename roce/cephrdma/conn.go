@@ -10,6 +10,7 @@ import (
 
 	"github.com/cephdpdkd/cephdpdkd/roce"
 	"github.com/cephdpdkd/cephdpdkd/roce/app"
+	"github.com/cephdpdkd/cephdpdkd/roce/session"
 	"github.com/cephdpdkd/cephdpdkd/roce/wire"
 )
 
@@ -25,7 +26,7 @@ const (
 )
 
 // Conn is one Ceph async+rdma connection: a TCP side channel, a QP and
-// the roce.Session on it. Its methods must be called on the poll
+// the session.Session on it. Its methods must be called on the poll
 // goroutine.
 type Conn struct {
 	st     *Stack
@@ -40,7 +41,7 @@ type Conn struct {
 	tcp      net.Conn
 	state    connState
 	qp       *roce.QP
-	sess     *roce.Session
+	sess     *session.Session
 	local    wire.CephQPRecord
 	remote   wire.CephQPRecord
 	deadline time.Time
@@ -50,7 +51,7 @@ type Conn struct {
 
 // Session returns the connection's session, nil once it is closed.
 // After Close its buffers are released and its methods fail.
-func (c *Conn) Session() *roce.Session {
+func (c *Conn) Session() *session.Session {
 	if c.state == stDead {
 		return nil
 	}

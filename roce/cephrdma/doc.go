@@ -1,7 +1,7 @@
 // Package cephrdma is Ceph async+rdma's way into the userspace RoCE
 // transport: the TCP side channel on which two messengers exchange
 // 65-byte ASCII QP records (wire.CephQPRecord) before they talk over an
-// RC QP, and the roce.Session that runs on that QP afterwards.
+// RC QP, and the session.Session that runs on that QP afterwards.
 //
 // The exchange, as Ceph's RDMAConnectedSocketImpl does it:
 //
@@ -17,7 +17,7 @@
 // and either side closing it ends the session. Data on it after the
 // exchange is a protocol error, as it is to Ceph.
 //
-// QPs use Ceph's settings (roce.DefaultSessionConfig: path MTU 1024,
+// QPs use Ceph's settings (session.DefaultConfig: path MTU 1024,
 // RNR timer, timeout, unlimited retries) with a random 24-bit send PSN.
 // The peer's GID in its record must be the IPv4-mapped (or IPv6) form of
 // its TCP address: a Ceph node whose ms_async_rdma_gid_idx selects the
@@ -42,6 +42,5 @@
 //	func (st *Stack) Stats() Stats                                         // any goroutine
 //	type Resolver interface{ Resolve(ip netip.Addr, done func(mac [6]byte, err error)) } // *cm.Manager
 //	(*Conn) Session, RemoteAddr, Records, Closed, Err, Close
-//	func NewCollector(stacks map[string]*Stack) *Collector
 //	var ErrBadRecord, ErrGIDMismatch, ErrUnexpectedData, ErrTooManyConns, ErrClosed, ErrTimeout
 package cephrdma

@@ -15,6 +15,7 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/roce/app"
 	"github.com/cephdpdkd/cephdpdkd/roce/cephrdma"
 	"github.com/cephdpdkd/cephdpdkd/roce/memlink"
+	"github.com/cephdpdkd/cephdpdkd/roce/session"
 	"github.com/cephdpdkd/cephdpdkd/roce/wire"
 )
 
@@ -110,7 +111,7 @@ type testNet struct {
 
 type netOpts struct {
 	link      memlink.Config
-	session   func(*roce.SessionConfig)
+	session   func(*session.Config)
 	server    func(*cephrdma.Config)
 	svc       app.SessionService
 	noServe   bool
@@ -118,8 +119,8 @@ type netOpts struct {
 	ioTimeout time.Duration
 }
 
-func testSessions() roce.SessionConfig {
-	cfg := roce.DefaultSessionConfig()
+func testSessions() session.Config {
+	cfg := session.DefaultConfig()
 	cfg.BufferSize = 16 << 10
 	cfg.SendBuffers, cfg.RecvBuffers = 8, 8
 	cfg.Timeout = 10 // 4 ms: losses recover quickly on the wall clock

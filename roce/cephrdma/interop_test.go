@@ -10,6 +10,7 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/roce"
 	"github.com/cephdpdkd/cephdpdkd/roce/app"
 	"github.com/cephdpdkd/cephdpdkd/roce/cephrdma"
+	"github.com/cephdpdkd/cephdpdkd/roce/session"
 	"github.com/cephdpdkd/cephdpdkd/roce/wire"
 )
 
@@ -18,8 +19,8 @@ import (
 type cephQP struct {
 	pd    *roce.PD
 	qp    *roce.QP
-	sess  *roce.Session
-	cfg   roce.SessionConfig
+	sess  *session.Session
+	cfg   session.Config
 	alloc *roce.HeapAllocator
 	psn   uint32
 }
@@ -29,10 +30,10 @@ func newCephQP(tb testing.TB, ep *roce.Endpoint, psn uint32) *cephQP {
 	c := &cephQP{pd: ep.NewPD(), cfg: testSessions(), alloc: &roce.HeapAllocator{}, psn: psn}
 	c.cfg.Allocator = c.alloc
 	var err error
-	if c.qp, err = roce.NewSessionQP(c.pd, c.cfg); err != nil {
+	if c.qp, err = session.NewQP(c.pd, c.cfg); err != nil {
 		tb.Fatal(err)
 	}
-	if c.sess, err = roce.NewSession(c.qp, c.cfg); err != nil {
+	if c.sess, err = session.New(c.qp, c.cfg); err != nil {
 		tb.Fatal(err)
 	}
 	return c

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cephdpdkd/cephdpdkd/roce"
 	"github.com/cephdpdkd/cephdpdkd/roce/app"
+	"github.com/cephdpdkd/cephdpdkd/roce/session"
 	"github.com/cephdpdkd/cephdpdkd/roce/wire"
 )
 
@@ -47,9 +48,9 @@ func (f ResolverFunc) Resolve(ip netip.Addr, done func(mac [6]byte, err error)) 
 // Config configures a Stack. Start from DefaultConfig.
 type Config struct {
 	// Session sizes the sessions and sets their QPs' timers and retry
-	// counts (roce.DefaultSessionConfig: Ceph's). Its PathMTU must be 0
+	// counts (session.DefaultConfig: Ceph's). Its PathMTU must be 0
 	// or 1024, the path MTU Ceph fixes.
-	Session roce.SessionConfig
+	Session session.Config
 	// Resolver finds peers' MAC addresses (required).
 	Resolver Resolver
 	// IOTimeout bounds each TCP read and write of the exchange, the TCP
@@ -79,7 +80,7 @@ type Config struct {
 
 // DefaultConfig returns Ceph's settings; the caller adds a Resolver.
 func DefaultConfig() Config {
-	return Config{Session: roce.DefaultSessionConfig(), TOS: DefaultTOS, TTL: DefaultTTL}
+	return Config{Session: session.DefaultConfig(), TOS: DefaultTOS, TTL: DefaultTTL}
 }
 
 // Stats counts a Stack's connections; safe from any goroutine.
@@ -138,11 +139,11 @@ func New(ep *roce.Endpoint, cfg Config) (*Stack, error) {
 		return nil, fmt.Errorf("cephrdma: new stack: no endpoint: %w", roce.ErrInvalidArgument)
 	case cfg.Resolver == nil:
 		return nil, fmt.Errorf("cephrdma: new stack: no resolver: %w", roce.ErrInvalidArgument)
-	case cfg.Session.PathMTU != 0 && cfg.Session.PathMTU != roce.DefaultPathMTU:
+	case cfg.Session.PathMTU != 0 && cfg.Session.PathMTU != session.DefaultPathMTU:
 		return nil, fmt.Errorf("cephrdma: new stack: path mtu %d, Ceph uses %d: %w",
-			cfg.Session.PathMTU, roce.DefaultPathMTU, roce.ErrInvalidArgument)
+			cfg.Session.PathMTU, session.DefaultPathMTU, roce.ErrInvalidArgument)
 	}
-	cfg.Session.PathMTU = roce.DefaultPathMTU
+	cfg.Session.PathMTU = session.DefaultPathMTU
 	if cfg.Session.Allocator == nil {
 		cfg.Session.Allocator = &roce.HeapAllocator{}
 	}
@@ -435,13 +436,13 @@ func (st *Stack) setup(c *Conn, cmd *command) {
 		c.remote = cmd.rec
 	}
 	c.state = stSetup
-	qp, err := roce.NewSessionQP(st.pd, st.cfg.Session)
+	qp, err := session.NewQP(st.pd, st.cfg.Session)
 	if err != nil {
 		st.teardown(c, fmt.Errorf("cephrdma: %v: %w", c.peer, err))
 		return
 	}
 	c.qp = qp
-	if c.sess, err = roce.NewSession(qp, st.cfg.Session); err != nil {
+	if c.sess, err = session.New(qp, st.cfg.Session); err != nil {
 		st.teardown(c, fmt.Errorf("cephrdma: %v: %w", c.peer, err))
 		return
 	}

@@ -17,12 +17,13 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/roce/app"
 	"github.com/cephdpdkd/cephdpdkd/roce/cephrdma"
 	"github.com/cephdpdkd/cephdpdkd/roce/memlink"
+	"github.com/cephdpdkd/cephdpdkd/roce/session"
 	"github.com/cephdpdkd/cephdpdkd/roce/wire"
 )
 
 // echoStream sends size pseudo-random bytes on s, closes it, and reads
 // the echo until EOF, comparing every byte.
-func echoStream(tb testing.TB, n *testNet, s *roce.Session, size int, seed byte) {
+func echoStream(tb testing.TB, n *testNet, s *session.Session, size int, seed byte) {
 	tb.Helper()
 	key := [32]byte{seed}
 	src, ref := rand.NewChaCha8(key), rand.NewChaCha8(key)

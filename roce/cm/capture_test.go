@@ -13,6 +13,7 @@ import (
 
 	"github.com/cephdpdkd/cephdpdkd/roce"
 	"github.com/cephdpdkd/cephdpdkd/roce/memlink"
+	"github.com/cephdpdkd/cephdpdkd/roce/session"
 	"github.com/cephdpdkd/cephdpdkd/roce/wire"
 )
 
@@ -137,17 +138,17 @@ func TestCapturedReqAnswered(t *testing.T) {
 			ce := newCaptureEndpoint(t, tc.mac, netip.MustParseAddr(tc.ip))
 			var got ConnRequest
 			var qp *roce.QP
-			var sess *roce.Session
+			var sess *session.Session
 			err := ce.m.Listen(tc.port, func(r *ConnRequest) (Accept, error) {
 				got = *r
 				got.PrivateData = append([]byte(nil), r.PrivateData...)
 				var err error
-				cfg := roce.DefaultSessionConfig()
+				cfg := session.DefaultConfig()
 				cfg.BufferSize, cfg.SendBuffers, cfg.RecvBuffers = 4096, 4, 4
-				if qp, err = roce.NewSessionQP(ce.ep.NewPD(), cfg); err != nil {
+				if qp, err = session.NewQP(ce.ep.NewPD(), cfg); err != nil {
 					t.Fatal(err)
 				}
-				if sess, err = roce.NewSession(qp, cfg); err != nil {
+				if sess, err = session.New(qp, cfg); err != nil {
 					t.Fatal(err)
 				}
 				return Accept{QP: qp, PrivateData: tc.repPriv}, nil
@@ -387,7 +388,7 @@ func TestDialReqMatchesRxe(t *testing.T) {
 	ce := newCaptureEndpoint(t, real.pkt.SrcMAC, real.pkt.SrcIP)
 	ce.m.Neigh().Learn(real.pkt.DstIP, real.pkt.DstMAC, ce.now)
 	ce.m.Poll(ce.now)
-	qp, err := roce.NewSessionQP(ce.ep.NewPD(), roce.SessionConfig{BufferSize: 4096, SendBuffers: 2, RecvBuffers: 2})
+	qp, err := session.NewQP(ce.ep.NewPD(), session.Config{BufferSize: 4096, SendBuffers: 2, RecvBuffers: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -237,7 +239,10 @@ func TestRejectedAtOnce(t *testing.T) {
 			accept: func(*ConnRequest) (Accept, error) { return Accept{}, nil }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			n := newTestNet(t, testConfig(), testConfig())
+			var logged bytes.Buffer
+			cfgB := testConfig()
+			cfgB.Log = slog.New(slog.NewTextHandler(&logged, nil))
+			n := newTestNet(t, testConfig(), cfgB)
 			if tc.accept != nil {
 				n.b.m.Listen(testPort, tc.accept)
 			} else {
@@ -261,6 +266,9 @@ func TestRejectedAtOnce(t *testing.T) {
 			}
 			if st := n.b.m.Stats(); st.RejectsSent != 1 {
 				t.Errorf("passive stats %+v", st)
+			}
+			if want := "reason=" + RejectReasonName(tc.reason); !strings.Contains(logged.String(), "cm: REJ sent") || !strings.Contains(logged.String(), want) {
+				t.Errorf("log %q: want a REJ line with %s", logged.String(), want)
 			}
 			n.settle()
 			n.checkClean(n.a, "A")

@@ -2,6 +2,7 @@ package cm
 
 import (
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/cephdpdkd/cephdpdkd/roce"
@@ -87,6 +88,11 @@ type Config struct {
 	// Seed seeds the generator of communication IDs, PSNs and ports; 0
 	// seeds it from crypto/rand.
 	Seed uint64
+
+	// Log, if set, gets a line for each REJ sent (at most one a second
+	// per reason, with a count of those left out): a refused client is
+	// then never a mystery to the operator.
+	Log *slog.Logger
 }
 
 func (c Config) withDefaults() (Config, error) {

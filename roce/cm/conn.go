@@ -67,6 +67,12 @@ type Events struct {
 // the Manager's endpoint; to reject, an error (see Reject).
 type AcceptFunc func(req *ConnRequest) (Accept, error)
 
+// deferredReq is what answering a deferred REQ needs of it.
+type deferredReq struct {
+	req wire.CMReq
+	mtu int
+}
+
 // Accept is an AcceptFunc's answer.
 type Accept struct {
 	QP *roce.QP
@@ -118,14 +124,17 @@ type ConnRequest struct {
 // Conn is one connection. Its methods, like the Manager's, must be called
 // on the polling goroutine.
 type Conn struct {
-	m       *Manager
-	state   ConnState
-	passive bool
-	qp      *roce.QP
-	qpn     uint32
-	owned   bool // the Manager still drives the QP (not yet reported)
-	ev      Events
-	ctx     any
+	// deferred holds a REQ whose AcceptFunc deferred the answer, until
+	// Complete.
+	deferred *deferredReq
+	m        *Manager
+	state    ConnState
+	passive  bool
+	qp       *roce.QP
+	qpn      uint32
+	owned    bool // the Manager still drives the QP (not yet reported)
+	ev       Events
+	ctx      any
 
 	localID, remoteID uint32
 	localAddr         netip.AddrPort

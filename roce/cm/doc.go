@@ -30,10 +30,10 @@
 //	func (m *Manager) Resolve(ip netip.Addr, done func(mac [6]byte, err error)) // cephrdma.Resolver
 //	func (m *Manager) NumConns() int
 //	func (m *Manager) Stats() Stats // any goroutine
-//	func NewCollector(ms ...*Manager) *Collector // cephdpdkd_roce_cm_* metrics
 //	type Message (MsgREQ..MsgDREP), DropReason (DropMalformed, DropUnmatched,
 //		DropInboxFull, DropSendFailed), Limit (LimitSessions, LimitConns)
 //	func RejectReasonName(r uint16) string // metric label: "no_resources", ...
+//	func IsOwnRejectReason(r uint16) bool  // a reason the Manager sends itself
 //	func CAGUID(mac [6]byte) uint64
 //
 //	type AcceptFunc func(req *ConnRequest) (Accept, error)
@@ -77,7 +77,7 @@
 // Events.Connected(c, err) instead, with the QP in ERROR.
 //
 // Send nothing on a QP before Connected(c, nil): until then it may still
-// be in RTR, where posting a send fails (and fails a roce.Session).
+// be in RTR, where posting a send fails (and fails a session.Session).
 //
 // Once established, Disconnect, the peer's DREQ or the QP failing (a
 // transport error, the retry limit: EventQPFatal) moves the QP to ERROR,
@@ -109,7 +109,7 @@
 // neighbour table answers a who-has in the request's tags. The active
 // side (Dial) resolves and connects untagged.
 //
-// Counters. Stats, and the Collector built on it, count CM MADs by
+// Counters. Stats (which internal/metrics exports) counts CM MADs by
 // message and direction, REJs by reason, MADs dropped by reason,
 // retransmissions, requests refused for lack of room (LimitSessions: the
 // AcceptFunc returned an error wrapping roce.ErrBusy or ErrTooManyConns,

@@ -26,6 +26,9 @@ var (
 	// ErrStale: the peer sent a new REQ from the QP of this established
 	// connection, so its side of this one is gone.
 	ErrStale = errors.New("cm: connection replaced by a new request from the same peer qp")
+	// ErrDeferred, returned by an AcceptFunc, defers the answer to a REQ:
+	// the application answers later with Manager.Complete.
+	ErrDeferred = errors.New("cm: accept deferred")
 	// ErrTooManyConns: Config.MaxConns connections exist.
 	ErrTooManyConns = errors.New("cm: too many connections")
 	// ErrPortInUse: Listen on a port already listened on.

@@ -8,6 +8,7 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/roce"
 	"github.com/cephdpdkd/cephdpdkd/roce/internal/simclock"
 	"github.com/cephdpdkd/cephdpdkd/roce/memlink"
+	"github.com/cephdpdkd/cephdpdkd/roce/session"
 	"github.com/cephdpdkd/cephdpdkd/roce/wire"
 )
 
@@ -27,7 +28,7 @@ type node struct {
 	pd    *roce.PD
 	alloc *roce.HeapAllocator
 	link  *memlink.End
-	scfg  roce.SessionConfig
+	scfg  session.Config
 	apps  []*app
 	errs  []error // from releasing apps
 }
@@ -36,7 +37,7 @@ type node struct {
 type app struct {
 	n            *node
 	qp           *roce.QP
-	sess         *roce.Session
+	sess         *session.Session
 	conn         *Conn
 	connected    int
 	connErr      error
@@ -95,7 +96,7 @@ func newNodeIO(t testing.TB, mac [6]byte, ip netip.Addr, link *memlink.End, io r
 		t.Fatal(err)
 	}
 	nd := &node{ep: ep, m: m, pd: ep.NewPD(), alloc: &roce.HeapAllocator{}, link: link}
-	nd.scfg = roce.DefaultSessionConfig()
+	nd.scfg = session.DefaultConfig()
 	nd.scfg.BufferSize = 4096
 	nd.scfg.SendBuffers = 8
 	nd.scfg.RecvBuffers = 8
@@ -110,11 +111,11 @@ func (nd *node) newApp(t testing.TB) *app {
 	a := &app{n: nd}
 	cfg := nd.scfg
 	cfg.OnCompletion = func(*roce.CQ) { a.pump() }
-	qp, err := roce.NewSessionQP(nd.pd, cfg)
+	qp, err := session.NewQP(nd.pd, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := roce.NewSession(qp, cfg)
+	s, err := session.New(qp, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -56,6 +56,11 @@ type Manager struct {
 	rng   *rand.Rand
 	tidHi uint64
 	now   time.Time
+	// rejLog rate-limits the REJ log lines, per reason.
+	rejLog [NumRejReasons]struct {
+		last    time.Time
+		skipped int
+	}
 
 	listeners map[uint16]AcceptFunc
 	conns     map[uint32]*Conn    // by our comm ID
@@ -440,6 +445,14 @@ func (m *Manager) expire(c *Conn, now time.Time) {
 			m.sendRejTimeout(c)
 			m.fail(c, err)
 		}
+	case StateReqRcvd:
+		// The application never answered a deferred REQ (see Complete).
+		if c.deferred != nil {
+			c.deferred = nil
+			m.cnt.failed.Add(1)
+			m.sendRej(c, RejConsumerDefined, wire.CMMsgReq, nil, nil)
+			m.free(c)
+		}
 	case StateTimeWait:
 		m.free(c)
 	}
@@ -596,7 +609,23 @@ func (m *Manager) sendRej(c *Conn, reason uint16, msgRejected uint8, ari, priv [
 	copy(rej.PrivateData[:], priv)
 	if m.sendMAD(c, m.encode(c.tid, rej)) {
 		m.cnt.rejTx[rejIndex(reason)].Add(1)
+		m.logRej(c.remoteAddr, c.localAddr.Port(), reason, c.state)
 	}
+}
+
+// logRej logs a REJ sent, at most once a second per reason.
+func (m *Manager) logRej(peer netip.AddrPort, port uint16, reason uint16, st ConnState) {
+	if m.cfg.Log == nil {
+		return
+	}
+	l := &m.rejLog[rejIndex(reason)]
+	if !l.last.IsZero() && m.now.Sub(l.last) < time.Second {
+		l.skipped++
+		return
+	}
+	m.cfg.Log.Info("cm: REJ sent", "peer", peer, "port", port, "reason", RejectReasonName(reason),
+		"state", st, "rejects_not_logged", l.skipped)
+	l.last, l.skipped = m.now, 0
 }
 
 // sendRejTimeout sends the REJ with which Linux gives up on a connection:

@@ -84,6 +84,42 @@ func (m *Manager) onReq(in *madIn, tid uint64) {
 	}
 	acc, err := accept(cr)
 	m.creq = ConnRequest{}
+	if errors.Is(err, ErrDeferred) {
+		// Duplicate REQs find the connection in StateReqRcvd and get no
+		// answer; the peer's CM retries meanwhile.
+		c.deferred = &deferredReq{req: *req, mtu: mtu}
+		m.setDeadline(c, m.now.Add(m.deferTimeout()))
+		return
+	}
+	m.answerReq(c, req, mtu, acc, err)
+}
+
+// deferTimeout bounds how long a deferred REQ waits for Complete before
+// the peer gets a REJ: three of our retransmission intervals, well inside
+// a Linux peer's patience (it retries a REQ for about a minute) and longer
+// than what an application defers for (the bridge's dial timeout).
+func (m *Manager) deferTimeout() time.Duration {
+	return 3 * m.cfg.RetransmitTimeout
+}
+
+// Complete answers a REQ whose AcceptFunc returned ErrDeferred, with what
+// the AcceptFunc would have returned. It fails with ErrInvalidState when
+// the Manager gave up waiting (and rejected the peer), or the connection
+// is not a deferred one; the application then still owns acc.QP.
+func (m *Manager) Complete(c *Conn, acc Accept, err error) error {
+	if c == nil || c.m != m || c.deferred == nil || c.state != StateReqRcvd {
+		return fmt.Errorf("cm: complete %v: no deferred request: %w", c, ErrInvalidState)
+	}
+	d := c.deferred
+	c.deferred = nil
+	c.deadline = time.Time{}
+	m.answerReq(c, &d.req, d.mtu, acc, err)
+	return nil
+}
+
+// answerReq rejects the REQ, or accepts it with acc's QP and sends the
+// REP.
+func (m *Manager) answerReq(c *Conn, req *wire.CMReq, mtu int, acc Accept, err error) {
 	if err != nil {
 		var rerr *RejectError
 		reason, priv := uint16(RejConsumerDefined), []byte(nil)
@@ -140,8 +176,8 @@ func (m *Manager) onReq(in *madIn, tid uint64) {
 	attr := roce.QPAttr{
 		State: roce.QPStateRTR,
 		AV: roce.AddressVector{
-			DstMAC: in.srcMAC, DstIP: in.srcIP, SrcIP: m.ip, TOS: req.TrafficClass, TTL: req.HopLimit,
-			VLANs: in.vlans,
+			DstMAC: c.remoteMAC, DstIP: c.remoteAddr.Addr(), SrcIP: m.ip, TOS: req.TrafficClass, TTL: req.HopLimit,
+			VLANs: c.vlans,
 		},
 		PathMTU: mtu, DestQPN: req.LocalQPN, RQPSN: c.recvPSN,
 		MaxDestRdAtomic: c.destRdAtomic, MinRNRTimer: m.cfg.MinRNRTimer,
@@ -209,6 +245,8 @@ func (m *Manager) rejectReq(in *madIn, tid uint64, req *wire.CMReq, reason uint1
 	av.TTL = req.HopLimit
 	if m.sendTo(&av, m.encode(tid, rej)) {
 		m.cnt.rejTx[rejIndex(reason)].Add(1)
+		_, port := wire.ServicePort(req.ServiceID)
+		m.logRej(netip.AddrPortFrom(in.srcIP, 0), port, reason, StateReqRcvd)
 	}
 }
 

@@ -4,8 +4,6 @@ import (
 	"strconv"
 	"sync/atomic"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/cephdpdkd/cephdpdkd/roce/wire"
 )
 
@@ -133,6 +131,18 @@ func RejectReasonName(r uint16) string {
 	return "reason_" + strconv.Itoa(int(r))
 }
 
+// IsOwnRejectReason reports whether r is a REJ reason the Manager sends
+// itself (an AcceptFunc's refusal included): the metrics export those
+// reasons even while their counts are zero.
+func IsOwnRejectReason(r uint16) bool {
+	switch r {
+	case RejNoResources, RejTimeout, RejUnsupported, RejInvalidServiceID, RejInvalidTransportType,
+		RejStaleConn, RejInvalidMTU, RejConsumerDefined:
+		return true
+	}
+	return false
+}
+
 // rejIndex is the slot of reason r in the per-reason REJ counters.
 func rejIndex(r uint16) int {
 	if r >= NumRejReasons {
@@ -224,105 +234,4 @@ func (m *Manager) Stats() Stats {
 	s.BadMADs, s.Unmatched, s.SendErrors = s.Drops[DropMalformed], s.Drops[DropUnmatched], s.Drops[DropSendFailed]
 	s.Dropped = s.Drops[DropInboxFull] + s.EventsDropped
 	return s
-}
-
-// Collector exports connection managers' counters as cephdpdkd_roce_cm_*
-// metrics, labelled by endpoint address like roce.Collector's. It reads
-// only Stats, so a Prometheus handler may collect while the managers are
-// polled.
-type Collector struct {
-	ms []*Manager
-
-	messages, retransmits, rejects, dropped, refused *prometheus.Desc
-	established, failed, disconnected, dupReqs       *prometheus.Desc
-	conns, eventsDropped                             *prometheus.Desc
-}
-
-var _ prometheus.Collector = (*Collector)(nil)
-
-// rejLabelled are the REJ reasons always exported, zero or not: those the
-// Manager sends itself.
-var rejLabelled = []uint16{
-	RejNoResources, RejTimeout, RejUnsupported, RejInvalidServiceID, RejInvalidTransportType,
-	RejStaleConn, RejInvalidMTU, RejConsumerDefined,
-}
-
-// NewCollector returns a collector for ms, for the daemon to register.
-func NewCollector(ms ...*Manager) *Collector {
-	d := func(name, help string, labels ...string) *prometheus.Desc {
-		return prometheus.NewDesc("cephdpdkd_roce_cm_"+name, help, append([]string{"endpoint"}, labels...), nil)
-	}
-	return &Collector{
-		ms:            ms,
-		messages:      d("messages_total", "CM MADs received (valid header) and sent (taken by the link, retransmissions included), by message.", "message", "direction"),
-		retransmits:   d("retransmits_total", "REQs, REPs and DREQs sent again after their retransmission timeout.", "message"),
-		rejects:       d("rejects_total", "REJs sent, and received for a connection of ours, by reason.", "direction", "reason"),
-		dropped:       d("mads_dropped_total", "CM MADs dropped, by reason.", "reason"),
-		refused:       d("refused_total", "Connection requests rejected for lack of room: the service's max_sessions, or the manager's connection table.", "limit"),
-		established:   d("established_total", "Connections established.", "role"),
-		failed:        d("failed_total", "Connection attempts that failed after the request was taken on."),
-		disconnected:  d("disconnected_total", "Established connections that ended."),
-		dupReqs:       d("duplicate_requests_total", "REQs received again for a connection in progress or closing."),
-		conns:         d("connections", "Connections held, in any state, time-wait included."),
-		eventsDropped: d("events_dropped_total", "QP events beyond what one poll keeps (the periodic QP check catches up)."),
-	}
-}
-
-// Describe implements prometheus.Collector.
-func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{
-		c.messages, c.retransmits, c.rejects, c.dropped, c.refused, c.established,
-		c.failed, c.disconnected, c.dupReqs, c.conns, c.eventsDropped,
-	} {
-		ch <- d
-	}
-}
-
-// Collect implements prometheus.Collector.
-func (c *Collector) Collect(ch chan<- prometheus.Metric) {
-	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
-	}
-	for _, m := range c.ms {
-		ep := m.ip.String()
-		s := m.Stats()
-		for i := range NumMessages {
-			counter(c.messages, s.Received[i], ep, i.String(), "received")
-			counter(c.messages, s.Sent[i], ep, i.String(), "sent")
-		}
-		for _, msg := range []Message{MsgREQ, MsgREP, MsgDREQ} {
-			counter(c.retransmits, s.RetransmitsOf[msg], ep, msg.String())
-		}
-		rejects := func(dir string, by *[NumRejReasons]uint64) {
-			for r, n := range by {
-				if n != 0 || isLabelled(uint16(r)) {
-					counter(c.rejects, n, ep, dir, RejectReasonName(uint16(r)))
-				}
-			}
-		}
-		rejects("sent", &s.RejectsSentBy)
-		rejects("received", &s.RejectsRcvdBy)
-		for r := range NumDropReasons {
-			counter(c.dropped, s.Drops[r], ep, r.String())
-		}
-		for l := range NumLimits {
-			counter(c.refused, s.Refused[l], ep, l.String())
-		}
-		counter(c.established, s.EstablishedPassive, ep, "passive")
-		counter(c.established, s.EstablishedActive, ep, "active")
-		counter(c.failed, s.Failed, ep)
-		counter(c.disconnected, s.Disconnected, ep)
-		counter(c.dupReqs, s.DupRequests, ep)
-		counter(c.eventsDropped, s.EventsDropped, ep)
-		ch <- prometheus.MustNewConstMetric(c.conns, prometheus.GaugeValue, float64(s.Conns), ep)
-	}
-}
-
-func isLabelled(r uint16) bool {
-	for _, l := range rejLabelled {
-		if l == r {
-			return true
-		}
-	}
-	return false
 }

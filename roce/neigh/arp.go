@@ -1,7 +1,6 @@
 package neigh
 
 import (
-	"encoding/binary"
 	"errors"
 	"net/netip"
 
@@ -10,22 +9,20 @@ import (
 
 // ARP operations.
 const (
-	OpRequest = 1
-	OpReply   = 2
+	OpRequest = header.ARPRequest
+	OpReply   = header.ARPReply
 )
 
 // Frame layout.
 const (
-	EtherTypeARP  = header.EtherTypeARP
-	etherTypeIPv4 = header.EtherTypeIPv4
-	arpLen        = 28 // Ethernet/IPv4 ARP body
+	EtherTypeARP = header.EtherTypeARP
 	// MinFrameLen is the Ethernet minimum without FCS; BuildARP pads to it
 	// as the kernel's NIC drivers do. Tagged or not, an ARP frame fits.
 	MinFrameLen = header.EthernetMinFrameLen
 )
 
 // An ARP frame behind the most tags still fits in MinFrameLen.
-var _ [MinFrameLen - header.MaxLinkHeaderLen - arpLen]struct{}
+var _ [MinFrameLen - header.MaxLinkHeaderLen - header.ARPSize]struct{}
 
 // Parse errors.
 var (
@@ -65,9 +62,11 @@ func IsARP(frame []byte) bool {
 
 // ParseARP decodes an Ethernet/IPv4 ARP request or reply, untagged or
 // behind up to header.MaxVLANs VLAN tags (802.1Q, QinQ); bytes after the
-// ARP body (Ethernet padding) are ignored. A frame with more tags fails
-// with header.ErrTooManyVLANs. It reads nothing beyond frame and
-// allocates nothing.
+// ARP body (Ethernet padding) are ignored. The link and ARP headers are
+// read by package header's rules, the classifier's: a frame the
+// classifier calls a truncated ARP packet is ErrTruncated here, and a
+// frame with more tags fails with header.ErrTooManyVLANs. It reads
+// nothing beyond frame and allocates nothing.
 func ParseARP(frame []byte, a *ARP) error {
 	*a = ARP{}
 	var l header.Link
@@ -78,25 +77,25 @@ func ParseARP(frame []byte, a *ARP) error {
 		return ErrTruncated
 	case l.EtherType != EtherTypeARP:
 		return ErrNotARP
-	case len(frame)-l.Len < arpLen:
+	}
+	b := header.ARP(frame[l.Len:])
+	if b.Check(len(b)) != nil {
 		return ErrTruncated
 	}
 	e := header.Ethernet(frame)
 	a.DstMAC, a.SrcMAC = e.Destination(), e.Source()
 	a.VLANs = l.VLANs
-	b := frame[l.Len : l.Len+arpLen]
-	// Hardware type Ethernet (1), protocol IPv4, address lengths 6 and 4.
-	if binary.BigEndian.Uint16(b[0:2]) != 1 || binary.BigEndian.Uint16(b[2:4]) != etherTypeIPv4 || b[4] != 6 || b[5] != 4 {
+	if !b.IsEthernetIPv4() {
 		return ErrUnsupported
 	}
-	a.Op = binary.BigEndian.Uint16(b[6:8])
+	a.Op = b.Op()
 	if a.Op != OpRequest && a.Op != OpReply {
 		return ErrUnsupported
 	}
-	copy(a.SenderMAC[:], b[8:14])
-	a.SenderIP = netip.AddrFrom4([4]byte(b[14:18]))
-	copy(a.TargetMAC[:], b[18:24])
-	a.TargetIP = netip.AddrFrom4([4]byte(b[24:28]))
+	a.SenderMAC = [6]byte(b.SenderHardwareAddress())
+	a.SenderIP = netip.AddrFrom4([4]byte(b.SenderProtocolAddress()))
+	a.TargetMAC = [6]byte(b.TargetHardwareAddress())
+	a.TargetIP = netip.AddrFrom4([4]byte(b.TargetProtocolAddress()))
 	return nil
 }
 
@@ -112,16 +111,12 @@ func BuildARP(buf []byte, a *ARP) (int, error) {
 	}
 	clear(buf[:MinFrameLen])
 	off := header.PutLink(buf, a.DstMAC, a.SrcMAC, &a.VLANs, EtherTypeARP)
-	b := buf[off : off+arpLen]
-	binary.BigEndian.PutUint16(b[0:2], 1)
-	binary.BigEndian.PutUint16(b[2:4], etherTypeIPv4)
-	b[4], b[5] = 6, 4
-	binary.BigEndian.PutUint16(b[6:8], a.Op)
-	copy(b[8:14], a.SenderMAC[:])
-	s4 := a.SenderIP.Unmap().As4()
-	copy(b[14:18], s4[:])
-	copy(b[18:24], a.TargetMAC[:])
-	t4 := a.TargetIP.Unmap().As4()
-	copy(b[24:28], t4[:])
+	header.ARP(buf[off:]).Encode(&header.ARPFields{
+		Op:                 a.Op,
+		SenderHardwareAddr: a.SenderMAC,
+		SenderProtocolAddr: a.SenderIP.Unmap().As4(),
+		TargetHardwareAddr: a.TargetMAC,
+		TargetProtocolAddr: a.TargetIP.Unmap().As4(),
+	})
 	return MinFrameLen, nil
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cephdpdkd/cephdpdkd/dispatch/classify"
 	"github.com/cephdpdkd/cephdpdkd/header"
 )
 
@@ -16,7 +17,9 @@ func FuzzARP(f *testing.F) {
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0x08, 0x06})
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		var a ARP
-		if err := ParseARP(frame, &a); err == nil {
+		err := ParseARP(frame, &a)
+		checkClassifierAgrees(t, frame, &a, err)
+		if err == nil {
 			buf := make([]byte, MinFrameLen)
 			n, err := BuildARP(buf, &a)
 			if err != nil {
@@ -47,4 +50,25 @@ func FuzzARP(f *testing.F) {
 			}
 		}
 	})
+}
+
+// checkClassifierAgrees fails unless the classifier reads an ARP frame
+// that ParseARP accepts (err nil) as a well-formed ARP packet with the
+// same addresses, and refuses one that ParseARP calls truncated or
+// over-tagged: both read the frame by package header's rules.
+func checkClassifierAgrees(t *testing.T, frame []byte, a *ARP, err error) {
+	t.Helper()
+	var h classify.Headers
+	r := classify.Parse(frame, &h)
+	switch {
+	case err == nil:
+		if r != classify.ReasonNone || h.EtherType != EtherTypeARP || h.Src != a.SenderIP || h.Dst != a.TargetIP ||
+			h.VLANs != a.VLANs.N {
+			t.Fatalf("ParseARP accepts %x (%+v), classifier: %v, %+v", frame, a, r, h)
+		}
+	case err == ErrTruncated || err == header.ErrTooManyVLANs:
+		if r == classify.ReasonNone {
+			t.Fatalf("ParseARP refuses %x (%v), classifier accepts it: %+v", frame, err, h)
+		}
+	}
 }

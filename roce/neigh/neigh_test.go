@@ -131,7 +131,11 @@ func TestParseARPErrors(t *testing.T) {
 		{"three tags", threeTags(t, whoHas(ourIP, peerIP, peerMAC)), header.ErrTooManyVLANs},
 		{"hardware type", mod(func(b []byte) { b[15] = 6 }), ErrUnsupported},
 		{"protocol", mod(func(b []byte) { b[16] = 0x86 }), ErrUnsupported},
-		{"address length", mod(func(b []byte) { b[19] = 16 }), ErrUnsupported},
+		{"address length", mod(func(b []byte) { b[19] = 6 }), ErrUnsupported},
+		// Addresses that do not fit in the frame: a truncated ARP packet,
+		// as the classifier calls it (classify.ReasonTruncatedARP), not
+		// just an unsupported one.
+		{"address length beyond the frame", mod(func(b []byte) { b[19] = 16 }), ErrTruncated},
 		{"operation", mod(func(b []byte) { b[21] = 3 }), ErrUnsupported},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

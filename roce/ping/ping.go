@@ -9,15 +9,17 @@ import (
 
 	"github.com/cephdpdkd/cephdpdkd/roce"
 	"github.com/cephdpdkd/cephdpdkd/roce/cm"
+	"github.com/cephdpdkd/cephdpdkd/roce/session"
 )
 
 // Mode is what the client expects of the server.
 type Mode int
 
 const (
-	ModeEcho  Mode = iota // each message comes back unchanged before the next is sent
-	ModeTose              // Count messages each way, concurrently (ucmatose)
-	ModeReply             // each message is answered by one of the same size, content unchecked (rdma_server)
+	ModeEcho   Mode = iota // each message comes back unchanged before the next is sent
+	ModeTose               // Count messages each way, concurrently (ucmatose)
+	ModeReply              // each message is answered by one of the same size, content unchecked (rdma_server)
+	ModeStream             // Count×Size bytes as one flow-controlled byte stream, as Ceph sends (a bridged sink)
 )
 
 // ErrMismatch is returned when an echoed message differs from what was sent.
@@ -31,6 +33,9 @@ type Config struct {
 	Allocator roce.Allocator // buffer memory (a HeapAllocator if nil)
 	// Timeout bounds the whole run after the connection is up.
 	Timeout time.Duration
+	// Session sizes the stream's session and QP (ModeStream only); its
+	// Allocator is the run's.
+	Session session.Config
 }
 
 // Result is what a run measured.
@@ -83,6 +88,9 @@ type Client struct {
 	up, finished         bool
 	inflight             int // sends posted, not completed
 	res                  Result
+
+	stream *session.Session // ModeStream
+	left   int64            // stream bytes not yet handed to the session
 }
 
 // Start creates the QP and buffers and dials raddr:port. now must be the
@@ -98,7 +106,11 @@ func Start(m *cm.Manager, raddr netip.Addr, port uint16, cfg Config, now time.Ti
 		cfg.Timeout = 30 * time.Second
 	}
 	c := &Client{cfg: cfg, m: m, done: done, dialAt: now}
-	if err := c.setup(); err != nil {
+	setup := c.setup
+	if cfg.Mode == ModeStream {
+		setup = c.setupStream
+	}
+	if err := setup(); err != nil {
 		c.release()
 		return nil, err
 	}
@@ -226,10 +238,16 @@ func (c *Client) Poll(now time.Time) int {
 		c.upAt = now
 		c.res.Setup = now.Sub(c.dialAt)
 		c.deadline = now.Add(c.cfg.Timeout)
+		if c.stream != nil {
+			return c.pollStream(now)
+		}
 		if err := c.sendMore(now); err != nil {
 			c.finish(err)
 			return 1
 		}
+	}
+	if c.stream != nil {
+		return c.pollStream(now)
 	}
 	work := 0
 	n := c.scq.Poll(c.wc)
@@ -320,6 +338,10 @@ func (c *Client) finish(err error) {
 // release frees the QP and buffers; the connection manager no longer
 // touches the QP after Connected failed or Disconnected.
 func (c *Client) release() {
+	if c.stream != nil && c.qp != nil {
+		c.releaseStream()
+		return
+	}
 	if c.qp != nil {
 		c.qp.Modify(&roce.QPAttr{State: roce.QPStateError}, roce.QPAttrState)
 		c.qp.Destroy()

@@ -2,8 +2,9 @@
 // 802.1Q or QinQ, by package header's rules), IPv4 or IPv6, UDP 4791,
 // the InfiniBand base and extension transport headers, the invariant
 // CRC, the communication-manager MADs rdma_cm exchanges on QP1, the
-// rdma_cm private-data header and the Ceph async+rdma QP record. It also
-// registers gopacket layers for these headers.
+// rdma_cm private-data header and the Ceph async+rdma QP record. The
+// Ethernet, IP and UDP headers are package header's: the classifier
+// reads them by the same rules.
 //
 // Decoders read from the caller's bytes without allocating; encoders
 // write into the caller's buffer. Header Decode methods return an error
@@ -52,10 +53,6 @@
 //	type CMAHeader (Decode/Encode); const CMAHeaderLen, CMAVersion, CMAMaxUserPrivateData, PSTCP
 //	func ServiceID(ps, port uint16) uint64; ServicePort(id uint64) (ps, port uint16)
 //	type CephQPRecord: Decode(p []byte) error; Encode(p []byte) error; const CephQPRecordLen = 65
-//	func RegisterLayers(); const LayerTypeBTH, LayerTypeRETH, LayerTypeAETH,
-//	  LayerTypeDETH, LayerTypeImmDt, LayerTypeIETH, LayerTypeAtomicETH,
-//	  LayerTypeAtomicAckETH, LayerTypeMAD, LayerTypeCM
-//	type BTHLayer, ExtLayer, MADLayer, CMLayer
 //	var ErrTruncated, ErrTooManyVLANs, ErrNotRoCE, ErrBadICRC, ErrBadPad, ErrBadTVer,
 //	  ErrUnknownOpcode, ErrBadLength, ErrBadChecksum, ErrShortBuffer,
 //	  ErrBadAddress, ErrBadMAD, ErrBadRecord

@@ -16,7 +16,8 @@ var (
 	// tags. It is header.ErrTooManyVLANs, so either matches.
 	ErrTooManyVLANs = header.ErrTooManyVLANs
 	// ErrNotRoCE: the frame is well formed but is not a RoCEv2 packet
-	// (other EtherType, IP protocol, UDP port, or a fragment).
+	// (other EtherType, IP protocol, UDP port, an IPv4 fragment, IPv6
+	// extension headers).
 	ErrNotRoCE = errors.New("wire: not a RoCEv2 packet")
 	// ErrBadICRC: the invariant CRC trailer does not match the packet.
 	ErrBadICRC = errors.New("wire: bad ICRC")
@@ -73,20 +74,22 @@ var (
 	errShortCMA     = wrap("wire: truncated cma header", ErrTruncated)
 	errShortCeph    = wrap("wire: truncated ceph qp record", ErrTruncated)
 
-	errEtherType    = wrap("wire: not RoCEv2: ethertype is not ip", ErrNotRoCE)
-	errIPProto      = wrap("wire: not RoCEv2: ip protocol is not udp", ErrNotRoCE)
-	errIPVersion    = wrap("wire: not RoCEv2: ip version does not match ethertype", ErrNotRoCE)
-	errFragment     = wrap("wire: not RoCEv2: ip fragment", ErrNotRoCE)
-	errUDPPort      = wrap("wire: not RoCEv2: udp destination port is not 4791", ErrNotRoCE)
-	errIPv4Len      = wrap("wire: ipv4 total length shorter than its header", ErrBadLength)
-	errIPv4IHL      = wrap("wire: ipv4 header length below 20", ErrBadLength)
-	errUDPLen       = wrap("wire: udp length does not match ip length", ErrBadLength)
-	errNoPayload    = wrap("wire: payload on an opcode that carries none", ErrBadLength)
-	errRejARILen    = wrap("wire: rej ari length beyond 72 bytes", ErrBadMAD)
-	errCMAVersion   = wrap("wire: cma header version is not 0", ErrBadRecord)
-	errCMAIPVersion = wrap("wire: cma header ip version is not 4 or 6", ErrBadRecord)
-	errCephLayout   = wrap("wire: bad ceph qp record layout", ErrBadRecord)
-	errCephHex      = wrap("wire: bad ceph qp record hex digit", ErrBadRecord)
-	errAddrFamily   = wrap("wire: src and dst ip of different families", ErrBadAddress)
-	errAddrInvalid  = wrap("wire: ip address not set", ErrBadAddress)
+	errEtherType     = wrap("wire: not RoCEv2: ethertype is not ip", ErrNotRoCE)
+	errIPProto       = wrap("wire: not RoCEv2: ip protocol is not udp", ErrNotRoCE)
+	errIPVersion     = wrap("wire: not RoCEv2: ip version does not match ethertype", ErrNotRoCE)
+	errFragment      = wrap("wire: not RoCEv2: ip fragment", ErrNotRoCE)
+	errIPv6ExtHeader = wrap("wire: not RoCEv2: ipv6 extension headers", ErrNotRoCE)
+	errUDPPort       = wrap("wire: not RoCEv2: udp destination port is not 4791", ErrNotRoCE)
+	errIPv4Len       = wrap("wire: ipv4 total length shorter than its header", ErrBadLength)
+	errIPv4IHL       = wrap("wire: ipv4 header length below 20", ErrBadLength)
+	errUDPLen        = wrap("wire: udp length does not match ip length", ErrBadLength)
+	errBadIP         = wrap("wire: malformed ip or udp header", ErrBadLength)
+	errNoPayload     = wrap("wire: payload on an opcode that carries none", ErrBadLength)
+	errRejARILen     = wrap("wire: rej ari length beyond 72 bytes", ErrBadMAD)
+	errCMAVersion    = wrap("wire: cma header version is not 0", ErrBadRecord)
+	errCMAIPVersion  = wrap("wire: cma header ip version is not 4 or 6", ErrBadRecord)
+	errCephLayout    = wrap("wire: bad ceph qp record layout", ErrBadRecord)
+	errCephHex       = wrap("wire: bad ceph qp record hex digit", ErrBadRecord)
+	errAddrFamily    = wrap("wire: src and dst ip of different families", ErrBadAddress)
+	errAddrInvalid   = wrap("wire: ip address not set", ErrBadAddress)
 )

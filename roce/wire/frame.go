@@ -34,11 +34,11 @@ func PadLen(n int) int { return -n & 3 }
 // header.VLANTagLen per VLAN tag. Unknown opcodes count no extension
 // headers.
 func FrameLen(op Opcode, payloadLen int, ipv6 bool) int {
-	n := ethHdrLen + ipv4MinHdrLen
+	n := header.EthernetHeaderLen + header.IPv4MinimumSize
 	if ipv6 {
-		n = ethHdrLen + ipv6HdrLen
+		n = header.EthernetHeaderLen + header.IPv6MinimumSize
 	}
-	return n + udpHdrLen + BTHLen + op.ExtHeaderLen() + payloadLen + PadLen(payloadLen) + ICRCLen
+	return n + header.UDPMinimumSize + BTHLen + op.ExtHeaderLen() + payloadLen + PadLen(payloadLen) + ICRCLen
 }
 
 // BuildFrame writes a complete RoCEv2 frame into buf and returns its
@@ -80,46 +80,41 @@ func BuildFrame(buf []byte, h *FrameHeader, p *Packet, payload []byte) (int, err
 	ipOff := header.PutLink(b, h.DstMAC, h.SrcMAC, &h.VLANs, et)
 	var off int
 	if ipv6 {
-		ip := b[ipOff : ipOff+ipv6HdrLen]
-		plen := n - ipOff - ipv6HdrLen
+		plen := n - ipOff - header.IPv6MinimumSize
 		if plen > 0xFFFF {
 			return 0, fmt.Errorf("build frame: ipv6 payload %d bytes: %w", plen, ErrBadLength)
 		}
-		binary.BigEndian.PutUint32(ip[0:4], 6<<28|uint32(h.TOS)<<20|h.FlowLabel&0xFFFFF)
-		binary.BigEndian.PutUint16(ip[4:6], uint16(plen))
-		ip[6] = ipProtoUDP
-		ip[7] = h.TTL
-		a16, b16 := src.As16(), dst.As16()
-		copy(ip[8:24], a16[:])
-		copy(ip[24:40], b16[:])
-		off = ipOff + ipv6HdrLen
+		header.IPv6(b[ipOff:]).Encode(&header.IPv6Fields{
+			TrafficClass:  h.TOS,
+			FlowLabel:     h.FlowLabel,
+			PayloadLength: uint16(plen),
+			NextHeader:    header.ProtoUDP,
+			HopLimit:      h.TTL,
+			Src:           src.As16(),
+			Dst:           dst.As16(),
+		})
+		off = ipOff + header.IPv6MinimumSize
 	} else {
-		ip := b[ipOff : ipOff+ipv4MinHdrLen]
 		tl := n - ipOff
 		if tl > 0xFFFF {
 			return 0, fmt.Errorf("build frame: ipv4 datagram %d bytes: %w", tl, ErrBadLength)
 		}
-		ip[0] = 0x45
-		ip[1] = h.TOS
-		binary.BigEndian.PutUint16(ip[2:4], uint16(tl))
-		binary.BigEndian.PutUint16(ip[4:6], h.IPID)
-		binary.BigEndian.PutUint16(ip[6:8], 0x4000) // DF
-		ip[8] = h.TTL
-		ip[9] = ipProtoUDP
-		ip[10], ip[11] = 0, 0
-		a4, b4 := src.As4(), dst.As4()
-		copy(ip[12:16], a4[:])
-		copy(ip[16:20], b4[:])
-		binary.BigEndian.PutUint16(ip[10:12], ipv4Checksum(ip))
-		off = ipOff + ipv4MinHdrLen
+		header.IPv4(b[ipOff:]).Encode(&header.IPv4Fields{
+			TOS:                 h.TOS,
+			TotalLength:         uint16(tl),
+			ID:                  h.IPID,
+			FlagsFragmentOffset: header.IPv4FlagDontFragment,
+			TTL:                 h.TTL,
+			Protocol:            header.ProtoUDP,
+			Src:                 src.As4(),
+			Dst:                 dst.As4(),
+		})
+		off = ipOff + header.IPv4MinimumSize
 	}
 
-	u := b[off : off+udpHdrLen]
-	binary.BigEndian.PutUint16(u[0:2], h.UDPSrc)
-	binary.BigEndian.PutUint16(u[2:4], UDPPort)
-	binary.BigEndian.PutUint16(u[4:6], uint16(n-off))
-	u[6], u[7] = 0, 0
-	off += udpHdrLen
+	// UDP checksum 0, as rxe sends it: the ICRC covers the packet.
+	header.UDP(b[off:]).Encode(&header.UDPFields{SrcPort: h.UDPSrc, DstPort: UDPPort, Length: uint16(n - off)})
+	off += header.UDPMinimumSize
 
 	bth := p.BTH
 	bth.PadCnt = uint8(PadLen(len(payload)))

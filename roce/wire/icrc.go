@@ -23,12 +23,6 @@ import (
 // pseudo-LRH. rxe starts from the equivalent raw state 0xDEBB20E3.
 const icrcPrefix = ^uint32(0xDEBB20E3)
 
-const (
-	ipv4MinHdrLen = 20
-	ipv6HdrLen    = 40
-	udpHdrLen     = 8
-)
-
 // ICRC computes the invariant CRC of p, which starts at the IP header and
 // ends at the last pad byte (the frame without its Ethernet header and
 // without the 4-byte ICRC trailer). p is neither modified nor copied. The IP
@@ -36,15 +30,15 @@ const (
 // whose header length comes from IHL. Masks that would fall beyond the
 // end of a short p are skipped rather than read.
 func ICRC(p []byte) uint32 {
-	ipv6 := len(p) > 0 && p[0]>>4 == 6
-	ipLen := ipv4MinHdrLen
+	ipv6 := len(p) > 0 && header.IPv6(p).Version() == header.IPv6Version
+	ipLen := header.IPv4MinimumSize
 	if ipv6 {
-		ipLen = ipv6HdrLen
-	} else if len(p) > 0 && int(p[0]&0x0F)*4 > ipLen {
-		ipLen = int(p[0]&0x0F) * 4
+		ipLen = header.IPv6MinimumSize
+	} else if len(p) > 0 && header.IPv4(p).HeaderLength() > ipLen {
+		ipLen = header.IPv4(p).HeaderLength()
 	}
 	udpCsum := ipLen + 6
-	bth4 := ipLen + udpHdrLen + 4
+	bth4 := ipLen + header.UDPMinimumSize + 4
 	hdrEnd := min(bth4+1, len(p))
 
 	// The header bytes go through the CRC table one at a time, ORed with
@@ -55,7 +49,7 @@ func ICRC(p []byte) uint32 {
 	switch {
 	case ipv6:
 		mask = icrcMaskIPv6[:]
-	case ipLen == ipv4MinHdrLen:
+	case ipLen == header.IPv4MinimumSize:
 		mask = icrcMaskIPv4[:]
 	}
 	tab := crc32.IEEETable
@@ -79,16 +73,16 @@ func ICRC(p []byte) uint32 {
 
 // ICRC masks: bits forced to one in the IP, UDP and BTH headers.
 var (
-	icrcMaskIPv4 = [ipv4MinHdrLen + udpHdrLen + 5]byte{
+	icrcMaskIPv4 = [header.IPv4MinimumSize + header.UDPMinimumSize + 5]byte{
 		1: 0xFF, 8: 0xFF, 10: 0xFF, 11: 0xFF, // TOS, TTL, header checksum
-		ipv4MinHdrLen + 6: 0xFF, ipv4MinHdrLen + 7: 0xFF, // UDP checksum
-		ipv4MinHdrLen + udpHdrLen + 4: 0xFF, // FECN, BECN, resv6
+		header.IPv4MinimumSize + 6: 0xFF, header.IPv4MinimumSize + 7: 0xFF, // UDP checksum
+		header.IPv4MinimumSize + header.UDPMinimumSize + 4: 0xFF, // FECN, BECN, resv6
 	}
-	icrcMaskIPv6 = [ipv6HdrLen + udpHdrLen + 5]byte{
+	icrcMaskIPv6 = [header.IPv6MinimumSize + header.UDPMinimumSize + 5]byte{
 		0: 0x0F, 1: 0xFF, 2: 0xFF, 3: 0xFF, // traffic class, flow label
-		7:              0xFF, // hop limit
-		ipv6HdrLen + 6: 0xFF, ipv6HdrLen + 7: 0xFF,
-		ipv6HdrLen + udpHdrLen + 4: 0xFF,
+		7:                          0xFF, // hop limit
+		header.IPv6MinimumSize + 6: 0xFF, header.IPv6MinimumSize + 7: 0xFF,
+		header.IPv6MinimumSize + header.UDPMinimumSize + 4: 0xFF,
 	}
 )
 
@@ -105,22 +99,22 @@ func icrcRegion(frame []byte) (ipOff, icrcOff int, err error) {
 	var end int
 	switch et {
 	case header.EtherTypeIPv4:
-		if len(frame) < ipOff+ipv4MinHdrLen {
+		if len(frame) < ipOff+header.IPv4MinimumSize {
 			return 0, 0, errShortIPv4
 		}
-		end = ipOff + int(binary.BigEndian.Uint16(frame[ipOff+2:]))
+		end = ipOff + header.IPv4(frame[ipOff:]).TotalLength()
 	case header.EtherTypeIPv6:
-		if len(frame) < ipOff+ipv6HdrLen {
+		if len(frame) < ipOff+header.IPv6MinimumSize {
 			return 0, 0, errShortIPv6
 		}
-		end = ipOff + ipv6HdrLen + int(binary.BigEndian.Uint16(frame[ipOff+4:]))
+		end = ipOff + header.IPv6MinimumSize + header.IPv6(frame[ipOff:]).PayloadLength()
 	default:
 		return 0, 0, errEtherType
 	}
 	if end > len(frame) {
 		return 0, 0, errShortIP
 	}
-	if end-ICRCLen < ipOff+ipv4MinHdrLen {
+	if end-ICRCLen < ipOff+header.IPv4MinimumSize {
 		return 0, 0, errShortICRC
 	}
 	return ipOff, end - ICRCLen, nil

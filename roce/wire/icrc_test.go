@@ -8,6 +8,8 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+
+	"github.com/cephdpdkd/cephdpdkd/header"
 )
 
 func mustHex(t testing.TB, s string) []byte {
@@ -207,7 +209,7 @@ func TestICRCIPv4Options(t *testing.T) {
 	g[14] = 0x46
 	binary.BigEndian.PutUint16(g[16:], uint16(len(g)-14))
 	g[24], g[25] = 0, 0
-	binary.BigEndian.PutUint16(g[24:], ipv4Checksum(g[14:38]))
+	binary.BigEndian.PutUint16(g[24:], ^header.Checksum(g[14:38]))
 	if err := PutICRC(g); err != nil {
 		t.Fatal(err)
 	}

@@ -112,6 +112,27 @@ type CMMessage interface {
 	Encode(mad []byte)
 }
 
+// NewCMMessage returns a zero message for a CM attribute ID, or nil.
+func NewCMMessage(attr uint16) CMMessage {
+	switch attr {
+	case AttrReq:
+		return new(CMReq)
+	case AttrRep:
+		return new(CMRep)
+	case AttrRTU:
+		return new(CMRtu)
+	case AttrRej:
+		return new(CMRej)
+	case AttrMRA:
+		return new(CMMra)
+	case AttrDREQ:
+		return new(CMDreq)
+	case AttrDREP:
+		return new(CMDrep)
+	}
+	return nil
+}
+
 // EncodeCM writes a complete CM MAD for m into mad[:MADLen]: header
 // (base version 1, class CM, class version 2, method SEND, the given
 // TID, m's attribute ID) and attribute data.

@@ -7,11 +7,6 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/header"
 )
 
-const (
-	ethHdrLen  = header.EthernetHeaderLen
-	ipProtoUDP = 17
-)
-
 // Packet is a decoded RoCEv2 frame. ParsePacket fills it in one pass
 // without allocating; Payload aliases the frame, so a Packet is valid only
 // as long as the frame bytes are.
@@ -47,16 +42,21 @@ type Packet struct {
 
 // ParsePacket decodes an Ethernet frame, untagged or behind up to
 // header.MaxVLANs VLAN tags (802.1Q, QinQ: the classifier's rules),
-// carrying IPv4 or IPv6, UDP to port 4791, a BTH with extension headers,
-// payload, pad and ICRC. Bytes after the IP datagram (Ethernet padding)
-// are ignored.
+// carrying IPv4 (options skipped) or IPv6, UDP to port 4791, a BTH with
+// extension headers, payload, pad and ICRC. Bytes after the IP datagram
+// (Ethernet padding) are ignored.
 //
-// It checks every length, the IPv4 header checksum, TVer, that the
-// opcode is known, PadCnt against the bytes left, and the ICRC. Errors
-// wrap ErrTruncated, ErrTooManyVLANs, ErrNotRoCE, ErrBadLength,
-// ErrBadChecksum, ErrBadTVer, ErrUnknownOpcode, ErrBadPad or ErrBadICRC.
-// When only the ICRC is wrong, p is fully decoded before ErrBadICRC is
-// returned, so callers can log what they drop.
+// The Ethernet, IP and UDP headers are checked by package header, the
+// classifier's rules; on top of those a RoCEv2 packet must not be an IPv4
+// fragment or carry IPv6 extension headers (RoCEv2 datagrams are sent
+// whole, with DF set, and rxe neither sends nor accepts extension
+// headers: such frames are ErrNotRoCE), its UDP length must be its IP
+// payload's, and its IPv4 header checksum must verify. Then it checks
+// TVer, that the opcode is known, PadCnt against the bytes left, and the
+// ICRC. Errors wrap ErrTruncated, ErrTooManyVLANs, ErrNotRoCE,
+// ErrBadLength, ErrBadChecksum, ErrBadTVer, ErrUnknownOpcode, ErrBadPad or
+// ErrBadICRC. When only the ICRC is wrong, p is fully decoded before
+// ErrBadICRC is returned, so callers can log what they drop.
 func ParsePacket(frame []byte, p *Packet) error {
 	*p = Packet{}
 	var l header.Link
@@ -66,96 +66,61 @@ func ParsePacket(frame []byte, p *Packet) error {
 	e := header.Ethernet(frame)
 	p.DstMAC, p.SrcMAC = e.Destination(), e.Source()
 	p.VLANs = l.VLANs
-	off, et := l.Len, l.EtherType
-
-	ipOff := off
-	var end int // end of the IP datagram
-	switch et {
+	ipOff := l.Len
+	var off, end int // the UDP header, the end of the IP datagram
+	switch l.EtherType {
 	case header.EtherTypeIPv4:
-		h := frame[off:]
-		if len(h) < ipv4MinHdrLen {
-			return errShortIPv4
-		}
-		if h[0]>>4 != 4 {
-			return errIPVersion
-		}
+		ip := header.IPv4(frame[ipOff:])
 		// What is not RoCE is reported as such before any length check,
 		// so callers can skip foreign traffic even in snapped captures.
-		if h[9] != ipProtoUDP {
-			return errIPProto
+		if err := notRoCEv4(ip); err != nil {
+			return err
 		}
-		if binary.BigEndian.Uint16(h[6:8])&0x3FFF != 0 {
-			return errFragment
+		if err := ip.Check(len(ip)); err != nil {
+			return ipError(err)
 		}
-		ihl := int(h[0]&0x0F) * 4
-		if ihl < ipv4MinHdrLen {
-			return errIPv4IHL
-		}
-		if len(h) >= ihl+4 && binary.BigEndian.Uint16(h[ihl+2:ihl+4]) != UDPPort {
-			return errUDPPort
-		}
-		if len(h) < ihl {
-			return errShortIPv4
-		}
-		tl := int(binary.BigEndian.Uint16(h[2:4]))
-		if tl < ihl {
-			return errIPv4Len
-		}
-		if tl > len(h) {
-			return errShortIP
-		}
-		if ipv4Checksum(h[:ihl]) != 0 {
+		if !ip.IsChecksumValid() {
 			return ErrBadChecksum
 		}
-		p.TOS = h[1]
-		p.TTL = h[8]
-		p.IPID = binary.BigEndian.Uint16(h[4:6])
-		p.SrcIP = netip.AddrFrom4([4]byte(h[12:16]))
-		p.DstIP = netip.AddrFrom4([4]byte(h[16:20]))
-		off += ihl
-		end = ipOff + tl
+		p.TOS = ip.TOS()
+		p.TTL = ip.TTL()
+		p.IPID = ip.ID()
+		p.SrcIP = ip.SourceAddress()
+		p.DstIP = ip.DestinationAddress()
+		off = ipOff + ip.HeaderLength()
+		end = ipOff + ip.TotalLength()
 	case header.EtherTypeIPv6:
-		h := frame[off:]
-		if len(h) < ipv6HdrLen {
-			return errShortIPv6
+		ip := header.IPv6(frame[ipOff:])
+		if err := notRoCEv6(ip); err != nil {
+			return err
 		}
-		if h[0]>>4 != 6 {
-			return errIPVersion
+		if err := ip.Check(len(ip)); err != nil {
+			return ipError(err)
 		}
-		// Extension headers are not supported: rxe never sends them.
-		if h[6] != ipProtoUDP {
-			return errIPProto
-		}
-		if len(h) >= ipv6HdrLen+4 && binary.BigEndian.Uint16(h[ipv6HdrLen+2:ipv6HdrLen+4]) != UDPPort {
-			return errUDPPort
-		}
-		end = off + ipv6HdrLen + int(binary.BigEndian.Uint16(h[4:6]))
-		if end > len(frame) {
-			return errShortIP
-		}
-		vtf := binary.BigEndian.Uint32(h[0:4])
-		p.TOS = uint8(vtf >> 20)
-		p.FlowLabel = vtf & 0xFFFFF
-		p.TTL = h[7]
-		p.SrcIP = netip.AddrFrom16([16]byte(h[8:24]))
-		p.DstIP = netip.AddrFrom16([16]byte(h[24:40]))
-		off += ipv6HdrLen
+		p.TOS = ip.TrafficClass()
+		p.FlowLabel = ip.FlowLabel()
+		p.TTL = ip.HopLimit()
+		p.SrcIP = ip.SourceAddress()
+		p.DstIP = ip.DestinationAddress()
+		off = ipOff + header.IPv6MinimumSize
+		end = off + ip.PayloadLength()
 	default:
 		return errEtherType
 	}
 
-	if end-off < udpHdrLen {
-		return errShortUDP
+	u := header.UDP(frame[off:end])
+	if err := u.Check(len(u)); err != nil {
+		return ipError(err)
 	}
-	u := frame[off:end]
-	if binary.BigEndian.Uint16(u[2:4]) != UDPPort {
+	if u.DestinationPort() != UDPPort {
 		return errUDPPort
 	}
-	if int(binary.BigEndian.Uint16(u[4:6])) != len(u) {
+	// The ICRC covers the IP datagram to its end: UDP must fill it.
+	if u.Length() != len(u) {
 		return errUDPLen
 	}
-	p.UDPSrc = binary.BigEndian.Uint16(u[0:2])
-	off += udpHdrLen
+	p.UDPSrc = u.SourcePort()
+	off += header.UDPMinimumSize
 
 	if end-off < BTHLen+ICRCLen {
 		return errShortBTH
@@ -222,6 +187,46 @@ func ParsePacket(frame []byte, p *Packet) error {
 	return nil
 }
 
+// notRoCEv4 returns the ErrNotRoCE error for an IPv4 packet that is not
+// RoCEv2, judged from the fields it has: the version, protocol, fragment
+// fields and, when the header is there, the UDP destination port.
+func notRoCEv4(ip header.IPv4) error {
+	switch {
+	case len(ip) < header.IPv4MinimumSize:
+		return errShortIPv4
+	case ip.Version() != header.IPv4Version:
+		return errIPVersion
+	case ip.Protocol() != header.ProtoUDP:
+		return errIPProto
+	case ip.IsFragment():
+		return errFragment
+	}
+	if ihl := ip.HeaderLength(); ihl >= header.IPv4MinimumSize && len(ip) >= ihl+header.PortsSize &&
+		header.UDP(ip[ihl:]).DestinationPort() != UDPPort {
+		return errUDPPort
+	}
+	return nil
+}
+
+// notRoCEv6 is notRoCEv4 for IPv6.
+func notRoCEv6(ip header.IPv6) error {
+	switch {
+	case len(ip) < header.IPv6MinimumSize:
+		return errShortIPv6
+	case ip.Version() != header.IPv6Version:
+		return errIPVersion
+	case header.IsIPv6ExtHeader(ip.NextHeader()):
+		return errIPv6ExtHeader
+	case ip.NextHeader() != header.ProtoUDP:
+		return errIPProto
+	}
+	if len(ip) >= header.IPv6MinimumSize+header.PortsSize &&
+		header.UDP(ip[header.IPv6MinimumSize:]).DestinationPort() != UDPPort {
+		return errUDPPort
+	}
+	return nil
+}
+
 // linkError maps an error of header.ParseLink to this package's.
 func linkError(err error) error {
 	switch err {
@@ -233,19 +238,23 @@ func linkError(err error) error {
 	return ErrTooManyVLANs
 }
 
-// ipv4Checksum returns the one's complement of the one's complement sum
-// of h: 0 for a header whose checksum field is right, the value to store
-// for a header whose checksum field is zero.
-func ipv4Checksum(h []byte) uint16 {
-	var sum uint32
-	for i := 0; i+1 < len(h); i += 2 {
-		sum += uint32(h[i])<<8 | uint32(h[i+1])
+// ipError maps an error of package header's IP and UDP checks to this
+// package's.
+func ipError(err error) error {
+	switch err {
+	case header.ErrTruncatedIPv4, header.ErrTruncatedIPv6:
+		return errShortIP
+	case header.ErrBadIPv4Header:
+		return errIPv4IHL
+	case header.ErrBadIPv4Length:
+		return errIPv4Len
+	case header.ErrTruncatedUDP:
+		return errShortUDP
+	case header.ErrBadUDPLength:
+		return errUDPLen
 	}
-	if len(h)%2 == 1 {
-		sum += uint32(h[len(h)-1]) << 8
-	}
-	for sum>>16 != 0 {
-		sum = sum&0xFFFF + sum>>16
-	}
-	return ^uint16(sum)
+	// The version was checked before (notRoCEv4, notRoCEv6) and a whole
+	// frame has no split header: no other error comes here, but if one
+	// did the frame would still be refused.
+	return errBadIP
 }

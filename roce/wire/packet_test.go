@@ -209,7 +209,7 @@ func TestParsePacketErrors(t *testing.T) {
 func fixIPCsum(f []byte) []byte {
 	ip := f[14:34]
 	ip[10], ip[11] = 0, 0
-	binary.BigEndian.PutUint16(ip[10:], ipv4Checksum(ip))
+	binary.BigEndian.PutUint16(ip[10:], ^header.Checksum(ip))
 	return f
 }
 

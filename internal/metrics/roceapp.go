@@ -1,33 +1,36 @@
-package app
+package metrics
 
 import (
 	"sort"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cephdpdkd/cephdpdkd/roce/app"
 )
 
-// StatsSource is anything with service counters: every Service and
-// SessionService.
-type StatsSource interface {
-	Stats() Stats
+// AppSource is anything with RoCE service counters: every app.Service
+// and app.SessionService.
+type AppSource interface {
+	Stats() app.Stats
 }
 
-// Collector exports services' counters as cephdpdkd_roce_app_* metrics,
-// labelled by the name each service is registered under. It reads only
-// atomics, so a Prometheus handler may collect while the services run.
-type Collector struct {
+// AppCollector exports RoCE services' counters as cephdpdkd_roce_app_*
+// metrics, labelled by the name each service is registered under. It
+// reads only the services' Stats, so a Prometheus handler may collect
+// while the services run.
+type AppCollector struct {
 	names []string
-	srcs  []StatsSource
+	srcs  []AppSource
 
 	conns, active, msgs, bytes, rdmaOps, rdmaBytes *prometheus.Desc
 }
 
-var _ prometheus.Collector = (*Collector)(nil)
+var _ prometheus.Collector = (*AppCollector)(nil)
 
-// NewCollector returns a collector for services, keyed by name (for
-// example "echo:7471"), for the daemon to register.
-func NewCollector(services map[string]StatsSource) *Collector {
-	c := &Collector{}
+// NewAppCollector returns a collector for services, keyed by name (for
+// example "7471"), for the daemon to register.
+func NewAppCollector(services map[string]AppSource) *AppCollector {
+	c := &AppCollector{}
 	for name := range services {
 		c.names = append(c.names, name)
 	}
@@ -48,14 +51,14 @@ func NewCollector(services map[string]StatsSource) *Collector {
 }
 
 // Describe implements prometheus.Collector.
-func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+func (c *AppCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.conns, c.active, c.msgs, c.bytes, c.rdmaOps, c.rdmaBytes} {
 		ch <- d
 	}
 }
 
 // Collect implements prometheus.Collector.
-func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+func (c *AppCollector) Collect(ch chan<- prometheus.Metric) {
 	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}

@@ -1,12 +1,14 @@
-package roce
+package session
 
 import (
 	"fmt"
 	"io"
 	"math"
+
+	"github.com/cephdpdkd/cephdpdkd/roce"
 )
 
-// Session defaults, those of Ceph async+rdma.
+// Defaults, those of Ceph async+rdma.
 const (
 	DefaultBufferSize  = 128 << 10 // ms_async_rdma_buffer_size
 	DefaultSendBuffers = 32
@@ -17,47 +19,52 @@ const (
 // finWRID marks the zero-length SEND that closes a session.
 const finWRID = math.MaxUint64
 
-// SessionConfig sizes a Session and the QP it runs on. Start from
-// DefaultSessionConfig: zero integer sizes take their defaults, but the
-// timer and retry codes are used as given (0 is meaningful for them).
-type SessionConfig struct {
+// Config sizes a Session and the QP it runs on. Start from
+// DefaultConfig: zero integer sizes take their defaults, but the timer
+// and retry codes are used as given (0 is meaningful for them).
+type Config struct {
 	// BufferSize is the size of each registered buffer and so the
 	// largest SEND either side may send (Ceph: one chunk).
 	BufferSize  int
 	SendBuffers int // registered send buffers
 	RecvBuffers int // registered receive buffers, all kept posted
-	// Allocator provides the buffers' memory (a new HeapAllocator if nil).
-	Allocator Allocator
+	// Allocator provides the buffers' memory (a new roce.HeapAllocator
+	// if nil).
+	Allocator roce.Allocator
+	// Registry, if set, publishes the session's send-buffer figures to
+	// other goroutines (metrics) while the session lives.
+	Registry *Registry
 
-	// QP settings, used by NewSessionQP, RTRAttr and RTSAttr.
-	SendQueueDepth int    // send queue and send CQ depth (SendBuffers+1 if 0: the close needs a slot)
-	RecvQueueDepth int    // receive queue and receive CQ depth (RecvBuffers if 0)
-	PathMTU        int    // DefaultPathMTU if 0
-	Access         Access // remote operations the QP accepts (Ceph: remote write)
-	MinRNRTimer    uint8  // RNR NAK timer code the responder sends
-	Timeout        uint8  // retransmit timeout code
-	RetryCount     uint8  // 7: unlimited
-	RNRRetry       uint8  // 7: unlimited
+	// QP settings, used by NewQP, RTRAttr and RTSAttr.
+	SendQueueDepth int         // send queue and send CQ depth (SendBuffers+1 if 0: the close needs a slot)
+	RecvQueueDepth int         // receive queue and receive CQ depth (RecvBuffers if 0)
+	PathMTU        int         // DefaultPathMTU if 0
+	Access         roce.Access // remote operations the QP accepts (Ceph: remote write)
+	MinRNRTimer    uint8       // RNR NAK timer code the responder sends
+	Timeout        uint8       // retransmit timeout code
+	RetryCount     uint8       // 7: unlimited
+	RNRRetry       uint8       // 7: unlimited
 	// NoRNR: a request finding no receive posted is dropped unanswered
-	// instead of RNR-NAKed (see QPInitAttr.NoRNR).
+	// instead of RNR-NAKed (see roce.QPInitAttr.NoRNR).
 	NoRNR bool
 	// OnEvent, if set, receives the QP's and CQs' asynchronous events.
-	OnEvent func(Event)
-	// OnCompletion, if set, is called from Poll when either CQ got
-	// completions: the session may have data to Recv or buffers to reap.
-	OnCompletion func(*CQ)
+	OnEvent func(roce.Event)
+	// OnCompletion, if set, is called from the endpoint's Poll when
+	// either CQ got completions: the session may have data to Recv or
+	// buffers to reap.
+	OnCompletion func(*roce.CQ)
 }
 
-// DefaultSessionConfig returns Ceph's settings: 128 KiB buffers, path
-// MTU 1024, RNR timer 0x12 (5.12 ms), timeout 0x12 (about 1.07 s),
-// unlimited retries, remote write access.
-func DefaultSessionConfig() SessionConfig {
-	return SessionConfig{
+// DefaultConfig returns Ceph's settings: 128 KiB buffers, path MTU 1024,
+// RNR timer 0x12 (5.12 ms), timeout 0x12 (about 1.07 s), unlimited
+// retries, remote write access.
+func DefaultConfig() Config {
+	return Config{
 		BufferSize:  DefaultBufferSize,
 		SendBuffers: DefaultSendBuffers,
 		RecvBuffers: DefaultRecvBuffers,
 		PathMTU:     DefaultPathMTU,
-		Access:      AccessRemoteWrite,
+		Access:      roce.AccessRemoteWrite,
 		MinRNRTimer: 0x12,
 		Timeout:     0x12,
 		RetryCount:  7,
@@ -65,7 +72,7 @@ func DefaultSessionConfig() SessionConfig {
 	}
 }
 
-func (c SessionConfig) withDefaults() (SessionConfig, error) {
+func (c Config) withDefaults() (Config, error) {
 	def := func(v *int, d int) {
 		if *v <= 0 {
 			*v = d
@@ -78,92 +85,100 @@ func (c SessionConfig) withDefaults() (SessionConfig, error) {
 	def(&c.RecvQueueDepth, c.RecvBuffers)
 	def(&c.PathMTU, DefaultPathMTU)
 	if c.Allocator == nil {
-		c.Allocator = &HeapAllocator{}
+		c.Allocator = &roce.HeapAllocator{}
 	}
 	switch {
-	case c.BufferSize > MaxMessage:
-		return c, fmt.Errorf("roce: session buffer size %d exceeds %d: %w", c.BufferSize, MaxMessage, ErrInvalidArgument)
-	case int64(c.BufferSize)*int64(max(c.SendBuffers, c.RecvBuffers)) >= 1<<vaShift:
-		return c, fmt.Errorf("roce: session buffers of %d×%d bytes exceed a memory region: %w", max(c.SendBuffers, c.RecvBuffers), c.BufferSize, ErrInvalidArgument)
+	case c.BufferSize > roce.MaxMessage:
+		return c, fmt.Errorf("session: buffer size %d exceeds %d: %w", c.BufferSize, roce.MaxMessage, roce.ErrInvalidArgument)
+	case int64(c.BufferSize)*int64(max(c.SendBuffers, c.RecvBuffers)) > roce.MaxMRSize:
+		return c, fmt.Errorf("session: buffers of %d×%d bytes exceed a memory region: %w", max(c.SendBuffers, c.RecvBuffers), c.BufferSize, roce.ErrInvalidArgument)
 	case c.RecvQueueDepth < c.RecvBuffers:
-		return c, fmt.Errorf("roce: session receive queue depth %d below %d receive buffers: %w", c.RecvQueueDepth, c.RecvBuffers, ErrInvalidArgument)
+		return c, fmt.Errorf("session: receive queue depth %d below %d receive buffers: %w", c.RecvQueueDepth, c.RecvBuffers, roce.ErrInvalidArgument)
 	}
 	return c, nil
 }
 
-// NewSessionQP creates, on pd, a QP sized by cfg with a send and a
-// receive CQ of its own, and moves it to INIT. After the connection
-// exchange, move it on with RTRAttr and RTSAttr.
-func NewSessionQP(pd *PD, cfg SessionConfig) (*QP, error) {
-	cfg, err := cfg.withDefaults()
+// NewQP creates, on pd, a QP sized by cfg with a send and a receive CQ
+// of its own, and moves it to INIT. After the connection exchange, move
+// it on with cfg.RTRAttr and cfg.RTSAttr.
+func NewQP(pd *roce.PD, cfg Config) (_ *roce.QP, err error) {
+	if cfg, err = cfg.withDefaults(); err != nil {
+		return nil, err
+	}
+	var cqs []*roce.CQ
+	defer func() {
+		if err != nil {
+			for _, cq := range cqs {
+				cq.Destroy()
+			}
+			err = fmt.Errorf("session: new qp: %w", err)
+		}
+	}()
+	e := pd.Endpoint()
+	for _, depth := range []int{cfg.SendQueueDepth, cfg.RecvQueueDepth} {
+		cq, err := e.NewCQ(roce.CQConfig{Depth: depth, OnEvent: cfg.OnEvent, OnCompletion: cfg.OnCompletion})
+		if err != nil {
+			return nil, err
+		}
+		cqs = append(cqs, cq)
+	}
+	qp, err := pd.CreateQP(&roce.QPInitAttr{
+		SendCQ: cqs[0], RecvCQ: cqs[1], OnEvent: cfg.OnEvent,
+		Cap: roce.QPCap{MaxSendWR: cfg.SendQueueDepth, MaxRecvWR: cfg.RecvQueueDepth}, NoRNR: cfg.NoRNR,
+	})
 	if err != nil {
 		return nil, err
 	}
-	e := pd.ep
-	scq, err := e.NewCQ(CQConfig{Depth: cfg.SendQueueDepth, OnEvent: cfg.OnEvent, OnCompletion: cfg.OnCompletion})
-	if err != nil {
-		return nil, fmt.Errorf("roce: session qp: %w", err)
-	}
-	rcq, err := e.NewCQ(CQConfig{Depth: cfg.RecvQueueDepth, OnEvent: cfg.OnEvent, OnCompletion: cfg.OnCompletion})
-	if err != nil {
-		return nil, fmt.Errorf("roce: session qp: %w", err)
-	}
-	qp, err := pd.CreateQP(&QPInitAttr{
-		SendCQ: scq, RecvCQ: rcq, OnEvent: cfg.OnEvent,
-		Cap: QPCap{MaxSendWR: cfg.SendQueueDepth, MaxRecvWR: cfg.RecvQueueDepth}, NoRNR: cfg.NoRNR,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("roce: session qp: %w", err)
-	}
-	if err := qp.Modify(&QPAttr{State: QPStateInit, Access: cfg.Access}, QPAttrState|QPAttrAccessFlags); err != nil {
+	if err = qp.Modify(&roce.QPAttr{State: roce.QPStateInit, Access: cfg.Access}, roce.QPAttrState|roce.QPAttrAccessFlags); err != nil {
 		qp.Destroy()
-		return nil, fmt.Errorf("roce: session qp: %w", err)
+		return nil, err
 	}
 	return qp, nil
 }
 
 // RTRAttr returns the attributes that move a session QP to RTR towards
 // the remote QP destQPN reached through av, expecting rqPSN first.
-func (c SessionConfig) RTRAttr(av AddressVector, destQPN, rqPSN uint32) (*QPAttr, QPAttrMask) {
+func (c Config) RTRAttr(av roce.AddressVector, destQPN, rqPSN uint32) (*roce.QPAttr, roce.QPAttrMask) {
 	mtu := c.PathMTU
 	if mtu <= 0 {
 		mtu = DefaultPathMTU
 	}
-	return &QPAttr{
-			State: QPStateRTR, AV: av, PathMTU: mtu, DestQPN: destQPN, RQPSN: rqPSN,
+	return &roce.QPAttr{
+			State: roce.QPStateRTR, AV: av, PathMTU: mtu, DestQPN: destQPN, RQPSN: rqPSN,
 			MinRNRTimer: c.MinRNRTimer, MaxDestRdAtomic: 1,
-		}, QPAttrState | QPAttrAV | QPAttrPathMTU | QPAttrDestQPN | QPAttrRQPSN |
-			QPAttrMinRNRTimer | QPAttrMaxDestRdAtomic
+		}, roce.QPAttrState | roce.QPAttrAV | roce.QPAttrPathMTU | roce.QPAttrDestQPN | roce.QPAttrRQPSN |
+			roce.QPAttrMinRNRTimer | roce.QPAttrMaxDestRdAtomic
 }
 
 // RTSAttr returns the attributes that move a session QP to RTS, sending
 // from sqPSN.
-func (c SessionConfig) RTSAttr(sqPSN uint32) (*QPAttr, QPAttrMask) {
-	return &QPAttr{
-			State: QPStateRTS, SQPSN: sqPSN, Timeout: c.Timeout,
+func (c Config) RTSAttr(sqPSN uint32) (*roce.QPAttr, roce.QPAttrMask) {
+	return &roce.QPAttr{
+			State: roce.QPStateRTS, SQPSN: sqPSN, Timeout: c.Timeout,
 			RetryCnt: c.RetryCount, RNRRetry: c.RNRRetry, MaxRdAtomic: 1,
-		}, QPAttrState | QPAttrSQPSN | QPAttrTimeout | QPAttrRetryCnt |
-			QPAttrRNRRetry | QPAttrMaxRdAtomic
+		}, roce.QPAttrState | roce.QPAttrSQPSN | roce.QPAttrTimeout | roce.QPAttrRetryCnt |
+			roce.QPAttrRNRRetry | roce.QPAttrMaxRdAtomic
 }
 
 // Session is a flow-controlled byte stream over a QP with Ceph
 // async+rdma framing: data travels in SENDs of at most one registered
 // buffer, and a zero-length SEND closes the stream. Send and Recv never
 // block; the endpoint's Poll moves the data. Like the QP, a Session
-// belongs to the goroutine that polls its endpoint.
+// belongs to the goroutine that polls its endpoint; only Stats may be
+// called from any goroutine.
 //
 // The session owns its QP's receive queue and both CQs: nothing else may
-// post receives on the QP or poll the CQs. A session from a SessionPool
-// (shared mode) takes its buffers from the pool instead, and the pool
-// owns the SRQ and the CQs.
+// post receives on the QP or poll the CQs. A session from a Pool (shared
+// mode) takes its buffers from the pool instead, and the pool owns the
+// SRQ and the CQs.
 type Session struct {
-	qp      *QP
-	cfg     SessionConfig
-	pool    *SessionPool // shared mode
+	qp      *roce.QP
+	cfg     Config
+	pool    *Pool // shared mode
 	sendMem []byte
 	recvMem []byte
-	sendMR  *MR
-	recvMR  *MR
+	sendMR  *roce.MR
+	recvMR  *roce.MR
 
 	// Send buffers not posted, by index; in shared mode, the pool's
 	// buffers this session has posted.
@@ -172,17 +187,19 @@ type Session struct {
 	rdHd  int
 	rdN   int
 
-	wcs [32]WorkCompletion
-	sge [1]SGE
-	swr SendWR
-	rwr RecvWR
+	wcs [32]roce.WorkCompletion
+	sge [1]roce.SGE
+	swr roce.SendWR
+	rwr roce.RecvWR
 
 	closed   bool // the zero-length SEND was posted
 	eof      bool // the peer's zero-length SEND was read
 	flushed  bool // a receive was flushed: the QP failed after what is ready
-	flushWC  WorkCompletion
+	flushWC  roce.WorkCompletion
 	released bool
 	err      error
+
+	cnt counters // read by Stats and the Registry on other goroutines
 }
 
 // readyBuf is a completed receive buffer not yet read out.
@@ -193,25 +210,26 @@ type readyBuf struct {
 	fin bool
 }
 
-// NewSession registers cfg's send and receive buffers on the QP's
-// protection domain and posts all receive buffers. The QP must be in
-// INIT, RTR or RTS with no receives posted, have room for
-// cfg.RecvBuffers receives, and CQs deep enough for its queues.
-func NewSession(qp *QP, cfg SessionConfig) (*Session, error) {
+// New registers cfg's send and receive buffers on the QP's protection
+// domain and posts all receive buffers. The QP must be in INIT, RTR or
+// RTS with no receives posted, have room for cfg.RecvBuffers receives,
+// and CQs deep enough for its queues.
+func New(qp *roce.QP, cfg Config) (*Session, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	switch {
-	case qp.state != QPStateInit && qp.state != QPStateRTR && qp.state != QPStateRTS:
-		return nil, fmt.Errorf("roce: new session on qp %d in %v: %w", qp.qpn, qp.state, ErrInvalidState)
+	qc := qp.Cap()
+	switch st := qp.State(); {
+	case st != roce.QPStateInit && st != roce.QPStateRTR && st != roce.QPStateRTS:
+		return nil, fmt.Errorf("session: new on qp %d in %v: %w", qp.QPN(), st, roce.ErrInvalidState)
 	case qp.RecvQueueLen() != 0:
-		return nil, fmt.Errorf("roce: new session on qp %d: %d receives already posted: %w", qp.qpn, qp.RecvQueueLen(), ErrInvalidState)
-	case len(qp.rq) < cfg.RecvBuffers:
-		return nil, fmt.Errorf("roce: new session on qp %d: receive queue of %d for %d buffers: %w", qp.qpn, len(qp.rq), cfg.RecvBuffers, ErrInvalidArgument)
-	case qp.recvCQ.Cap() < cfg.RecvBuffers || qp.sendCQ.Cap() < len(qp.sq):
-		return nil, fmt.Errorf("roce: new session on qp %d: cq depths %d/%d below queue depths %d/%d: %w",
-			qp.qpn, qp.sendCQ.Cap(), qp.recvCQ.Cap(), len(qp.sq), cfg.RecvBuffers, ErrInvalidArgument)
+		return nil, fmt.Errorf("session: new on qp %d: %d receives already posted: %w", qp.QPN(), qp.RecvQueueLen(), roce.ErrInvalidState)
+	case qc.MaxRecvWR < cfg.RecvBuffers:
+		return nil, fmt.Errorf("session: new on qp %d: receive queue of %d for %d buffers: %w", qp.QPN(), qc.MaxRecvWR, cfg.RecvBuffers, roce.ErrInvalidArgument)
+	case qp.RecvCQ().Cap() < cfg.RecvBuffers || qp.SendCQ().Cap() < qc.MaxSendWR:
+		return nil, fmt.Errorf("session: new on qp %d: cq depths %d/%d below queue depths %d/%d: %w",
+			qp.QPN(), qp.SendCQ().Cap(), qp.RecvCQ().Cap(), qc.MaxSendWR, cfg.RecvBuffers, roce.ErrInvalidArgument)
 	}
 	s := &Session{
 		qp:    qp,
@@ -221,13 +239,14 @@ func NewSession(qp *QP, cfg SessionConfig) (*Session, error) {
 	}
 	if err := s.setup(); err != nil {
 		s.teardown()
-		return nil, fmt.Errorf("roce: new session on qp %d: %w", qp.qpn, err)
+		return nil, fmt.Errorf("session: new on qp %d: %w", qp.QPN(), err)
 	}
+	s.publish()
 	return s, nil
 }
 
 func (s *Session) setup() error {
-	c, pd := &s.cfg, s.qp.pd
+	c, pd := &s.cfg, s.qp.PD()
 	var err error
 	if s.sendMem, err = c.Allocator.Alloc(c.SendBuffers * c.BufferSize); err != nil {
 		return err
@@ -235,10 +254,10 @@ func (s *Session) setup() error {
 	if s.recvMem, err = c.Allocator.Alloc(c.RecvBuffers * c.BufferSize); err != nil {
 		return err
 	}
-	if s.sendMR, err = pd.RegisterMR(s.sendMem, AccessLocalWrite); err != nil {
+	if s.sendMR, err = pd.RegisterMR(s.sendMem, roce.AccessLocalWrite); err != nil {
 		return err
 	}
-	if s.recvMR, err = pd.RegisterMR(s.recvMem, AccessLocalWrite); err != nil {
+	if s.recvMR, err = pd.RegisterMR(s.recvMem, roce.AccessLocalWrite); err != nil {
 		return err
 	}
 	for i := c.SendBuffers - 1; i >= 0; i-- {
@@ -249,8 +268,6 @@ func (s *Session) setup() error {
 			return err
 		}
 	}
-	s.qp.cnt.sendBufTotal.Store(int64(c.SendBuffers))
-	s.qp.cnt.sendBufInUse.Store(0)
 	return nil
 }
 
@@ -268,12 +285,11 @@ func (s *Session) teardown() {
 		s.cfg.Allocator.Free(s.recvMem)
 	}
 	s.sendMR, s.recvMR, s.sendMem, s.recvMem = nil, nil, nil, nil
-	s.qp.cnt.sendBufTotal.Store(0)
-	s.qp.cnt.sendBufInUse.Store(0)
+	s.unpublish()
 }
 
 // QP returns the session's queue pair.
-func (s *Session) QP() *QP { return s.qp }
+func (s *Session) QP() *roce.QP { return s.qp }
 
 // Err returns the error that failed the session, if any.
 func (s *Session) Err() error { return s.err }
@@ -290,16 +306,16 @@ func (s *Session) SendBuffersInUse() int {
 // blocking and returns how much that was. When the free buffers hold
 // less than what is left of p, it first reaps the send CQ to release the
 // buffers of completed SENDs. Each buffer carries one SEND. It returns
-// 0 and an error wrapping ErrWouldBlock when nothing could be sent.
+// 0 and an error wrapping roce.ErrWouldBlock when nothing could be sent.
 func (s *Session) Send(p []byte) (int, error) {
 	switch {
 	case s.err != nil:
 		return 0, s.err
 	case s.closed:
-		return 0, fmt.Errorf("roce: session on qp %d: send: %w", s.qp.qpn, ErrClosed)
+		return 0, fmt.Errorf("session: qp %d: send: %w", s.qp.QPN(), ErrClosed)
 	case len(p) == 0:
 		return 0, nil
-	case s.qp.state == QPStateError:
+	case s.qp.State() == roce.QPStateError:
 		return 0, s.fail(s.qpFailed())
 	}
 	bs := s.cfg.BufferSize
@@ -322,12 +338,12 @@ func (s *Session) Send(p []byte) (int, error) {
 		s.popBuf()
 		sent += n
 	}
-	s.qp.cnt.sendBufInUse.Store(int64(s.SendBuffersInUse()))
+	s.cnt.sendBufsInUse.Store(int64(s.SendBuffersInUse()))
 	if sent == 0 {
 		if s.pool != nil && len(s.pool.free) == 0 {
 			s.pool.sendStarved++
 		}
-		return 0, ErrWouldBlock
+		return 0, roce.ErrWouldBlock
 	}
 	return sent, nil
 }
@@ -393,7 +409,7 @@ func (s *Session) recvBufs() int {
 
 func (s *Session) postSend(id uint64, off, n int) error {
 	s.sge[0] = s.sendMR.SGE(off, n)
-	s.swr = SendWR{ID: id, Opcode: WRSend, Flags: SendSignaled, SGList: s.sge[:]}
+	s.swr = roce.SendWR{ID: id, Opcode: roce.WRSend, Flags: roce.SendSignaled, SGList: s.sge[:]}
 	if n == 0 {
 		s.swr.SGList = nil
 	}
@@ -403,7 +419,7 @@ func (s *Session) postSend(id uint64, off, n int) error {
 func (s *Session) postRecv(idx int) error {
 	bs := s.cfg.BufferSize
 	s.sge[0] = s.recvMR.SGE(idx*bs, bs)
-	s.rwr = RecvWR{ID: uint64(idx), SGList: s.sge[:]}
+	s.rwr = roce.RecvWR{ID: uint64(idx), SGList: s.sge[:]}
 	return s.qp.PostRecv(&s.rwr)
 }
 
@@ -411,18 +427,19 @@ func (s *Session) postRecv(idx int) error {
 func (s *Session) reap() error {
 	if s.pool != nil {
 		s.pool.poll()
-		s.qp.cnt.sendBufInUse.Store(int64(s.SendBuffersInUse()))
+		s.cnt.sendBufsInUse.Store(int64(s.SendBuffersInUse()))
 		return s.err
 	}
+	cq := s.qp.SendCQ()
 	for {
-		n := s.qp.sendCQ.Poll(s.wcs[:])
+		n := cq.Poll(s.wcs[:])
 		for i := range n {
 			if err := s.completeSend(&s.wcs[i]); err != nil {
 				return err
 			}
 		}
 		if n < len(s.wcs) {
-			s.qp.cnt.sendBufInUse.Store(int64(s.SendBuffersInUse()))
+			s.cnt.sendBufsInUse.Store(int64(s.SendBuffersInUse()))
 			return nil
 		}
 	}
@@ -431,31 +448,31 @@ func (s *Session) reap() error {
 // completeSend releases the buffer of a completed SEND. In shared mode
 // the buffer goes back to the pool even when the completion fails the
 // session.
-func (s *Session) completeSend(wc *WorkCompletion) error {
+func (s *Session) completeSend(wc *roce.WorkCompletion) error {
 	if wc.WRID == finWRID {
-		return s.checkWCFail(wc, "send", WCSend)
+		return s.checkWCFail(wc, "send", roce.WCSend)
 	}
 	if wc.WRID >= uint64(s.sendBufs()) {
-		return s.fail(&CompletionError{QPN: s.qp.qpn, Queue: "send", WC: *wc, Reason: "unknown work request id"})
+		return s.fail(&CompletionError{QPN: s.qp.QPN(), Queue: "send", WC: *wc, Reason: "unknown work request id"})
 	}
 	if p := s.pool; p != nil {
 		i := indexOf(s.free, int32(wc.WRID))
 		if i < 0 {
-			return s.fail(&CompletionError{QPN: s.qp.qpn, Queue: "send", WC: *wc, Reason: "buffer not posted"})
+			return s.fail(&CompletionError{QPN: s.qp.QPN(), Queue: "send", WC: *wc, Reason: "buffer not posted"})
 		}
 		s.free[i] = s.free[len(s.free)-1]
 		s.free = s.free[:len(s.free)-1]
 		p.free = append(p.free, int32(wc.WRID))
-		return s.checkWCFail(wc, "send", WCSend)
+		return s.checkWCFail(wc, "send", roce.WCSend)
 	}
-	if err := s.checkWCFail(wc, "send", WCSend); err != nil {
+	if err := s.checkWCFail(wc, "send", roce.WCSend); err != nil {
 		return err
 	}
 	s.free = append(s.free, int32(wc.WRID))
 	return nil
 }
 
-func (s *Session) checkWCFail(wc *WorkCompletion, queue string, op WCOpcode) error {
+func (s *Session) checkWCFail(wc *roce.WorkCompletion, queue string, op roce.WCOpcode) error {
 	if err := s.checkWC(wc, queue, op); err != nil {
 		return s.fail(err)
 	}
@@ -473,14 +490,15 @@ func indexOf(s []int32, v int32) int {
 
 // checkWC verifies that wc is a successful completion of op on the
 // session's QP.
-func (s *Session) checkWC(wc *WorkCompletion, queue string, op WCOpcode) error {
+func (s *Session) checkWC(wc *roce.WorkCompletion, queue string, op roce.WCOpcode) error {
+	qpn := s.qp.QPN()
 	switch {
-	case wc.QPN != s.qp.qpn:
-		return &CompletionError{QPN: s.qp.qpn, Queue: queue, WC: *wc, Reason: fmt.Sprintf("for qp %d", wc.QPN)}
-	case wc.Status != WCSuccess:
-		return &CompletionError{QPN: s.qp.qpn, Queue: queue, WC: *wc, Reason: "status " + wc.Status.String()}
+	case wc.QPN != qpn:
+		return &CompletionError{QPN: qpn, Queue: queue, WC: *wc, Reason: fmt.Sprintf("for qp %d", wc.QPN)}
+	case wc.Status != roce.WCSuccess:
+		return &CompletionError{QPN: qpn, Queue: queue, WC: *wc, Reason: "status " + wc.Status.String()}
 	case wc.Opcode != op:
-		return &CompletionError{QPN: s.qp.qpn, Queue: queue, WC: *wc, Reason: fmt.Sprintf("opcode %v, want %v", wc.Opcode, op)}
+		return &CompletionError{QPN: qpn, Queue: queue, WC: *wc, Reason: fmt.Sprintf("opcode %v, want %v", wc.Opcode, op)}
 	}
 	return nil
 }
@@ -489,10 +507,10 @@ func (s *Session) checkWC(wc *WorkCompletion, queue string, op WCOpcode) error {
 // out completely are posted again at once. With nothing received it
 // polls the receive CQ, checking every completion; one that is not a
 // successful SEND on this QP within the buffer size fails the session.
-// It returns 0 and ErrWouldBlock when no data is available, and io.EOF
-// once the data before the peer's close has been read. When the QP has
-// failed (a peer's DREQ moves it to ERROR too), the data that arrived
-// before is still returned, then the error.
+// It returns 0 and roce.ErrWouldBlock when no data is available, and
+// io.EOF once the data before the peer's close has been read. When the
+// QP has failed (a peer's DREQ moves it to ERROR too), the data that
+// arrived before is still returned, then the error.
 func (s *Session) Recv(p []byte) (int, error) {
 	switch {
 	case s.err != nil:
@@ -511,9 +529,9 @@ func (s *Session) Recv(p []byte) (int, error) {
 			}
 			if s.rdN == 0 {
 				if s.flushed && n == 0 {
-					return 0, s.fail(s.checkWC(&s.flushWC, "receive", WCRecv))
+					return 0, s.fail(s.checkWC(&s.flushWC, "receive", roce.WCRecv))
 				}
-				if s.pool != nil && n == 0 && s.qp.state == QPStateError {
+				if s.pool != nil && n == 0 && s.qp.State() == roce.QPStateError {
 					// The QP took no receive from the SRQ to flush.
 					return 0, s.fail(s.qpFailed())
 				}
@@ -540,7 +558,7 @@ func (s *Session) Recv(p []byte) (int, error) {
 		}
 	}
 	if n == 0 {
-		return 0, ErrWouldBlock
+		return 0, roce.ErrWouldBlock
 	}
 	return n, nil
 }
@@ -549,7 +567,7 @@ func (s *Session) Recv(p []byte) (int, error) {
 // without polling the CQ: in shared mode, after the pool's Poll, whether
 // Recv has anything to say at all.
 func (s *Session) Readable() bool {
-	return s.rdN > 0 || s.err != nil || s.eof || s.flushed || s.pool != nil && s.qp.state == QPStateError
+	return s.rdN > 0 || s.err != nil || s.eof || s.flushed || s.pool != nil && s.qp.State() == roce.QPStateError
 }
 
 // Buffered returns the received bytes Recv can return without polling.
@@ -572,7 +590,7 @@ func (s *Session) popReady() error {
 		s.qp.ReleaseSRQ(1)
 		return nil
 	}
-	if s.flushed || s.qp.state == QPStateError {
+	if s.flushed || s.qp.State() == roce.QPStateError {
 		return nil // nothing more will arrive
 	}
 	if err := s.postRecv(idx); err != nil {
@@ -588,7 +606,7 @@ func (s *Session) pollRecv() error {
 		return s.err
 	}
 	room := min(len(s.ready)-s.rdN, len(s.wcs))
-	k := s.qp.recvCQ.Poll(s.wcs[:room])
+	k := s.qp.RecvCQ().Poll(s.wcs[:room])
 	for i := range k {
 		if err := s.deliverRecv(&s.wcs[i]); err != nil {
 			return err
@@ -599,16 +617,17 @@ func (s *Session) pollRecv() error {
 
 // deliverRecv checks a receive completion and queues its buffer for
 // Recv. In shared mode a buffer that is not queued goes back to the SRQ.
-func (s *Session) deliverRecv(wc *WorkCompletion) error {
+func (s *Session) deliverRecv(wc *roce.WorkCompletion) error {
 	shared := s.pool != nil
+	qpn := s.qp.QPN()
 	bad := func(reason string) error {
 		if shared && wc.WRID < uint64(s.recvBufs()) {
 			s.pool.repost(int(wc.WRID))
 			s.qp.ReleaseSRQ(1)
 		}
-		return s.fail(&CompletionError{QPN: s.qp.qpn, Queue: "receive", WC: *wc, Reason: reason})
+		return s.fail(&CompletionError{QPN: qpn, Queue: "receive", WC: *wc, Reason: reason})
 	}
-	if wc.Status == WCWRFlushErr && wc.QPN == s.qp.qpn {
+	if wc.Status == roce.WCWRFlushErr && wc.QPN == qpn {
 		// The QP failed; what completed before stays readable.
 		if !s.flushed {
 			s.flushed, s.flushWC = true, *wc
@@ -619,7 +638,7 @@ func (s *Session) deliverRecv(wc *WorkCompletion) error {
 		}
 		return nil
 	}
-	if err := s.checkWC(wc, "receive", WCRecv); err != nil {
+	if err := s.checkWC(wc, "receive", roce.WCRecv); err != nil {
 		return bad(err.(*CompletionError).Reason)
 	}
 	switch {
@@ -641,7 +660,8 @@ func (s *Session) deliverRecv(wc *WorkCompletion) error {
 // Close closes the session for sending: it posts the zero-length SEND
 // that tells the peer the stream ended, after the data already sent.
 // Recv keeps working until the peer closes. It returns an error wrapping
-// ErrWouldBlock when the send queue is full; call it again after Poll.
+// roce.ErrWouldBlock when the send queue is full; call it again after
+// Poll.
 func (s *Session) Close() error {
 	if s.closed {
 		return nil
@@ -649,7 +669,7 @@ func (s *Session) Close() error {
 	if s.err != nil {
 		return s.err
 	}
-	if s.qp.state == QPStateError {
+	if s.qp.State() == roce.QPStateError {
 		return s.fail(s.qpFailed())
 	}
 	if s.qp.SendQueueFree() == 0 {
@@ -657,7 +677,7 @@ func (s *Session) Close() error {
 			return err
 		}
 		if s.qp.SendQueueFree() == 0 {
-			return fmt.Errorf("roce: session on qp %d: close: %w", s.qp.qpn, ErrWouldBlock)
+			return fmt.Errorf("session: qp %d: close: %w", s.qp.QPN(), roce.ErrWouldBlock)
 		}
 	}
 	if err := s.postSend(finWRID, 0, 0); err != nil {
@@ -667,15 +687,15 @@ func (s *Session) Close() error {
 	return nil
 }
 
-// Release deregisters and frees the session's buffers. The QP must be in
-// ERROR or RESET (or destroyed) first, so that nothing still reads or
-// writes them.
+// Release deregisters and frees the session's buffers, or gives them
+// back to its pool. The QP must be in ERROR or RESET (or destroyed, which
+// leaves it in RESET) first, so that nothing still reads or writes them.
 func (s *Session) Release() error {
 	if s.released {
 		return nil
 	}
-	if st := s.qp.state; st != QPStateError && st != QPStateReset && !s.qp.destroyed {
-		return fmt.Errorf("roce: release session on qp %d in %v: %w", s.qp.qpn, st, ErrInvalidState)
+	if st := s.qp.State(); st != roce.QPStateError && st != roce.QPStateReset {
+		return fmt.Errorf("session: release on qp %d in %v: %w", s.qp.QPN(), st, roce.ErrInvalidState)
 	}
 	if s.pool != nil {
 		s.releaseShared()
@@ -684,7 +704,7 @@ func (s *Session) Release() error {
 	}
 	s.released = true
 	if s.err == nil {
-		s.err = fmt.Errorf("roce: session on qp %d: released: %w", s.qp.qpn, ErrClosed)
+		s.err = fmt.Errorf("session: qp %d: released: %w", s.qp.QPN(), ErrClosed)
 	}
 	return nil
 }
@@ -693,9 +713,9 @@ func (s *Session) Release() error {
 func (s *Session) qpFailed() error {
 	cause := s.qp.Err()
 	if cause == nil {
-		cause = ErrFlushed
+		cause = roce.ErrFlushed
 	}
-	return fmt.Errorf("roce: session on qp %d: qp in ERROR: %w", s.qp.qpn, cause)
+	return fmt.Errorf("session: qp %d in ERROR: %w", s.qp.QPN(), cause)
 }
 
 func (s *Session) fail(err error) error {
@@ -703,29 +723,6 @@ func (s *Session) fail(err error) error {
 		s.err = err
 	}
 	return s.err
-}
-
-// CompletionError reports a work completion a session did not expect.
-// It matches ErrBadCompletion and, for an error status, the status's
-// sentinel (ErrFlushed, ErrRemoteAccess, ...).
-type CompletionError struct {
-	QPN    uint32
-	Queue  string // "send" or "receive"
-	WC     WorkCompletion
-	Reason string
-}
-
-func (e *CompletionError) Error() string {
-	return fmt.Sprintf("roce: session on qp %d: %s completion (wr %d, %v, %v, %d bytes): %s",
-		e.QPN, e.Queue, e.WC.WRID, e.WC.Status, e.WC.Opcode, e.WC.ByteLen, e.Reason)
-}
-
-// Unwrap returns ErrBadCompletion and the status's error, if any.
-func (e *CompletionError) Unwrap() []error {
-	if err := e.WC.Status.Err(); err != nil {
-		return []error{ErrBadCompletion, err}
-	}
-	return []error{ErrBadCompletion}
 }
 
 // releaseShared gives the session's buffers back to its pool: the flushed
@@ -741,9 +738,8 @@ func (s *Session) releaseShared() {
 	}
 	p.free = append(p.free, s.free...)
 	s.free = s.free[:0]
-	delete(p.sessions, s.qp.qpn)
+	delete(p.sessions, s.qp.QPN())
 	s.qp.SetSRQLimit(0)
 	s.qp.ReleaseSRQ(s.qp.SRQHeld())
-	s.qp.cnt.sendBufTotal.Store(0)
-	s.qp.cnt.sendBufInUse.Store(0)
+	s.unpublish()
 }

@@ -1,8 +1,10 @@
-package roce
+package session
 
 import (
 	"fmt"
 	"testing"
+
+	"github.com/cephdpdkd/cephdpdkd/roce"
 )
 
 // BenchmarkSession measures session throughput between two endpoints over
@@ -16,9 +18,9 @@ func BenchmarkSession(b *testing.B) {
 		{128 << 10, 128 << 10, 4096},
 	} {
 		b.Run(fmt.Sprintf("msg=%dKiB/buf=%dKiB/mtu=%d", bc.msg>>10, bc.buf>>10, bc.mtu), func(b *testing.B) {
-			cfg := DefaultSessionConfig()
+			cfg := DefaultConfig()
 			cfg.BufferSize, cfg.PathMTU, cfg.Timeout = bc.buf, bc.mtu, 14
-			sp := newSessionPair(b, testLink(0), EndpointConfig{}, cfg)
+			sp := newSessionPair(b, testLink(0), roce.EndpointConfig{}, cfg)
 			msg := make([]byte, bc.msg)
 			rbuf := make([]byte, bc.msg)
 			sp.pump(b, msg, rbuf)

@@ -1,17 +1,22 @@
-package roce
+package metrics
 
 import (
 	"strconv"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cephdpdkd/cephdpdkd/roce"
+	"github.com/cephdpdkd/cephdpdkd/roce/session"
 )
 
-// Collector exports the counters of endpoints and their QPs as
-// cephdpdkd_roce_* metrics. It reads only atomics and a registry of QPs
-// kept under a mutex, so a Prometheus handler may collect while the
-// endpoints are being polled.
-type Collector struct {
-	eps []*Endpoint
+// RoCECollector exports the counters of RoCE endpoints and their QPs as
+// cephdpdkd_roce_* metrics, with the send buffers of the sessions on the
+// QPs. It reads only the endpoints' snapshots (roce.Endpoint.Stats and
+// EachQPStats) and a session.Registry, so a Prometheus handler may
+// collect while the endpoints are being polled.
+type RoCECollector struct {
+	eps []roceSource
 
 	packets, bytes, retransmits, timeouts       *prometheus.Desc
 	rnrNaks, naks, icrc, dropped, duplicates    *prometheus.Desc
@@ -19,15 +24,43 @@ type Collector struct {
 	sendBufsInUse, frames, rxDropped, rnrSilent *prometheus.Desc
 }
 
-var _ prometheus.Collector = (*Collector)(nil)
+var _ prometheus.Collector = (*RoCECollector)(nil)
 
-// NewCollector returns a collector for eps, for the daemon to register.
-func NewCollector(eps ...*Endpoint) *Collector {
+// roceSource is what RoCECollector reads of an endpoint.
+type roceSource struct {
+	addr  string // the endpoint label
+	stats func() roce.EndpointStats
+	eachQ func(func(roce.QPStats))
+	// session returns the figures of the session on QP qpn: zero for a
+	// QP without one.
+	session func(qpn uint32) session.Stats
+}
+
+// NewRoCECollector returns a collector for eps, for the daemon to
+// register. sessions, if not nil, is where the sessions on the
+// endpoints' QPs publish their send buffers; a QP without a session
+// exports none.
+func NewRoCECollector(sessions *session.Registry, eps ...*roce.Endpoint) *RoCECollector {
+	srcs := make([]roceSource, len(eps))
+	for i, e := range eps {
+		srcs[i] = roceSource{addr: e.IP().String(), stats: e.Stats, eachQ: e.EachQPStats,
+			session: func(qpn uint32) session.Stats {
+				if sessions == nil {
+					return session.Stats{}
+				}
+				st, _ := sessions.Lookup(e, qpn)
+				return st
+			}}
+	}
+	return newRoCECollector(srcs)
+}
+
+func newRoCECollector(eps []roceSource) *RoCECollector {
 	qp := []string{"endpoint", "qpn"}
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc("cephdpdkd_roce_"+name, help, labels, nil)
 	}
-	return &Collector{
+	return &RoCECollector{
 		eps:           eps,
 		packets:       d("packets_total", "RoCE packets per QP and direction.", "endpoint", "qpn", "direction"),
 		bytes:         d("bytes_total", "RoCE frame bytes per QP and direction.", "endpoint", "qpn", "direction"),
@@ -51,7 +84,7 @@ func NewCollector(eps ...*Endpoint) *Collector {
 }
 
 // Describe implements prometheus.Collector.
-func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+func (c *RoCECollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.packets, c.bytes, c.retransmits, c.timeouts, c.rnrNaks, c.naks, c.icrc, c.dropped,
 		c.duplicates, c.outOfSeq, c.stale, c.cqDepth, c.sendBufs, c.sendBufsInUse, c.state,
@@ -62,7 +95,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 // Collect implements prometheus.Collector.
-func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+func (c *RoCECollector) Collect(ch chan<- prometheus.Metric) {
 	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}
@@ -70,8 +103,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
 	for _, e := range c.eps {
-		ep := e.ip.String()
-		es := e.Stats()
+		ep := e.addr
+		es := e.stats()
 		counter(c.frames, es.RxFrames, ep, "rx")
 		counter(c.frames, es.TxFrames, ep, "tx")
 		counter(c.rxDropped, es.ICRCErrors, ep, "icrc")
@@ -81,8 +114,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.rxDropped, es.Unsupported, ep, "unsupported")
 		counter(c.rxDropped, es.TooManyVLANs, ep, "too_many_vlans")
 		counter(c.rxDropped, es.NotRoCE, ep, "not_roce")
-		for _, se := range e.statsEntries() {
-			s := se.cnt.snapshot(se.qpn, se.sendCQ, se.recvCQ)
+		e.eachQ(func(s roce.QPStats) {
 			qpn := strconv.FormatUint(uint64(s.QPN), 10)
 			counter(c.packets, s.TxPackets, ep, qpn, "tx")
 			counter(c.packets, s.RxPackets, ep, qpn, "rx")
@@ -93,9 +125,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			counter(c.rnrNaks, s.RNRNaksSent, ep, qpn, "sent")
 			counter(c.rnrNaks, s.RNRNaksReceived, ep, qpn, "received")
 			counter(c.rnrSilent, s.RNRSilentDrops, ep, qpn)
-			for k := range numNakClasses {
-				counter(c.naks, s.NaksSent[k], ep, qpn, "sent", k.String())
-				counter(c.naks, s.NaksReceived[k], ep, qpn, "received", k.String())
+			for k := range s.NaksSent {
+				code := roce.NakClass(k).String()
+				counter(c.naks, s.NaksSent[k], ep, qpn, "sent", code)
+				counter(c.naks, s.NaksReceived[k], ep, qpn, "received", code)
 			}
 			counter(c.icrc, s.ICRCErrors, ep, qpn)
 			counter(c.dropped, s.Dropped, ep, qpn)
@@ -104,9 +137,41 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			counter(c.stale, s.StaleResponses, ep, qpn)
 			gauge(c.cqDepth, float64(s.SendCQDepth), ep, qpn, "send")
 			gauge(c.cqDepth, float64(s.RecvCQDepth), ep, qpn, "recv")
-			gauge(c.sendBufs, float64(s.SendBuffers), ep, qpn)
-			gauge(c.sendBufsInUse, float64(s.SendBuffersInUse), ep, qpn)
+			ss := e.session(s.QPN)
+			gauge(c.sendBufs, float64(ss.SendBuffers), ep, qpn)
+			gauge(c.sendBufsInUse, float64(ss.SendBuffersInUse), ep, qpn)
 			gauge(c.state, float64(s.State), ep, qpn)
-		}
+		})
 	}
+}
+
+// TxRefusedCollector exports cephdpdkd_roce_endpoint_tx_refused_total:
+// what a RoCE node's frame I/O counts beyond the service consumer
+// counters, the frames the TX queue refused.
+type TxRefusedCollector struct {
+	endpoint string
+	refused  *atomic.Uint64
+	desc     *prometheus.Desc
+}
+
+var _ prometheus.Collector = (*TxRefusedCollector)(nil)
+
+// NewTxRefusedCollector returns a collector of refused, the counter of
+// the frame I/O under the endpoint whose address is endpoint.
+func NewTxRefusedCollector(endpoint string, refused *atomic.Uint64) *TxRefusedCollector {
+	return &TxRefusedCollector{
+		endpoint: endpoint,
+		refused:  refused,
+		desc: prometheus.NewDesc("cephdpdkd_roce_endpoint_tx_refused_total",
+			"Frames the port's TX queue refused (full, or no mbuf to copy into). The endpoint keeps QP frames and offers them again; a refused CM MAD or ARP frame is retransmitted by its protocol.",
+			[]string{"endpoint"}, nil),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *TxRefusedCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+// Collect implements prometheus.Collector.
+func (c *TxRefusedCollector) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(c.refused.Load()), c.endpoint)
 }

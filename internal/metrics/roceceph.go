@@ -1,27 +1,36 @@
-package cephrdma
+package metrics
 
 import (
 	"sort"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cephdpdkd/cephdpdkd/roce/cephrdma"
 )
 
-// Collector exports stacks' counters as cephdpdkd_roce_ceph_* metrics,
-// labelled by the name each stack is registered under. It reads only
-// atomics, so a Prometheus handler may collect while the stacks run.
-type Collector struct {
+// CephSource is anything with Ceph async+rdma exchange counters: a
+// cephrdma.Stack.
+type CephSource interface {
+	Stats() cephrdma.Stats
+}
+
+// CephCollector exports Ceph async+rdma stacks' counters as
+// cephdpdkd_roce_ceph_* metrics, labelled by the name each stack is
+// registered under. It reads only the stacks' Stats, so a Prometheus
+// handler may collect while the stacks run.
+type CephCollector struct {
 	names  []string
-	stacks []*Stack
+	stacks []CephSource
 
 	conns, active *prometheus.Desc
 }
 
-var _ prometheus.Collector = (*Collector)(nil)
+var _ prometheus.Collector = (*CephCollector)(nil)
 
-// NewCollector returns a collector for stacks, keyed by name (for
-// example the listen address), for the daemon to register.
-func NewCollector(stacks map[string]*Stack) *Collector {
-	c := &Collector{
+// NewCephCollector returns a collector for stacks, keyed by name (for
+// example "ceph"), for the daemon to register.
+func NewCephCollector(stacks map[string]CephSource) *CephCollector {
+	c := &CephCollector{
 		conns: prometheus.NewDesc("cephdpdkd_roce_ceph_connections_total",
 			"Ceph async+rdma connections by event: accepted (TCP), dialed, established, failed, closed.",
 			[]string{"stack", "event"}, nil),
@@ -39,13 +48,13 @@ func NewCollector(stacks map[string]*Stack) *Collector {
 }
 
 // Describe implements prometheus.Collector.
-func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+func (c *CephCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.conns
 	ch <- c.active
 }
 
 // Collect implements prometheus.Collector.
-func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+func (c *CephCollector) Collect(ch chan<- prometheus.Metric) {
 	for i, st := range c.stacks {
 		name, s := c.names[i], st.Stats()
 		for _, e := range []struct {

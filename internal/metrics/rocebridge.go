@@ -1,20 +1,31 @@
-package bridge
+package metrics
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
 
-// Collector exports a bridge's counters as cephdpdkd_roce_bridge_*.
-type Collector struct {
-	b                                                       *Bridge
+	"github.com/cephdpdkd/cephdpdkd/roce/bridge"
+)
+
+// BridgeCollector exports a RoCE⇄TCP bridge's counters as
+// cephdpdkd_roce_bridge_*. It reads only bridge.Bridge.Stats, so a
+// Prometheus handler may collect while the bridge is polled.
+type BridgeCollector struct {
+	stats                                                   func() bridge.Stats
 	conns, accepted, closed, bytes, refused, errors, stalls *prometheus.Desc
 	poolFree, registered, sendPoolEmpty                     *prometheus.Desc
 }
 
-// NewCollector returns a collector for b; it reads only atomics.
-func NewCollector(b *Bridge) *Collector {
+var _ prometheus.Collector = (*BridgeCollector)(nil)
+
+// NewBridgeCollector returns a collector for b, for the daemon to
+// register.
+func NewBridgeCollector(b *bridge.Bridge) *BridgeCollector { return newBridgeCollector(b.Stats) }
+
+func newBridgeCollector(stats func() bridge.Stats) *BridgeCollector {
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc("cephdpdkd_roce_bridge_"+name, help, labels, nil)
 	}
-	return &Collector{b: b,
+	return &BridgeCollector{stats: stats,
 		conns:         d("connections", "RoCE connections bridged to a Ceph daemon's TCP endpoint now."),
 		accepted:      d("accepted_total", "RoCE connections accepted and bridged."),
 		closed:        d("closed_total", "Bridged connections that ended."),
@@ -29,28 +40,32 @@ func NewCollector(b *Bridge) *Collector {
 }
 
 // Describe implements prometheus.Collector.
-func (c *Collector) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCollect(c, ch) }
+func (c *BridgeCollector) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCollect(c, ch) }
 
 // Collect implements prometheus.Collector.
-func (c *Collector) Collect(ch chan<- prometheus.Metric) {
-	s := c.b.Stats()
+func (c *BridgeCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.stats()
 	counter := func(d *prometheus.Desc, v uint64, l ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), l...)
 	}
-	ch <- prometheus.MustNewConstMetric(c.conns, prometheus.GaugeValue, float64(s.Active))
+	gauge := func(d *prometheus.Desc, v int64, l ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v), l...)
+	}
+	gauge(c.conns, s.Active)
 	counter(c.accepted, s.Accepted)
 	counter(c.closed, s.Closed)
 	counter(c.bytes, s.BytesToTCP, "to_tcp")
 	counter(c.bytes, s.BytesToRoCE, "to_roce")
+	// The maps are keyed by the bridge's own label values.
 	for k, v := range s.Refused {
 		counter(c.refused, v, k)
 	}
 	for k, v := range s.Errors {
 		counter(c.errors, v, k)
 	}
-	ch <- prometheus.MustNewConstMetric(c.poolFree, prometheus.GaugeValue, float64(s.RecvBuffersFree), "recv")
-	ch <- prometheus.MustNewConstMetric(c.poolFree, prometheus.GaugeValue, float64(s.SendBuffersFree), "send")
-	ch <- prometheus.MustNewConstMetric(c.registered, prometheus.GaugeValue, float64(s.RegisteredBytes))
+	gauge(c.poolFree, s.RecvBuffersFree, "recv")
+	gauge(c.poolFree, s.SendBuffersFree, "send")
+	gauge(c.registered, s.RegisteredBytes)
 	counter(c.sendPoolEmpty, s.SendPoolEmpty)
 	for k, v := range s.Stalls {
 		counter(c.stalls, v, k)

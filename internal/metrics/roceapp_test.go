@@ -1,16 +1,17 @@
-package app_test
+package metrics
 
 import (
 	"testing"
 
-	"github.com/cephdpdkd/cephdpdkd/roce/app"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/cephdpdkd/cephdpdkd/roce/app"
 )
 
-type fixedStats app.Stats
+type fixedAppStats app.Stats
 
-func (f fixedStats) Stats() app.Stats { return app.Stats(f) }
+func (f fixedAppStats) Stats() app.Stats { return app.Stats(f) }
 
 // gather registers c and returns metric name → label values → value.
 func gather(t *testing.T, c prometheus.Collector) map[string]map[string]float64 {
@@ -48,11 +49,11 @@ func value(m *dto.Metric) float64 {
 	return -1
 }
 
-func TestCollector(t *testing.T) {
-	got := gather(t, app.NewCollector(map[string]app.StatsSource{
-		"rping:7174": fixedStats{Accepted: 3, Active: 1, Completed: 1, Failed: 1, MessagesIn: 20, MessagesOut: 21,
+func TestAppCollector(t *testing.T) {
+	got := gather(t, NewAppCollector(map[string]AppSource{
+		"rping:7174": fixedAppStats{Accepted: 3, Active: 1, Completed: 1, Failed: 1, MessagesIn: 20, MessagesOut: 21,
 			BytesIn: 320, BytesOut: 336, RDMAReads: 10, RDMAWrites: 9, RDMABytes: 1216},
-		"echo:7471": fixedStats{Accepted: 1},
+		"echo:7471": fixedAppStats{Accepted: 1},
 	}))
 	for _, tc := range []struct {
 		name, labels string

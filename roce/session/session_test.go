@@ -1,4 +1,4 @@
-package roce
+package session
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cephdpdkd/cephdpdkd/roce"
 	"github.com/cephdpdkd/cephdpdkd/roce/memlink"
 )
 
@@ -17,47 +18,33 @@ import (
 type sessionPair struct {
 	n      *testNet
 	a, b   *Session
-	allocA *HeapAllocator
-	allocB *HeapAllocator
+	allocA *roce.HeapAllocator
+	allocB *roce.HeapAllocator
 }
 
-func newSessionPair(tb testing.TB, lc memlink.Config, ec EndpointConfig, cfg SessionConfig) *sessionPair {
+func newSessionPair(tb testing.TB, lc memlink.Config, ec roce.EndpointConfig, cfg Config) *sessionPair {
 	tb.Helper()
 	n := newTestNet(tb, lc, ec)
-	sp := &sessionPair{n: n, allocA: &HeapAllocator{}, allocB: &HeapAllocator{}}
+	sp := &sessionPair{n: n, allocA: &roce.HeapAllocator{}, allocB: &roce.HeapAllocator{}}
 	ca, cb := cfg, cfg
 	ca.Allocator, cb.Allocator = sp.allocA, sp.allocB
-	qa, err := NewSessionQP(n.pa, ca)
+	qa, err := NewQP(n.pa, ca)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	qb, err := NewSessionQP(n.pb, cb)
+	qb, err := NewQP(n.pb, cb)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if sp.a, err = NewSession(qa, ca); err != nil {
+	if sp.a, err = New(qa, ca); err != nil {
 		tb.Fatal(err)
 	}
-	if sp.b, err = NewSession(qb, cb); err != nil {
+	if sp.b, err = New(qb, cb); err != nil {
 		tb.Fatal(err)
 	}
 	const psnA, psnB = 0xFFFF00, 0x000100 // A's PSNs wrap
-	for _, m := range []struct {
-		qp   *QP
-		attr func() (*QPAttr, QPAttrMask)
-	}{
-		{qa, func() (*QPAttr, QPAttrMask) {
-			return cfg.RTRAttr(AddressVector{DstMAC: macB, DstIP: ipB}, qb.QPN(), psnB)
-		}},
-		{qb, func() (*QPAttr, QPAttrMask) {
-			return cfg.RTRAttr(AddressVector{DstMAC: macA, DstIP: ipA}, qa.QPN(), psnA)
-		}},
-		{qa, func() (*QPAttr, QPAttrMask) { return cfg.RTSAttr(psnA) }},
-		{qb, func() (*QPAttr, QPAttrMask) { return cfg.RTSAttr(psnB) }},
-	} {
-		if err := m.qp.Modify(m.attr()); err != nil {
-			tb.Fatal(err)
-		}
+	if err := connectPair(cfg, qa, qb, psnA, psnB); err != nil {
+		tb.Fatal(err)
 	}
 	return sp
 }
@@ -100,7 +87,7 @@ func (sp *sessionPair) stream(tb testing.TB, size int, seed uint64, sendChunk, r
 		busy := 0
 		if len(pending) > 0 {
 			k, err := sp.a.Send(pending)
-			if err != nil && !errors.Is(err, ErrWouldBlock) {
+			if err != nil && !errors.Is(err, roce.ErrWouldBlock) {
 				tb.Fatalf("send after %d bytes: %v", res.sent, err)
 			}
 			res.maxBufferSends = max(res.maxBufferSends, k)
@@ -111,14 +98,14 @@ func (sp *sessionPair) stream(tb testing.TB, size int, seed uint64, sendChunk, r
 		if res.sent == size && len(pending) == 0 && !closed {
 			if err := sp.a.Close(); err == nil {
 				closed = true
-			} else if !errors.Is(err, ErrWouldBlock) {
+			} else if !errors.Is(err, roce.ErrWouldBlock) {
 				tb.Fatal(err)
 			}
 		}
 		busy += n.poll()
 		for {
 			k, err := sp.b.Recv(rbuf)
-			if errors.Is(err, ErrWouldBlock) {
+			if errors.Is(err, roce.ErrWouldBlock) {
 				break
 			}
 			if err == io.EOF {
@@ -161,10 +148,10 @@ func TestSessionStreamFaults(t *testing.T) {
 			if mtu == 1024 {
 				sz /= 4 // four times the packets per byte
 			}
-			cfg := DefaultSessionConfig()
+			cfg := DefaultConfig()
 			cfg.PathMTU = mtu
 			cfg.Timeout = 14 // 67 ms of virtual time
-			sp := newSessionPair(t, testLink(0.01), EndpointConfig{}, cfg)
+			sp := newSessionPair(t, testLink(0.01), roce.EndpointConfig{}, cfg)
 			inUse := sp.allocA.InUse() + sp.allocB.InUse()
 			var m0, m1 runtime.MemStats
 			runtime.GC()
@@ -187,7 +174,7 @@ func TestSessionStreamFaults(t *testing.T) {
 			}
 			qa, qb := sp.a.QP().Stats(), sp.b.QP().Stats()
 			es := sp.n.b.Stats()
-			if qa.Retransmits == 0 || qb.NaksSent[NakSequence] == 0 || qb.Duplicates == 0 || es.ICRCErrors == 0 {
+			if qa.Retransmits == 0 || qb.NaksSent[roce.NakSequence] == 0 || qb.Duplicates == 0 || es.ICRCErrors == 0 {
 				t.Errorf("recovery paths not exercised: a %+v b %+v endpoint b %+v", qa, qb, es)
 			}
 			t.Logf("%d MiB, %d rounds, %d bytes allocated; link a→b %+v; qp a: tx %d retransmits %d timeouts %d; qp b: naks %v dups %d; icrc drops %d",
@@ -197,8 +184,8 @@ func TestSessionStreamFaults(t *testing.T) {
 }
 
 // smallSessionConfig has few small buffers so tests reach the limits.
-func smallSessionConfig() SessionConfig {
-	cfg := DefaultSessionConfig()
+func smallSessionConfig() Config {
+	cfg := DefaultConfig()
 	cfg.BufferSize = 16 << 10
 	cfg.SendBuffers = 4
 	cfg.RecvBuffers = 8
@@ -220,21 +207,21 @@ func (sp *sessionPair) drain(tb testing.TB, out *bytes.Buffer) error {
 }
 
 // TestSessionSendLargerThanBuffers sends a message eight times all send
-// buffers together: Send takes what fits, reports ErrWouldBlock when
+// buffers together: Send takes what fits, reports roce.ErrWouldBlock when
 // nothing does, and later calls reap the send CQ to continue.
 func TestSessionSendLargerThanBuffers(t *testing.T) {
 	cfg := smallSessionConfig()
-	sp := newSessionPair(t, testLink(0), EndpointConfig{}, cfg)
+	sp := newSessionPair(t, testLink(0), roce.EndpointConfig{}, cfg)
 	msg := make([]byte, 8*cfg.SendBuffers*cfg.BufferSize)
 	pattern(msg, 11)
 	k, err := sp.a.Send(msg)
 	if err != nil || k != cfg.SendBuffers*cfg.BufferSize {
 		t.Fatalf("first send: %d, %v; want all %d buffers", k, err, cfg.SendBuffers)
 	}
-	if k, err := sp.a.Send(msg[k:]); k != 0 || !errors.Is(err, ErrWouldBlock) {
+	if k, err := sp.a.Send(msg[k:]); k != 0 || !errors.Is(err, roce.ErrWouldBlock) {
 		t.Fatalf("send with all buffers posted: %d, %v", k, err)
 	}
-	if got := sp.a.QP().Stats(); got.SendBuffersInUse != 4 || got.SendBuffers != 4 {
+	if got := sp.a.Stats(); got.SendBuffersInUse != 4 || got.SendBuffers != 4 {
 		t.Errorf("occupancy %d/%d", got.SendBuffersInUse, got.SendBuffers)
 	}
 	var got bytes.Buffer
@@ -242,12 +229,12 @@ func TestSessionSendLargerThanBuffers(t *testing.T) {
 	for sent < len(msg) {
 		sp.n.poll()
 		sp.n.now = sp.n.now.Add(1000)
-		if err := sp.drain(t, &got); !errors.Is(err, ErrWouldBlock) {
+		if err := sp.drain(t, &got); !errors.Is(err, roce.ErrWouldBlock) {
 			t.Fatal(err)
 		}
 		waiting := sp.a.QP().SendCQ().Len()
 		k, err := sp.a.Send(msg[sent:])
-		if err != nil && !errors.Is(err, ErrWouldBlock) {
+		if err != nil && !errors.Is(err, roce.ErrWouldBlock) {
 			t.Fatal(err)
 		}
 		if k > 0 && waiting > 0 && sp.a.QP().SendCQ().Len() == 0 {
@@ -268,7 +255,7 @@ func TestSessionSendLargerThanBuffers(t *testing.T) {
 }
 
 func TestSessionClose(t *testing.T) {
-	sp := newSessionPair(t, testLink(0.01), EndpointConfig{}, smallSessionConfig())
+	sp := newSessionPair(t, testLink(0.01), roce.EndpointConfig{}, smallSessionConfig())
 	msg := []byte("the last words")
 	if k, err := sp.a.Send(msg); k != len(msg) || err != nil {
 		t.Fatal(k, err)
@@ -313,7 +300,7 @@ func TestSessionClose(t *testing.T) {
 // arrives once the receiver reads again.
 func TestSessionFlowControl(t *testing.T) {
 	cfg := smallSessionConfig()
-	sp := newSessionPair(t, testLink(0), EndpointConfig{}, cfg)
+	sp := newSessionPair(t, testLink(0), roce.EndpointConfig{}, cfg)
 	msg := make([]byte, 4*cfg.RecvBuffers*cfg.BufferSize)
 	pattern(msg, 12)
 	sent := 0
@@ -337,77 +324,59 @@ func TestSessionFlowControl(t *testing.T) {
 	}
 }
 
-// connectRaw connects raw, a plain QP on endpoint a, and peer, a session
-// QP on endpoint b.
-func connectRaw(t *testing.T, n *testNet, raw *QP, peer *QP) {
-	t.Helper()
-	o := defaultQPOpts()
-	connectQP(t, raw, o, macB, ipB, peer.QPN(), 0x100, 0x200)
-	cfg := DefaultSessionConfig()
-	for _, attr := range []func() (*QPAttr, QPAttrMask){
-		func() (*QPAttr, QPAttrMask) {
-			return cfg.RTRAttr(AddressVector{DstMAC: macA, DstIP: ipA}, raw.QPN(), 0x200)
-		},
-		func() (*QPAttr, QPAttrMask) { return cfg.RTSAttr(0x100) },
-	} {
-		if err := peer.Modify(attr()); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 // TestSessionRecvErrors: a receive completion that is not a successful
 // SEND on the session's QP within its buffer size fails the session with
 // an error that says what was wrong.
 func TestSessionRecvErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		act    func(t *testing.T, n *testNet, raw *QP, s *Session, other *QP)
+		act    func(t *testing.T, n *testNet, raw *roce.QP, s *Session, other *roce.QP)
 		is     []error
 		reason string
 	}{
-		{"write with immediate", func(t *testing.T, n *testNet, raw *QP, s *Session, _ *QP) {
-			raw.PostSend(&SendWR{Opcode: WRRDMAWriteWithImm, Imm: 1})
+		{"write with immediate", func(t *testing.T, n *testNet, raw *roce.QP, s *Session, _ *roce.QP) {
+			raw.PostSend(&roce.SendWR{Opcode: roce.WRRDMAWriteWithImm, Imm: 1})
 		}, []error{ErrBadCompletion}, "opcode recv-rdma-with-imm, want recv"},
-		{"flushed", func(t *testing.T, n *testNet, raw *QP, s *Session, _ *QP) {
-			s.QP().Modify(&QPAttr{State: QPStateError}, QPAttrState)
-		}, []error{ErrBadCompletion, ErrFlushed}, "status work request flushed"},
-		{"longer than a buffer", func(t *testing.T, n *testNet, raw *QP, s *Session, _ *QP) {
+		{"flushed", func(t *testing.T, n *testNet, raw *roce.QP, s *Session, _ *roce.QP) {
+			s.QP().Modify(&roce.QPAttr{State: roce.QPStateError}, roce.QPAttrState)
+		}, []error{ErrBadCompletion, roce.ErrFlushed}, "status work request flushed"},
+		{"longer than a buffer", func(t *testing.T, n *testNet, raw *roce.QP, s *Session, _ *roce.QP) {
 			big := region(t, n.pa, DefaultBufferSize+1, 0)
-			raw.PostSend(&SendWR{Opcode: WRSend, SGList: []SGE{big.SGE(0, big.Len())}})
-		}, []error{ErrBadCompletion, ErrLocalLength}, "status local length error"},
-		{"another qp", func(t *testing.T, n *testNet, raw *QP, s *Session, other *QP) {
-			other.PostRecv(&RecvWR{ID: 5})
-			other.Modify(&QPAttr{State: QPStateError}, QPAttrState)
+			raw.PostSend(&roce.SendWR{Opcode: roce.WRSend, SGList: []roce.SGE{big.SGE(0, big.Len())}})
+		}, []error{ErrBadCompletion, roce.ErrLocalLength}, "status local length error"},
+		{"another qp", func(t *testing.T, n *testNet, raw *roce.QP, s *Session, other *roce.QP) {
+			other.PostRecv(&roce.RecvWR{ID: 5})
+			other.Modify(&roce.QPAttr{State: roce.QPStateError}, roce.QPAttrState)
 		}, []error{ErrBadCompletion}, "for qp"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			n := newTestNet(t, testLink(0), EndpointConfig{})
-			cfg := DefaultSessionConfig()
+			n := newTestNet(t, testLink(0), roce.EndpointConfig{})
+			cfg := DefaultConfig()
 			cfg.RecvBuffers = 4
 			cfg.SendBuffers = 2
-			var ev []Event
-			raw, _ := n.newQP(n.pa, defaultQPOpts(), &ev)
-			qp, err := NewSessionQP(n.pb, cfg)
+			raw := n.newRawQP(n.pa)
+			qp, err := NewQP(n.pb, cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
 			// A second QP sharing the session's receive CQ.
-			other, err := n.pb.CreateQP(&QPInitAttr{SendCQ: qp.SendCQ(), RecvCQ: qp.RecvCQ(), Cap: QPCap{MaxSendWR: 1, MaxRecvWR: 1}})
+			other, err := n.pb.CreateQP(&roce.QPInitAttr{SendCQ: qp.SendCQ(), RecvCQ: qp.RecvCQ(), Cap: roce.QPCap{MaxSendWR: 1, MaxRecvWR: 1}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			other.Modify(&QPAttr{State: QPStateInit}, QPAttrState)
-			s, err := NewSession(qp, cfg)
+			other.Modify(&roce.QPAttr{State: roce.QPStateInit}, roce.QPAttrState)
+			s, err := New(qp, cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
-			connectRaw(t, n, raw, qp)
+			if err := connectPair(DefaultConfig(), raw, qp, 0x200, 0x100); err != nil {
+				t.Fatal(err)
+			}
 			tc.act(t, n, raw, s, other)
 			var rerr error
 			n.run(100_000, func() bool {
 				_, rerr = s.Recv(make([]byte, 100))
-				return !errors.Is(rerr, ErrWouldBlock)
+				return !errors.Is(rerr, roce.ErrWouldBlock)
 			})
 			for _, want := range tc.is {
 				if !errors.Is(rerr, want) {
@@ -429,49 +398,49 @@ func TestSessionRecvErrors(t *testing.T) {
 }
 
 func TestSessionLifecycle(t *testing.T) {
-	n := newTestNet(t, testLink(0), EndpointConfig{})
-	alloc := &HeapAllocator{}
+	n := newTestNet(t, testLink(0), roce.EndpointConfig{})
+	alloc := &roce.HeapAllocator{}
 	cfg := smallSessionConfig()
 	cfg.Allocator = alloc
-	qp, err := NewSessionQP(n.pa, cfg)
+	qp, err := NewQP(n.pa, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := NewSession(qp, cfg)
+	s, err := New(qp, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := NewSession(qp, cfg); !errors.Is(err, ErrInvalidState) {
+	if _, err := New(qp, cfg); !errors.Is(err, roce.ErrInvalidState) {
 		t.Errorf("second session on a qp: %v", err)
 	}
 	if want := int64((cfg.SendBuffers + cfg.RecvBuffers) * cfg.BufferSize); alloc.InUse() != want {
 		t.Errorf("allocated %d, want %d", alloc.InUse(), want)
 	}
-	if err := s.Release(); !errors.Is(err, ErrInvalidState) {
+	if err := s.Release(); !errors.Is(err, roce.ErrInvalidState) {
 		t.Errorf("release of a live session: %v", err)
 	}
-	qp.Modify(&QPAttr{State: QPStateError}, QPAttrState)
-	if _, err := s.Send([]byte{1}); !errors.Is(err, ErrFlushed) {
+	qp.Modify(&roce.QPAttr{State: roce.QPStateError}, roce.QPAttrState)
+	if _, err := s.Send([]byte{1}); !errors.Is(err, roce.ErrFlushed) {
 		t.Errorf("send on a qp in ERROR: %v", err)
 	}
 	if err := s.Release(); err != nil {
 		t.Fatal(err)
 	}
-	if alloc.InUse() != 0 || qp.Stats().SendBuffers != 0 {
-		t.Errorf("after release: %d bytes in use, stats %+v", alloc.InUse(), qp.Stats())
+	if alloc.InUse() != 0 || s.Stats() != (Stats{}) {
+		t.Errorf("after release: %d bytes in use, stats %+v", alloc.InUse(), s.Stats())
 	}
 	if _, err := s.Recv(make([]byte, 1)); err == nil {
 		t.Error("recv after release succeeded")
 	}
 	limited := smallSessionConfig()
-	limited.Allocator = &HeapAllocator{Limit: 100 << 10}
-	qp2, _ := NewSessionQP(n.pa, limited)
-	if _, err := NewSession(qp2, limited); !errors.Is(err, ErrNoMemory) || limited.Allocator.(*HeapAllocator).InUse() != 0 {
+	limited.Allocator = &roce.HeapAllocator{Limit: 100 << 10}
+	qp2, _ := NewQP(n.pa, limited)
+	if _, err := New(qp2, limited); !errors.Is(err, roce.ErrNoMemory) || limited.Allocator.(*roce.HeapAllocator).InUse() != 0 {
 		t.Errorf("session beyond the allocator's limit: %v", err)
 	}
 	bad := cfg
 	bad.RecvQueueDepth = 2
-	if _, err := NewSessionQP(n.pa, bad); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := NewQP(n.pa, bad); !errors.Is(err, roce.ErrInvalidArgument) {
 		t.Errorf("receive queue smaller than the buffers: %v", err)
 	}
 }

@@ -1,15 +1,19 @@
-package roce
+package session
 
-import "fmt"
+import (
+	"fmt"
 
-// Session pool defaults.
+	"github.com/cephdpdkd/cephdpdkd/roce"
+)
+
+// Pool defaults.
 const (
 	DefaultPoolRecvBuffers = 512
 	DefaultPoolSendBuffers = 256
 	DefaultPoolSessions    = 1024
 )
 
-// PoolConfig sizes a SessionPool.
+// PoolConfig sizes a Pool.
 type PoolConfig struct {
 	BufferSize  int // bytes per buffer: the largest SEND (DefaultBufferSize if 0)
 	RecvBuffers int // receive buffers, all kept posted on the SRQ
@@ -17,10 +21,11 @@ type PoolConfig struct {
 	// MaxSessions bounds the sessions at once; it sizes the shared send
 	// CQ, which must hold every session's closing SEND too.
 	MaxSessions int
-	// Allocator provides the buffers' memory (a new HeapAllocator if nil).
-	Allocator Allocator
+	// Allocator provides the buffers' memory (a new roce.HeapAllocator
+	// if nil).
+	Allocator roce.Allocator
 	// OnEvent, if set, receives the shared CQs' asynchronous events.
-	OnEvent func(Event)
+	OnEvent func(roce.Event)
 }
 
 func (c PoolConfig) withDefaults() (PoolConfig, error) {
@@ -34,21 +39,21 @@ func (c PoolConfig) withDefaults() (PoolConfig, error) {
 	def(&c.SendBuffers, DefaultPoolSendBuffers)
 	def(&c.MaxSessions, DefaultPoolSessions)
 	if c.Allocator == nil {
-		c.Allocator = &HeapAllocator{}
+		c.Allocator = &roce.HeapAllocator{}
 	}
 	switch {
-	case c.BufferSize > MaxMessage:
-		return c, fmt.Errorf("roce: pool buffer size %d exceeds %d: %w", c.BufferSize, MaxMessage, ErrInvalidArgument)
-	case int64(c.BufferSize)*int64(max(c.SendBuffers, c.RecvBuffers)) >= 1<<vaShift:
-		return c, fmt.Errorf("roce: pool buffers of %d×%d bytes exceed a memory region: %w", max(c.SendBuffers, c.RecvBuffers), c.BufferSize, ErrInvalidArgument)
-	case c.RecvBuffers > MaxQueueDepth || c.SendBuffers+c.MaxSessions > MaxCQDepth:
-		return c, fmt.Errorf("roce: pool of %d receive buffers, %d send buffers and %d sessions too large: %w",
-			c.RecvBuffers, c.SendBuffers, c.MaxSessions, ErrInvalidArgument)
+	case c.BufferSize > roce.MaxMessage:
+		return c, fmt.Errorf("session: pool buffer size %d exceeds %d: %w", c.BufferSize, roce.MaxMessage, roce.ErrInvalidArgument)
+	case int64(c.BufferSize)*int64(max(c.SendBuffers, c.RecvBuffers)) > roce.MaxMRSize:
+		return c, fmt.Errorf("session: pool buffers of %d×%d bytes exceed a memory region: %w", max(c.SendBuffers, c.RecvBuffers), c.BufferSize, roce.ErrInvalidArgument)
+	case c.RecvBuffers > roce.MaxQueueDepth || c.SendBuffers+c.MaxSessions > roce.MaxCQDepth:
+		return c, fmt.Errorf("session: pool of %d receive buffers, %d send buffers and %d sessions too large: %w",
+			c.RecvBuffers, c.SendBuffers, c.MaxSessions, roce.ErrInvalidArgument)
 	}
 	return c, nil
 }
 
-// SessionPool serves many Sessions from shared, bounded buffers, as
+// Pool serves many Sessions from shared, bounded buffers, as
 // Ceph's RDMA messenger does with its SRQ: one registered region of
 // receive buffers, all posted on a shared receive queue, one region of
 // send buffers on a free list, and one send and one receive CQ whose
@@ -56,37 +61,37 @@ func (c PoolConfig) withDefaults() (PoolConfig, error) {
 // memory is then the pool's, fixed, whatever the number of sessions.
 //
 // Flow control stays per session. A session holds at most
-// SessionConfig.SendBuffers send buffers (posted, not yet acknowledged)
-// and at most SessionConfig.RecvBuffers receive buffers (being filled,
-// or received and not yet read out, see QP.SetSRQLimit): a connection
+// Config.SendBuffers send buffers (posted, not yet acknowledged) and at
+// most Config.RecvBuffers receive buffers (being filled, or received and
+// not yet read out, see roce.QP.SetSRQLimit): a connection
 // whose reader stalls stops taking receive buffers at its cap, and the
 // others keep theirs. When the send pool is empty, Send returns
-// ErrWouldBlock like a session out of its own buffers.
+// roce.ErrWouldBlock like a session out of its own buffers.
 //
-// Like everything an Endpoint owns, a pool and its sessions belong to
-// the goroutine that polls the endpoint.
-type SessionPool struct {
-	pd       *PD
+// Like everything a roce.Endpoint owns, a pool and its sessions belong
+// to the goroutine that polls the endpoint.
+type Pool struct {
+	pd       *roce.PD
 	cfg      PoolConfig
-	srq      *SRQ
-	scq, rcq *CQ
+	srq      *roce.SRQ
+	scq, rcq *roce.CQ
 	sendMem  []byte
 	recvMem  []byte
-	sendMR   *MR
-	recvMR   *MR
+	sendMR   *roce.MR
+	recvMR   *roce.MR
 	free     []int32 // send buffers not posted
 	sessions map[uint32]*Session
 
-	wcs [32]WorkCompletion
-	sge [1]SGE
-	rwr RecvWR
+	wcs [32]roce.WorkCompletion
+	sge [1]roce.SGE
+	rwr roce.RecvWR
 
 	sendStarved uint64 // Sends that found the send pool empty
 	refused     uint64 // sessions refused for want of receive buffers
 	closed      bool
 }
 
-// PoolStats describes a SessionPool.
+// PoolStats describes a Pool.
 type PoolStats struct {
 	Sessions         int
 	RecvBuffers      int // receive buffers in the pool
@@ -98,27 +103,27 @@ type PoolStats struct {
 	RefusedNoBuffers uint64 // sessions refused: too few receive buffers free
 }
 
-// NewSessionPool allocates and registers the pool's buffers on pd,
-// creates its SRQ and CQs, and posts every receive buffer.
-func NewSessionPool(pd *PD, cfg PoolConfig) (_ *SessionPool, err error) {
+// NewPool allocates and registers the pool's buffers on pd, creates its
+// SRQ and CQs, and posts every receive buffer.
+func NewPool(pd *roce.PD, cfg PoolConfig) (_ *Pool, err error) {
 	if cfg, err = cfg.withDefaults(); err != nil {
 		return nil, err
 	}
-	p := &SessionPool{pd: pd, cfg: cfg, free: make([]int32, 0, cfg.SendBuffers), sessions: map[uint32]*Session{}}
+	p := &Pool{pd: pd, cfg: cfg, free: make([]int32, 0, cfg.SendBuffers), sessions: map[uint32]*Session{}}
 	defer func() {
 		if err != nil {
 			p.teardown()
-			err = fmt.Errorf("roce: new session pool: %w", err)
+			err = fmt.Errorf("session: new pool: %w", err)
 		}
 	}()
-	e := pd.ep
-	if p.rcq, err = e.NewCQ(CQConfig{Depth: cfg.RecvBuffers, OnEvent: cfg.OnEvent}); err != nil {
+	e := pd.Endpoint()
+	if p.rcq, err = e.NewCQ(roce.CQConfig{Depth: cfg.RecvBuffers, OnEvent: cfg.OnEvent}); err != nil {
 		return nil, err
 	}
-	if p.scq, err = e.NewCQ(CQConfig{Depth: cfg.SendBuffers + cfg.MaxSessions, OnEvent: cfg.OnEvent}); err != nil {
+	if p.scq, err = e.NewCQ(roce.CQConfig{Depth: cfg.SendBuffers + cfg.MaxSessions, OnEvent: cfg.OnEvent}); err != nil {
 		return nil, err
 	}
-	if p.srq, err = pd.CreateSRQ(&SRQInitAttr{MaxWR: cfg.RecvBuffers}); err != nil {
+	if p.srq, err = pd.CreateSRQ(&roce.SRQInitAttr{MaxWR: cfg.RecvBuffers}); err != nil {
 		return nil, err
 	}
 	if p.sendMem, err = cfg.Allocator.Alloc(cfg.SendBuffers * cfg.BufferSize); err != nil {
@@ -127,10 +132,10 @@ func NewSessionPool(pd *PD, cfg PoolConfig) (_ *SessionPool, err error) {
 	if p.recvMem, err = cfg.Allocator.Alloc(cfg.RecvBuffers * cfg.BufferSize); err != nil {
 		return nil, err
 	}
-	if p.sendMR, err = pd.RegisterMR(p.sendMem, AccessLocalWrite); err != nil {
+	if p.sendMR, err = pd.RegisterMR(p.sendMem, roce.AccessLocalWrite); err != nil {
 		return nil, err
 	}
-	if p.recvMR, err = pd.RegisterMR(p.recvMem, AccessLocalWrite); err != nil {
+	if p.recvMR, err = pd.RegisterMR(p.recvMem, roce.AccessLocalWrite); err != nil {
 		return nil, err
 	}
 	for i := cfg.SendBuffers - 1; i >= 0; i-- {
@@ -144,8 +149,10 @@ func NewSessionPool(pd *PD, cfg PoolConfig) (_ *SessionPool, err error) {
 	return p, nil
 }
 
-func (p *SessionPool) teardown() {
-	if p.srq != nil && !p.srq.destroyed {
+// teardown frees what NewPool made; Close has destroyed the SRQ
+// already, checking that no QP still uses it.
+func (p *Pool) teardown() {
+	if p.srq != nil && !p.closed {
 		p.srq.Destroy()
 	}
 	if p.sendMR != nil {
@@ -160,7 +167,7 @@ func (p *SessionPool) teardown() {
 	if p.recvMem != nil {
 		p.cfg.Allocator.Free(p.recvMem)
 	}
-	for _, cq := range []*CQ{p.scq, p.rcq} {
+	for _, cq := range []*roce.CQ{p.scq, p.rcq} {
 		if cq != nil {
 			cq.Destroy()
 		}
@@ -170,12 +177,16 @@ func (p *SessionPool) teardown() {
 
 // Close frees the pool's buffers, SRQ and CQs. Every session must have
 // been released and its QP destroyed.
-func (p *SessionPool) Close() error {
+func (p *Pool) Close() error {
 	if p.closed {
 		return nil
 	}
-	if len(p.sessions) > 0 || p.srq.users > 0 {
-		return fmt.Errorf("roce: close session pool with %d sessions and %d qps: %w", len(p.sessions), p.srq.users, ErrBusy)
+	if len(p.sessions) > 0 {
+		return fmt.Errorf("session: close pool with %d sessions: %w", len(p.sessions), roce.ErrBusy)
+	}
+	// Fails, wrapping roce.ErrBusy, while a QP still uses the SRQ.
+	if err := p.srq.Destroy(); err != nil {
+		return fmt.Errorf("session: close pool: %w", err)
 	}
 	p.closed = true
 	p.teardown()
@@ -183,13 +194,13 @@ func (p *SessionPool) Close() error {
 }
 
 // Config returns the pool's configuration, defaults applied.
-func (p *SessionPool) Config() PoolConfig { return p.cfg }
+func (p *Pool) Config() PoolConfig { return p.cfg }
 
 // Sessions returns the sessions not yet released.
-func (p *SessionPool) Sessions() int { return len(p.sessions) }
+func (p *Pool) Sessions() int { return len(p.sessions) }
 
 // Stats returns the pool's state; call it on the polling goroutine.
-func (p *SessionPool) Stats() PoolStats {
+func (p *Pool) Stats() PoolStats {
 	return PoolStats{
 		Sessions: len(p.sessions), RecvBuffers: p.cfg.RecvBuffers, RecvPosted: p.srq.Len(),
 		SendBuffers: p.cfg.SendBuffers, SendFree: len(p.free),
@@ -204,11 +215,12 @@ func (p *SessionPool) Stats() PoolStats {
 // caps on the pool's buffers, BufferSize, Allocator and OnCompletion are
 // ignored, and RecvQueueDepth is unused.
 //
-// It refuses, with an error wrapping ErrBusy, a session beyond
-// MaxSessions, and, with one wrapping ErrNoMemory, a session for which
-// fewer receive buffers are free than its cap: the connections already
-// there hold so much unread data that a new one would start starved.
-func (p *SessionPool) NewSession(cfg SessionConfig) (*Session, error) {
+// It refuses, with an error wrapping roce.ErrBusy, a session beyond
+// MaxSessions, and, with one wrapping roce.ErrNoMemory, a session for
+// which fewer receive buffers are free than its cap: the connections
+// already there hold so much unread data that a new one would start
+// starved.
+func (p *Pool) NewSession(cfg Config) (*Session, error) {
 	cfg.BufferSize, cfg.Allocator = p.cfg.BufferSize, p.cfg.Allocator
 	if cfg.RecvQueueDepth <= 0 {
 		cfg.RecvQueueDepth = max(cfg.RecvBuffers, 1)
@@ -219,29 +231,29 @@ func (p *SessionPool) NewSession(cfg SessionConfig) (*Session, error) {
 	}
 	switch {
 	case p.closed:
-		return nil, fmt.Errorf("roce: pool session: pool closed: %w", ErrInvalidState)
+		return nil, fmt.Errorf("session: pool session: pool closed: %w", roce.ErrInvalidState)
 	case cfg.RecvBuffers > p.cfg.RecvBuffers || cfg.SendBuffers > p.cfg.SendBuffers:
-		return nil, fmt.Errorf("roce: pool session: caps of %d receive and %d send buffers exceed the pool's %d and %d: %w",
-			cfg.RecvBuffers, cfg.SendBuffers, p.cfg.RecvBuffers, p.cfg.SendBuffers, ErrInvalidArgument)
+		return nil, fmt.Errorf("session: pool session: caps of %d receive and %d send buffers exceed the pool's %d and %d: %w",
+			cfg.RecvBuffers, cfg.SendBuffers, p.cfg.RecvBuffers, p.cfg.SendBuffers, roce.ErrInvalidArgument)
 	case len(p.sessions) >= p.cfg.MaxSessions:
-		return nil, fmt.Errorf("roce: pool session: %d sessions: %w", len(p.sessions), ErrBusy)
+		return nil, fmt.Errorf("session: pool session: %d sessions: %w", len(p.sessions), roce.ErrBusy)
 	}
 	p.poll() // buffers read out since the last poll count as free
 	if free := p.srq.Len(); free < cfg.RecvBuffers {
 		p.refused++
-		return nil, fmt.Errorf("roce: pool session: %d of %d receive buffers free, below the session's cap of %d: %w",
-			free, p.cfg.RecvBuffers, cfg.RecvBuffers, ErrNoMemory)
+		return nil, fmt.Errorf("session: pool session: %d of %d receive buffers free, below the session's cap of %d: %w",
+			free, p.cfg.RecvBuffers, cfg.RecvBuffers, roce.ErrNoMemory)
 	}
-	qp, err := p.pd.CreateQP(&QPInitAttr{
+	qp, err := p.pd.CreateQP(&roce.QPInitAttr{
 		SendCQ: p.scq, RecvCQ: p.rcq, SRQ: p.srq, OnEvent: cfg.OnEvent,
-		Cap: QPCap{MaxSendWR: cfg.SendQueueDepth}, NoRNR: cfg.NoRNR,
+		Cap: roce.QPCap{MaxSendWR: cfg.SendQueueDepth}, NoRNR: cfg.NoRNR,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("roce: pool session: %w", err)
+		return nil, fmt.Errorf("session: pool session: %w", err)
 	}
-	if err := qp.Modify(&QPAttr{State: QPStateInit, Access: cfg.Access}, QPAttrState|QPAttrAccessFlags); err != nil {
+	if err := qp.Modify(&roce.QPAttr{State: roce.QPStateInit, Access: cfg.Access}, roce.QPAttrState|roce.QPAttrAccessFlags); err != nil {
 		qp.Destroy()
-		return nil, fmt.Errorf("roce: pool session: %w", err)
+		return nil, fmt.Errorf("session: pool session: %w", err)
 	}
 	qp.SetSRQLimit(cfg.RecvBuffers)
 	s := &Session{
@@ -250,18 +262,17 @@ func (p *SessionPool) NewSession(cfg SessionConfig) (*Session, error) {
 		free:  make([]int32, 0, cfg.SendBuffers), // the buffers posted, in shared mode
 		ready: make([]readyBuf, cfg.RecvBuffers),
 	}
-	p.sessions[qp.qpn] = s
-	qp.cnt.sendBufTotal.Store(int64(cfg.SendBuffers))
-	qp.cnt.sendBufInUse.Store(0)
+	p.sessions[qp.QPN()] = s
+	s.publish()
 	return s, nil
 }
 
 // Poll dispatches the shared CQs' completions to the sessions: after it,
 // each session's Buffered counts what arrived. Sessions poll the pool
 // themselves in Send, Recv and Unacknowledged.
-func (p *SessionPool) Poll() { p.poll() }
+func (p *Pool) Poll() { p.poll() }
 
-func (p *SessionPool) poll() {
+func (p *Pool) poll() {
 	for {
 		n := p.rcq.Poll(p.wcs[:])
 		for i := range n {
@@ -282,7 +293,7 @@ func (p *SessionPool) poll() {
 	}
 }
 
-func (p *SessionPool) dispatchRecv(wc *WorkCompletion) {
+func (p *Pool) dispatchRecv(wc *roce.WorkCompletion) {
 	s := p.sessions[wc.QPN]
 	if s == nil || s.err != nil {
 		// Its session is gone or failed: only the buffer matters.
@@ -297,7 +308,7 @@ func (p *SessionPool) dispatchRecv(wc *WorkCompletion) {
 	s.deliverRecv(wc)
 }
 
-func (p *SessionPool) dispatchSend(wc *WorkCompletion) {
+func (p *Pool) dispatchSend(wc *roce.WorkCompletion) {
 	s := p.sessions[wc.QPN]
 	if s == nil {
 		return // its buffer went back when the session was released
@@ -307,7 +318,7 @@ func (p *SessionPool) dispatchSend(wc *WorkCompletion) {
 
 // repost puts receive buffer idx back on the SRQ, unless the pool is
 // closing.
-func (p *SessionPool) repost(idx int) {
+func (p *Pool) repost(idx int) {
 	if p.closed {
 		return
 	}
@@ -315,9 +326,9 @@ func (p *SessionPool) repost(idx int) {
 	p.postRecv(idx)
 }
 
-func (p *SessionPool) postRecv(idx int) error {
+func (p *Pool) postRecv(idx int) error {
 	bs := p.cfg.BufferSize
 	p.sge[0] = p.recvMR.SGE(idx*bs, bs)
-	p.rwr = RecvWR{ID: uint64(idx), SGList: p.sge[:]}
+	p.rwr = roce.RecvWR{ID: uint64(idx), SGList: p.sge[:]}
 	return p.srq.PostRecv(&p.rwr)
 }

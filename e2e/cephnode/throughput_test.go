@@ -1,0 +1,240 @@
+package cephnode
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv"
+)
+
+// TestBridgeThroughput measures the RoCE⇄TCP bridge without a guest: the
+// daemon's own active side, `cephdpdkd roce-ping --mode stream` in a
+// second DPDK process, streams to a bridged port over a veth pair that
+// both processes drive with net_af_packet; the bridge relays the stream
+// to a TCP sink on the node's address in the kernel interface's
+// namespace. The same bytes then cross kernel TCP between two
+// namespaces, for the ratio. (net_memif would spare the kernel's veth,
+// but DPDK 22.11's memif unmaps its rings when a peer leaves, while the
+// other side may be in rx_burst; a peer process that ends is exactly
+// that.)
+func TestBridgeThroughput(t *testing.T) {
+	if testing.Short() {
+		t.Skip("two DPDK processes: not in -short")
+	}
+	testenv.RequireRoot(t)
+	bin := buildDaemon(t)
+	node := testenv.NewNetNS(t)
+	ifDaemon, ifPeer := testenv.NewVethPair(t)
+	sfx := node.Name[len(node.Name)-6:]
+	const nodeIP, peerIP, sinkPort = "10.86.0.2", "10.86.0.1", 6800
+	const streamBytes = 128 << 20
+
+	// The Ceph daemon's stand-in: a sink on the node's address.
+	var ln net.Listener
+	if err := node.Do(func() (err error) { ln, err = net.Listen("tcp", fmt.Sprintf(":%d", sinkPort)); return }); err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	type sunk struct {
+		n        int64
+		from, to time.Time
+	}
+	sinks := make(chan sunk, 4)
+	// pause, when set for a connection, makes the sink stop reading for
+	// that long once it has 16 MiB: a Ceph daemon that stalls.
+	pauses := make(chan time.Duration, 4)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			pause := <-pauses
+			go func() {
+				var s sunk
+				buf := make([]byte, 1<<20)
+				for {
+					k, err := c.Read(buf)
+					if k > 0 && s.n == 0 {
+						s.from = time.Now()
+					}
+					if s.n < 16<<20 && s.n+int64(k) >= 16<<20 && pause > 0 {
+						time.Sleep(pause)
+					}
+					s.n += int64(k)
+					if err != nil {
+						break
+					}
+				}
+				s.to = time.Now()
+				c.Close()
+				sinks <- s
+			}()
+		}
+	}()
+
+	metricsAddr := freePort(t)
+	cfgPath := filepath.Join(t.TempDir(), "node.yaml")
+	// Two CPUs, two busy-polling processes: the client's loop takes the
+	// CPU the daemon would keep for its runtime threads (the bridge's TCP
+	// I/O), so those may run on both instead (runtime_cpus). On a node,
+	// the runtime has CPUs of its own.
+	writeFile(t, cfgPath, fmt.Sprintf(`
+eal: {lcores: "0-1", runtime_cpus: "0-1", no_huge: true, memory_mb: 1024, file_prefix: cdd-tp-node-%[1]s}
+port: {name: tpnode, device: "net_af_packet1,iface=%[2]s,framecnt=4096"}
+services:
+  - {name: roce, ring_size: 4096, consumer: {type: roce}}
+  - {name: other, ring_size: 1024, consumer: {type: kernel}}
+default_service: other
+kernel: {interface: cddt%[1]s, netns: %[3]s, addresses: [%[4]s/24]}
+roce:
+  service: roce
+  address: %[4]s
+  bridge: {ports: ["%[5]d"]}
+metrics: {listen: "%[6]s"}
+shutdown: {drain_timeout: 1s}
+`, sfx, ifDaemon, node.Name, nodeIP, sinkPort, metricsAddr))
+	d := startDaemon(t, bin, cfgPath, metricsAddr)
+
+	type result struct {
+		name             string
+		mtu, window      int
+		clientMBps, sink float64
+	}
+	var results []result
+	var stalled string
+	for i, c := range []struct {
+		name        string
+		mtu, window int
+		pause       time.Duration
+	}{
+		{"path MTU 1024, window 128 packets (Ceph over Soft-RoCE: rxe's limits)", 1024, 128, 0},
+		{"path MTU 1024, window 1024 packets", 1024, 1024, 0},
+		{"window 1024, the TCP sink stops reading for 3 s after 16 MiB", 1024, 1024, 3 * time.Second},
+	} {
+		pauses <- c.pause
+		peakRSS := make(chan int64, 1)
+		stopRSS := make(chan struct{})
+		go func() { peakRSS <- watchRSS(d.cmd.Process.Pid, stopRSS) }()
+		// The bridged QP's counters go with the QP: sample them while it
+		// lives.
+		qpPeak := make(chan map[string]float64, 1)
+		go func() { qpPeak <- watchQPCounters(d, stopRSS) }()
+		pingCfg := filepath.Join(t.TempDir(), fmt.Sprintf("ping%d.yaml", i))
+		// The client's poll loop runs on lcore 0, the daemon's on 1. Its
+		// transport timeout is what rdma_cm gives Ceph's clients over
+		// RoCE (code 18, about 1 s): the stalled case rides on it.
+		writeFile(t, pingCfg, fmt.Sprintf(`
+eal: {lcores: "0-1", main_lcore: 1, no_huge: true, memory_mb: 512, file_prefix: cdd-tp-cli-%[1]s}
+port: {name: tpcli, device: "net_af_packet2,iface=%[2]s,framecnt=4096"}
+services:
+  - {name: roce, ring_size: 4096, consumer: {type: roce}}
+  - {name: other}
+default_service: other
+roce: {service: roce, address: %[3]s, mtu: %[4]d, window: %[5]d, timeout: 18, max_sessions: 2, memory_mb: 64}
+`, sfx, ifPeer, peerIP, c.mtu, c.window))
+		cmd := exec.Command(bin, "roce-ping", "--config", pingCfg, "--target", nodeIP, "--port", strconv.Itoa(sinkPort),
+			"--mode", "stream", "-n", strconv.Itoa(streamBytes>>17), "-s", strconv.Itoa(1<<17), "--timeout", "120s")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: roce-ping: %v\n%s\ndaemon:\n%s\n%s", c.name, err, out, tail(d.Log()), roceMetrics(d))
+		}
+		m := regexp.MustCompile(`([0-9.]+) MB/s`).FindSubmatch(out)
+		if m == nil {
+			t.Fatalf("%s: no figure in\n%s", c.name, out)
+		}
+		clientMBps, _ := strconv.ParseFloat(string(m[1]), 64)
+		var s sunk
+		select {
+		case s = <-sinks:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s: the sink never saw the stream end", c.name)
+		}
+		if s.n != streamBytes {
+			t.Fatalf("%s: the sink got %d bytes of %d", c.name, s.n, streamBytes)
+		}
+		close(stopRSS)
+		rss, qp := <-peakRSS, <-qpPeak
+		results = append(results, result{c.name, c.mtu, c.window, clientMBps, float64(s.n) / s.to.Sub(s.from).Seconds() / 1e6})
+		t.Logf("%s: %s", c.name, strings.TrimSpace(string(out)))
+		if c.pause > 0 {
+			stalled = fmt.Sprintf("backpressure, the sink stalled %v: the stream completed; the client's SENDs found no receive "+
+				"%v times (dropped unanswered, no RNR NAK: %v sent) and came again on its transport timer "+
+				"(%v requests seen again, %v ahead of sequence); the daemon's peak RSS %.0f MiB",
+				c.pause, qp["cephdpdkd_roce_rnr_silent_drops_total"], qp["cephdpdkd_roce_rnr_naks_total"],
+				qp["cephdpdkd_roce_duplicate_requests_total"], qp["cephdpdkd_roce_out_of_sequence_total"], float64(rss)/(1<<20))
+		}
+	}
+	kernel := testenv.KernelTCPThroughput(t, streamBytes)
+
+	m, err := d.Metrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := sum(m, "cephdpdkd_roce_rnr_naks_total", "direction=sent"); v != 0 {
+		t.Errorf("the bridge sent %v RNR NAKs", v)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "FIGURES bridge throughput, %d MiB each, one run:\n", streamBytes>>20)
+	fmt.Fprintf(&b, "  %-72s %10s %10s %7s\n", "", "client", "TCP sink", "÷kernel")
+	for _, r := range results {
+		fmt.Fprintf(&b, "  %-72s %7.1f MB/s %7.1f MB/s %6.2f\n", r.name, r.clientMBps, r.sink, r.sink/kernel)
+	}
+	fmt.Fprintf(&b, "  %-72s %18.1f MB/s\n", "kernel TCP over a veth pair between two namespaces", kernel)
+	fmt.Fprintf(&b, "  %s", stalled)
+	t.Log(b.String())
+
+	if err, log := d.Stop(20 * time.Second); err != nil || !strings.Contains(log, "all mbufs returned") {
+		t.Fatalf("stop: %v\n%s", err, tail(log))
+	}
+}
+
+// watchRSS samples a process's resident memory every 50 ms until stop and
+// returns the peak, in bytes.
+func watchRSS(pid int, stop <-chan struct{}) int64 {
+	var peak int64
+	for {
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
+			for _, line := range strings.Split(string(b), "\n") {
+				if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+					kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+					peak = max(peak, kb<<10)
+				}
+			}
+		}
+		select {
+		case <-stop:
+			return peak
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// watchQPCounters scrapes the daemon every 100 ms until stop and returns,
+// for a few per-QP counters, the largest sum over the QPs seen in one
+// scrape.
+func watchQPCounters(d *daemonProc, stop <-chan struct{}) map[string]float64 {
+	peak := map[string]float64{}
+	for {
+		if m, err := d.Metrics(); err == nil {
+			for _, k := range []string{"cephdpdkd_roce_rnr_silent_drops_total", "cephdpdkd_roce_duplicate_requests_total",
+				"cephdpdkd_roce_out_of_sequence_total"} {
+				peak[k] = max(peak[k], sum(m, k))
+			}
+			peak["cephdpdkd_roce_rnr_naks_total"] = max(peak["cephdpdkd_roce_rnr_naks_total"], sum(m, "cephdpdkd_roce_rnr_naks_total", "direction=sent"))
+		}
+		select {
+		case <-stop:
+			return peak
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// got renders findings as "file:line API" (API "-" for imports), with
+// paths relative to root.
+func got(t *testing.T, root string, fs []Finding) []string {
+	t.Helper()
+	var out []string
+	for _, f := range fs {
+		file := "-"
+		if f.Pos.Filename != "" {
+			rel, err := filepath.Rel(root, f.Pos.Filename)
+			if err != nil {
+				t.Fatal(err)
+			}
+			file = fmt.Sprintf("%s:%d", filepath.ToSlash(rel), f.Pos.Line)
+		}
+		api := f.API
+		if api == "" {
+			api = "-"
+		}
+		out = append(out, file+" "+api)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// wantAll are the findings in testdata/mod with pmd and dispatch allowed
+// and nothing known.
+var wantAll = []string{
+	"dispatch/ring_cgo.go:9 dispatch.Ring.Pointer",
+	// Imports in the wrong place.
+	"pmd/helper.go:3 -",      // a boundary package, not a *_cgo.go file
+	"pmd/helper_test.go:3 -", // tests too
+	"roce/conn.go:3 -",       // not a boundary package
+	"roce/dev_cgo.go:5 -",    // cgo outside the boundary, on another architecture
+	// Exported API using unsafe.Pointer.
+	"pmd/alias_cgo.go:6 pmd.Peek",
+	"pmd/port_cgo.go:20 pmd.Port.Raw",
+	"pmd/port_cgo.go:23 pmd.Open",
+	"pmd/port_cgo.go:26 pmd.Handle",
+	"pmd/port_cgo.go:35 pmd.Wrap",
+	"pmd/port_cgo.go:41 pmd.Wraps",
+	"pmd/port_cgo.go:50 pmd.Global",
+	"pmd/port_cgo.go:53 pmd.Callback",
+	"pmd/port_cgo.go:56 pmd.Source",
+}
+
+func TestCheck(t *testing.T) {
+	root := filepath.Join("testdata", "mod")
+	// A known API is not reported; one known but gone is, so that the
+	// list shrinks.
+	knownWant := slices.DeleteFunc(slices.Clone(wantAll), func(s string) bool { return strings.HasSuffix(s, " dispatch.Ring.Pointer") })
+	knownWant = append(knownWant, "- pmd.Gone")
+	for _, tc := range []struct {
+		name  string
+		known []string
+		want  []string
+	}{
+		{"all", nil, wantAll},
+		{"known", []string{"dispatch.Ring.Pointer", "pmd.Gone"}, knownWant},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs, err := Check(Config{Root: root, Allow: []string{"pmd", "dispatch"}, Known: tc.known})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := slices.Clone(tc.want)
+			slices.Sort(want)
+			if g := got(t, root, fs); !slices.Equal(g, want) {
+				t.Errorf("findings:\n%s\nwant:\n%s", strings.Join(g, "\n"), strings.Join(want, "\n"))
+			}
+		})
+	}
+}
+
+func TestCheckMessages(t *testing.T) {
+	fs, err := Check(Config{Root: filepath.Join("testdata", "mod"), Allow: []string{"pmd", "dispatch"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text []string
+	for _, f := range fs {
+		text = append(text, f.String())
+	}
+	all := strings.Join(text, "\n")
+	for _, want := range []string{
+		`roce/conn.go:3:8: example.com/m/roce imports "unsafe": only the DPDK boundary packages may`,
+		`pmd/helper.go:3:8: helper.go imports "unsafe" outside a *_cgo.go file`,
+		`roce/dev_cgo.go:5:8: example.com/m/roce imports "C" (cgo): only the DPDK boundary packages may`,
+		`pmd/port_cgo.go:23:1: pmd.Open: exported function signature uses unsafe.Pointer: give the boundary a typed handle`,
+	} {
+		if !strings.Contains(all, want) {
+			t.Errorf("no finding %q in\n%s", want, all)
+		}
+	}
+}
+
+func TestCheckErrors(t *testing.T) {
+	if _, err := Check(Config{Root: t.TempDir()}); err == nil {
+		t.Error("Check of a directory without go.mod succeeded")
+	}
+}
+
+// TestModule runs the check on this module, as scripts/test.sh does.
+func TestModule(t *testing.T) {
+	root := filepath.Join("..", "..", "..")
+	fs, err := Check(Config{Root: root, Allow: boundary, Known: known})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fs {
+		t.Error(f)
+	}
+}

@@ -1,0 +1,5 @@
+package pmd
+
+import "unsafe"
+
+var size = unsafe.Sizeof(0)

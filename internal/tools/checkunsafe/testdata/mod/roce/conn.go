@@ -1,0 +1,5 @@
+package roce
+
+import "unsafe"
+
+func size() uintptr { return unsafe.Sizeof(0) }

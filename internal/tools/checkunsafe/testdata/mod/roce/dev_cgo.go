@@ -1,0 +1,5 @@
+//go:build arm64
+
+package roce
+
+import "C"

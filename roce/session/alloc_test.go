@@ -1,0 +1,64 @@
+package session
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/cephdpdkd/cephdpdkd/roce"
+)
+
+// pump moves msg through the session pair once: send it all, poll, read
+// it all.
+func (sp *sessionPair) pump(tb testing.TB, msg, rbuf []byte) {
+	sent, got := 0, 0
+	for i := 0; got < len(msg); i++ {
+		if i > 1_000_000 {
+			tb.Fatalf("pump stuck: sent %d, received %d", sent, got)
+		}
+		if sent < len(msg) {
+			k, err := sp.a.Send(msg[sent:])
+			if err != nil && !errors.Is(err, roce.ErrWouldBlock) {
+				tb.Fatal(err)
+			}
+			sent += k
+		}
+		if sp.n.poll() == 0 {
+			sp.n.advance()
+		}
+		sp.n.now = sp.n.now.Add(1000)
+		for {
+			k, err := sp.b.Recv(rbuf)
+			got += k
+			if err != nil {
+				if !errors.Is(err, roce.ErrWouldBlock) {
+					tb.Fatal(err)
+				}
+				break
+			}
+		}
+	}
+}
+
+// TestNoAllocsPerMessage: once warm, moving messages through sessions,
+// including go-back-N and duplicate handling on a faulty link, allocates
+// nothing.
+func TestNoAllocsPerMessage(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		faults float64
+	}{{"clean", 0}, {"faulty", 0.01}} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.Timeout = 14
+			sp := newSessionPair(t, testLink(tc.faults), roce.EndpointConfig{}, cfg)
+			msg := make([]byte, 200_000)
+			rbuf := make([]byte, 64<<10)
+			for range 20 {
+				sp.pump(t, msg, rbuf)
+			}
+			if a := testing.AllocsPerRun(50, func() { sp.pump(t, msg, rbuf) }); a != 0 {
+				t.Errorf("%v allocations per 200 kB message", a)
+			}
+		})
+	}
+}

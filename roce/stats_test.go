@@ -1,0 +1,132 @@
+package roce
+
+import "testing"
+
+// qpStatsOf returns the snapshots EachQPStats gives for e, by QPN.
+func qpStatsOf(e *Endpoint) map[uint32]QPStats {
+	m := map[uint32]QPStats{}
+	e.EachQPStats(func(s QPStats) { m[s.QPN] = s })
+	return m
+}
+
+// sendSome posts k receives of size bytes on p.b and k signaled SENDs
+// of size bytes on p.a, and runs until all have completed both sides.
+func (n *testNet) sendSome(p *qpPair, k, size int) {
+	n.tb.Helper()
+	src := region(n.tb, n.pa, size, 0)
+	dst := region(n.tb, n.pb, k*size, AccessLocalWrite)
+	for i := range k {
+		if err := p.b.PostRecv(&RecvWR{ID: uint64(i), SGList: []SGE{dst.SGE(i*size, size)}}); err != nil {
+			n.tb.Fatal(err)
+		}
+		if err := p.a.PostSend(&SendWR{ID: uint64(i), Opcode: WRSend, Flags: SendSignaled, SGList: []SGE{src.SGE(0, size)}}); err != nil {
+			n.tb.Fatal(err)
+		}
+	}
+	var wc [16]WorkCompletion
+	sent, got := 0, 0
+	n.run(1_000_000, func() bool {
+		sent += p.acqs[0].Poll(wc[:])
+		got += p.bcqs[1].Poll(wc[:])
+		return sent == k && got == k
+	})
+	src.Deregister()
+	dst.Deregister()
+}
+
+// EachQPStats visits every QP of the endpoint with the counters the QP
+// itself reports, and forgets a destroyed QP. (internal/metrics checks
+// how these snapshots are exported.)
+func TestEachQPStats(t *testing.T) {
+	n := newTestNet(t, testLink(0), EndpointConfig{})
+	p := n.newPair(defaultQPOpts())
+	src := region(t, n.pa, 4096, 0)
+	for i := range 2 {
+		if err := p.a.PostSend(&SendWR{ID: uint64(i), Opcode: WRSend, Flags: SendSignaled, SGList: []SGE{src.SGE(0, 4096)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n.poll() // sent, not yet acknowledged
+	qpa := p.a.QPN()
+	stats := p.a.Stats()
+	got := qpStatsOf(n.a)
+	if len(got) != n.a.NumQPs() {
+		t.Errorf("visited %d QPs of %d", len(got), n.a.NumQPs())
+	}
+	s, ok := got[qpa]
+	if !ok {
+		t.Fatalf("QP %d not visited: %v", qpa, got)
+	}
+	if s != stats {
+		t.Errorf("EachQPStats gave\n%+v\nQP.Stats\n%+v", s, stats)
+	}
+	for _, tc := range []struct {
+		name      string
+		got, want uint64
+	}{
+		{"tx packets", s.TxPackets, stats.TxPackets},
+		{"state", uint64(s.State), uint64(QPStateRTS)},
+		{"remote access NAKs sent", s.NaksSent[NakRemoteAccess], 0},
+		{"send CQ depth", uint64(s.SendCQDepth), 0},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s = %d, want %d", tc.name, tc.got, tc.want)
+		}
+	}
+	if s.TxPackets == 0 || n.a.Stats().TxFrames == 0 {
+		t.Error("nothing sent")
+	}
+	// A destroyed QP is no longer visited.
+	p.a.Destroy()
+	if _, ok := qpStatsOf(n.a)[qpa]; ok {
+		t.Error("destroyed qp still visited")
+	}
+}
+
+// TestEachQPStatsConcurrently reads the snapshots on another goroutine,
+// as a metrics scrape does, while the endpoints move data over a lossy
+// link and QPs come and go (run with -race).
+func TestEachQPStatsConcurrently(t *testing.T) {
+	n := newTestNet(t, testLink(0.01), EndpointConfig{})
+	p := n.newPair(defaultQPOpts())
+	stop := make(chan struct{})
+	done := make(chan int)
+	started := make(chan struct{})
+	first := p.a
+	go func() {
+		reads := 0
+		for {
+			if reads == 1 {
+				close(started)
+			}
+			select {
+			case <-stop:
+				done <- reads
+				return
+			default:
+			}
+			for _, e := range []*Endpoint{n.a, n.b} {
+				e.Stats()
+				e.EachQPStats(func(QPStats) {})
+			}
+			first.Stats()
+			reads++
+		}
+	}()
+	// The reader must be running while the QPs work: on a loaded
+	// machine it may not have been scheduled yet.
+	<-started
+	for range 20 {
+		n.sendSome(p, 8, 7000)
+		for _, qp := range []*QP{p.a, p.b} {
+			if err := qp.Destroy(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p = n.newPair(defaultQPOpts())
+	}
+	close(stop)
+	if r := <-done; r == 0 {
+		t.Error("reader never ran")
+	}
+}
