@@ -94,6 +94,26 @@ func TestSystemdNIC(t *testing.T) {
 	defer cancel()
 	steps := newTimeline(t)
 	defer steps.report()
+	// Registered first, so it runs after every other cleanup: nothing the
+	// test made may outlive it.
+	var (
+		made  []string // namespaces
+		guest *sysguest.Guest
+	)
+	t.Cleanup(func() {
+		for _, ns := range made {
+			if _, err := os.Stat("/run/netns/" + ns); err == nil {
+				t.Errorf("namespace %s left behind", ns)
+			}
+		}
+		if guest != nil {
+			select {
+			case <-guest.Exited():
+			default:
+				t.Error("qemu still running after the cleanup")
+			}
+		}
+	})
 
 	done := steps.begin("build cephdpdkd")
 	bin := buildDaemon(t)
@@ -116,6 +136,7 @@ func TestSystemdNIC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	made = append(made, b.NS, peer.NS)
 	done = steps.begin("boot (systemd, q35 + intel-iommu)")
 	g, err := sysguest.Boot(ctx, t, b, sysguest.Options{
 		IOMMU: true,
@@ -129,6 +150,7 @@ func TestSystemdNIC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	guest = g
 	done()
 	// The configuration names the NIC by the interface udev gave it
 	// (predictable naming: enp0s5 on q35).
