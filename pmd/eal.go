@@ -28,6 +28,12 @@ type EALConfig struct {
 	HugeDir    string
 	FilePrefix string   // keeps runtime files apart from other DPDK processes
 	Devices    []string // PCI addresses or vdev devargs, in port order
+	// HugeUnlink removes each hugepage file once mapped, so the pages go
+	// back to the kernel's free pool when the process ends, killed
+	// included, and whoever reserved them can give them back; files left
+	// in a shared hugetlbfs would keep them in use. No secondary process
+	// can attach to the memory then.
+	HugeUnlink bool
 	ExtraArgs  []string
 }
 
@@ -52,8 +58,13 @@ func (c EALConfig) Args() ([]string, error) {
 	if c.NoHuge {
 		// Anonymous memory instead of hugepages: no secondary processes.
 		args = append(args, "--no-huge")
-	} else if c.HugeDir != "" {
-		args = append(args, "--huge-dir", c.HugeDir)
+	} else {
+		if c.HugeDir != "" {
+			args = append(args, "--huge-dir", c.HugeDir)
+		}
+		if c.HugeUnlink {
+			args = append(args, "--huge-unlink")
+		}
 	}
 	pci := false
 	for _, d := range c.Devices {

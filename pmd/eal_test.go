@@ -28,6 +28,16 @@ func TestEALArgs(t *testing.T) {
 			cfg:  EALConfig{Lcores: "0", FilePrefix: "p", Devices: []string{"3b:00.0,rxq_cqe_comp_en=1", "net_tap0,iface=dtap0"}},
 			want: []string{"cephdpdkd", "-l", "0", "--main-lcore", "0", "--file-prefix", "p", "-a", "3b:00.0,rxq_cqe_comp_en=1", "--vdev", "net_tap0,iface=dtap0"},
 		},
+		{
+			name: "hugepages unlinked",
+			cfg:  EALConfig{Lcores: "0-1", FilePrefix: "p", HugeDir: "/dev/hugepages", HugeUnlink: true, Devices: []string{"0000:00:05.0"}},
+			want: []string{"cephdpdkd", "-l", "0-1", "--main-lcore", "0", "--file-prefix", "p", "--huge-dir", "/dev/hugepages", "--huge-unlink", "-a", "0000:00:05.0"},
+		},
+		{
+			name: "no huge ignores unlink",
+			cfg:  EALConfig{Lcores: "0-1", FilePrefix: "p", NoHuge: true, HugeUnlink: true, Devices: []string{"net_null0"}},
+			want: []string{"cephdpdkd", "-l", "0-1", "--main-lcore", "0", "--file-prefix", "p", "--no-huge", "--vdev", "net_null0", "--no-pci"},
+		},
 		{name: "no lcores", cfg: EALConfig{FilePrefix: "p"}, err: true},
 		{name: "no prefix", cfg: EALConfig{Lcores: "0"}, err: true},
 	}

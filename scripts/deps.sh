@@ -3,16 +3,19 @@
 # already there: DPDK 22.11 (libraries, PMDs, dpdk-testpmd), pkg-config,
 # iproute2/ethtool for the network-namespace tests, tshark for capture checks,
 # Ceph (mon, OSD, client tools), socat and ping for the Ceph-node tests,
-# prometheus and promtool for the checks of deploy/prometheus
-# (qemu and the Soft-RoCE guest image come from scripts/rxe-guest-image.sh,
-# which the interop tests run). Go 1.26 must be on PATH or in
+# prometheus and promtool for the checks of deploy/prometheus, qemu for
+# the test guests, and mmdebstrap, zstd and cpio for the systemd guest's
+# image (the guest images themselves are built and cached by
+# scripts/rxe-guest-image.sh and scripts/systemd-guest-image.sh, which the
+# tests run). Go 1.26 must be on PATH or in
 # /usr/local/go. Safe to run repeatedly. Needs root.
 set -euo pipefail
 
 need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 for p in dpdk dpdk-dev libdpdk-dev pkg-config iproute2 ethtool gcc libc6-dev curl git tshark \
-	ceph-mon ceph-osd ceph-common socat iputils-ping prometheus; do
+	ceph-mon ceph-osd ceph-common socat iputils-ping prometheus \
+	qemu-system-x86 mmdebstrap zstd cpio; do
 	have_pkg "$p" || need+=("$p")
 done
 if ((${#need[@]})); then

@@ -21,8 +21,9 @@
 # and runs a shell on ttyS0.
 #
 # Cache: ${CEPHDPDKD_CACHE:-/var/cache/cephdpdkd}/rxe-guest/<kernel>-<hash>/,
-# where <hash> is that of this script, so editing it forces a rebuild. Runs
-# hold a lock, so concurrent callers build once and then share the result.
+# where <hash> is that of this script and guest-lib.sh, so editing either
+# forces a rebuild. Runs hold a lock, so concurrent callers build once and
+# then share the result.
 # Progress goes to stderr; the last line on stdout is the directory holding
 # vmlinuz and initrd.img. Needs root (apt-get) unless the image is cached and
 # qemu is installed.
@@ -32,58 +33,19 @@ log() { echo "rxe-guest-image: $*" >&2; }
 die() { log "$*"; exit 1; }
 
 self=$(readlink -f "${BASH_SOURCE[0]}")
-hash=$(sha256sum "$self" | cut -c1-12)
+here=$(dirname "$self")
+. "$here/guest-lib.sh"
+hash=$(cat "$self" "$here/guest-lib.sh" | sha256sum | cut -c1-12)
 cache=${CEPHDPDKD_CACHE:-/var/cache/cephdpdkd}/rxe-guest
 mkdir -p "$cache"
 exec 9>"$cache/.lock"
 flock -w 1800 9 || die "timed out waiting for the lock on $cache/.lock"
 
-apt_updated=0
-apt_update() {
-	((apt_updated)) && return 0
-	log "apt-get update"
-	apt-get -q -o DPkg::Lock::Timeout=600 update >&2
-	apt_updated=1
-}
-
 # ---------------------------------------------------------------- host packages
-have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
-missing=()
-for p in qemu-system-x86 busybox-static cpio iproute2 binutils; do
-	have_pkg "$p" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-	[ "$(id -u)" -eq 0 ] || die "missing host packages ${missing[*]}; run as root to install them"
-	apt_update
-	log "installing ${missing[*]}"
-	DEBIAN_FRONTEND=noninteractive apt-get -q -o DPkg::Lock::Timeout=600 install -y \
-		--no-install-recommends "${missing[@]}" >&2
-fi
+ensure_host_pkgs qemu-system-x86 busybox-static cpio iproute2 binutils
 
 # ---------------------------------------------------------------- which kernel
-# The package linux-image-amd64 points to in bookworm: linux-image-6.1.0-NN-amd64.
-kernel_pkg() {
-	apt-cache depends linux-image-amd64 2>/dev/null |
-		awk '$1 == "Depends:" && $2 ~ /^linux-image-6\.1\.[0-9.-]+-amd64$/ { print $2; exit }'
-}
-kpkg=$(kernel_pkg || true)
-if [ -z "$kpkg" ]; then
-	# No package lists (fresh machine or cleaned apt): an image built by
-	# this very script is good enough before asking the network.
-	newest=$(ls -1dt "$cache"/6.1*-"$hash" 2>/dev/null | head -1 || true)
-	if [ -n "$newest" ] && [ -s "$newest/vmlinuz" ] && [ -s "$newest/initrd.img" ]; then
-		log "no apt lists; reusing $newest"
-		echo "$newest"
-		exit 0
-	fi
-	apt_update
-	kpkg=$(kernel_pkg || true)
-	[ -n "$kpkg" ] || die "cannot resolve a linux-image-6.1 package from linux-image-amd64"
-fi
-kver=${kpkg#linux-image-}
-out=$cache/$kver-$hash
-if [ -s "$out/vmlinuz" ] && [ -s "$out/initrd.img" ]; then
-	log "cached image for $kver"
+if find_image "$cache" "$hash"; then
 	echo "$out"
 	exit 0
 fi
@@ -92,28 +54,7 @@ fi
 debs=(libibverbs1 ibverbs-providers librdmacm1 rdmacm-utils perftest ibverbs-utils
 	libibumad3 libnl-3-200 libnl-route-3-200)
 debdir=$cache/debs/$kver
-mkdir -p "$debdir"
-have_debs() {
-	local p
-	for p in "$kpkg" "${debs[@]}"; do
-		compgen -G "$debdir/${p}_*.deb" >/dev/null || return 1
-	done
-}
-download() {
-	# As root, apt-get download would fetch as _apt and warn that _apt
-	# cannot write here; fetching as root is what is meant.
-	(cd "$debdir" && apt-get -q -o APT::Sandbox::User=root download "$kpkg" "${debs[@]}") >&2 || true
-}
-if ! have_debs; then
-	log "downloading $kpkg and rdma-core userspace"
-	download
-	if ! have_debs; then
-		# Stale lists name versions the archive no longer has.
-		apt_update
-		download
-		have_debs || die "apt-get download failed for $kpkg ${debs[*]}"
-	fi
-fi
+fetch_debs "$debdir" "$kpkg" "${debs[@]}"
 
 # ---------------------------------------------------------------- unpack
 work=$(mktemp -d "$cache/.build.XXXXXX")
@@ -179,28 +120,12 @@ done
 cp -L /lib/x86_64-linux-gnu/libgcc_s.so.1 "$R/lib/x86_64-linux-gnu/"
 
 # Kernel modules: closure over each module's depends= field, then depmod.
-declare -A seen
-add_mod() {
-	local m=$1 f d
-	[ -n "${seen[$m]:-}" ] && return 0
-	seen[$m]=1
-	f=$(find "$km/kernel" \( -name "$m.ko" -o -name "${m//_/-}.ko" \) -print -quit)
-	[ -n "$f" ] || return 0 # built into the kernel
-	mkdir -p "$R/lib/modules/$kver/$(dirname "${f#"$km"/}")"
-	cp "$f" "$R/lib/modules/$kver/${f#"$km"/}"
-	for d in $(strings "$f" | sed -n 's/^depends=//p' | tr ',' ' '); do
-		add_mod "$d"
-	done
-}
 for m in rdma_rxe ib_core ib_uverbs ib_umad rdma_ucm rdma_cm iw_cm ib_cm udp_tunnel ip6_udp_tunnel virtio_net \
 	9p 9pnet_virtio; do
 	[ -n "$(find "$km" -name "$m.ko" -print -quit)" ] || die "module $m missing from $kpkg"
 done
-for m in virtio_pci virtio_net rdma_rxe ib_uverbs ib_umad rdma_ucm rdma_cm ib_cm iw_cm crc32_generic crc32_pclmul \
-	9p 9pnet_virtio; do
-	add_mod "$m"
-done
-cp "$km/modules.builtin" "$km/modules.order" "$R/lib/modules/$kver/"
+copy_modules "$km" "$R" "$kver" virtio_pci virtio_net rdma_rxe ib_uverbs ib_umad rdma_ucm rdma_cm ib_cm iw_cm \
+	crc32_generic crc32_pclmul 9p 9pnet_virtio
 /bin/busybox depmod -b "$R" "$kver"
 
 # ---------------------------------------------------------------- /init
@@ -294,7 +219,7 @@ mv "$out.tmp" "$out"
 
 # Images of other kernels or script versions: kept for an hour (a concurrent
 # test may have been handed one just before this rebuild), then removed.
-find "$cache" -mindepth 1 -maxdepth 1 -type d -name '6.1*' ! -path "$out" -mmin +60 -exec rm -rf {} + 2>/dev/null || true
+cache_sweep "$cache" "$out"
 find "$cache/debs" -mindepth 1 -maxdepth 1 -type d ! -name "$kver" -mmin +60 -exec rm -rf {} + 2>/dev/null || true
 log "built $out"
 echo "$out"

@@ -15,6 +15,7 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/dispatch"
 	"github.com/cephdpdkd/cephdpdkd/dispatch/classify"
 	"github.com/cephdpdkd/cephdpdkd/internal/config"
+	"github.com/cephdpdkd/cephdpdkd/internal/devargs"
 	"github.com/cephdpdkd/cephdpdkd/internal/kernelif"
 	"github.com/cephdpdkd/cephdpdkd/internal/metrics"
 	"github.com/cephdpdkd/cephdpdkd/internal/roced"
@@ -48,10 +49,15 @@ type Daemon struct {
 	// runtimeCPUs are where the Go runtime's threads run (runtimeCPUs).
 	runtimeCPUs []int
 	ownEAL      bool
-	probed      string // device hot-plugged into a shared EAL
-	roce        *roced.Node
-	kernel      *kernelPath
-	dialer      *kernelif.Dialer // the RoCE bridge's, in the kernel interface's namespace
+	// detach is the device to detach from the EAL once its port is
+	// closed: one hot-plugged into a shared EAL, or a PCI device, whose
+	// vfio or uio file DPDK keeps open until then. Open, it blocks the
+	// unbind that gives the NIC back to its kernel driver: vfio-pci
+	// waits for the holder to release the device.
+	detach string
+	roce   *roced.Node
+	kernel *kernelPath
+	dialer *kernelif.Dialer // the RoCE bridge's, in the kernel interface's namespace
 }
 
 // Options are run-time settings that are not part of the configuration.
@@ -87,7 +93,7 @@ func Start(plan *Plan, opts Options) (_ *Daemon, err error) {
 		if err := pmd.ProbeDevice(device); err != nil {
 			return nil, err
 		}
-		d.probed = device
+		d.detach = device
 	} else {
 		cpus, err := runtimeCPUs(cfg)
 		if err != nil {
@@ -103,9 +109,15 @@ func Start(plan *Plan, opts Options) (_ *Daemon, err error) {
 			Lcores: cfg.EAL.Lcores, MainLcore: cfg.EAL.MainLcore, MemoryMB: cfg.EAL.MemoryMB,
 			NoHuge: cfg.EAL.NoHuge, HugeDir: cfg.EAL.HugepageDir(), FilePrefix: cfg.EAL.FilePrefix,
 			Devices: []string{device}, ExtraArgs: cfg.EAL.ExtraArgs,
+			// Pages the daemon reserved (eal.hugepages) must be free
+			// again when it gives them back, after a crash too.
+			HugeUnlink: cfg.EAL.Hugepages != nil,
 		})
 		if err != nil {
 			return nil, err
+		}
+		if devargs.IsPCI(device) {
+			d.detach = device
 		}
 		d.ownEAL = true
 	}
@@ -470,11 +482,11 @@ func (d *Daemon) teardown() error {
 		}
 		d.port = nil
 	}
-	if d.probed != "" {
-		if err := pmd.RemoveDevice(d.probed); err != nil {
+	if d.detach != "" {
+		if err := pmd.RemoveDevice(d.detach); err != nil {
 			errs = append(errs, err)
 		}
-		d.probed = ""
+		d.detach = ""
 	}
 	if d.pool != nil {
 		if err := d.pool.Close(); err != nil {

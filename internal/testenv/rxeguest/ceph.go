@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv/qemuvm"
 )
 
 // Where a guest's Ceph client keeps its files (GuestCephDir is on the
@@ -221,7 +223,7 @@ func (g *Guest) Rados(ctx context.Context, args ...string) (out string, exitCode
 	var b strings.Builder
 	fmt.Fprintf(&b, "timeout -s KILL %d rados", secs)
 	for _, a := range args {
-		b.WriteString(" " + shellQuote(a))
+		b.WriteString(" " + qemuvm.ShellQuote(a))
 	}
 	return g.Run(ctx, b.String())
 }

@@ -10,18 +10,16 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/netcmd"
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv/qemuvm"
 )
 
 // ErrBootFailed reports that a guest's /init could not set up eth0 or rxe0.
@@ -30,9 +28,6 @@ var ErrBootFailed = errors.New("guest init failed")
 const (
 	readyMarker  = "RXE-READY"
 	failedMarker = "RXE-FAILED"
-
-	// killTimeout bounds the wait for qemu to exit after SIGKILL.
-	killTimeout = 10 * time.Second
 )
 
 // Guest is a running qemu guest with rxe0 on eth0, attached to a Bridge.
@@ -49,16 +44,10 @@ type Guest struct {
 	BootTime time.Duration
 
 	bridge   *Bridge
-	shareDir string // host side of GuestShareDir; "" without WithShare
-	con      *console
-	stdin    *os.File
+	shareDir string          // host side of GuestShareDir; "" without WithShare
+	proc     *qemuvm.Process // nil until started
+	sh       *qemuvm.Shell   // the console's shell
 
-	stderr lockedBuffer // qemu's own messages
-	exited chan struct{}
-	pid    int
-
-	runMu sync.Mutex   // one console command at a time
-	seq   int          // numbers the console commands; guarded by runMu
 	xfers atomic.Int64 // numbers the files passed through the share
 
 	closeOnce sync.Once
@@ -148,19 +137,12 @@ func Boot(ctx context.Context, t testing.TB, b *Bridge, name string, addr netip.
 	if err != nil {
 		return nil, err
 	}
-	qemu, err := exec.LookPath(qemuBinary) // the image script installs it
-	if err != nil {
-		return nil, fmt.Errorf("rxeguest: %w", err)
-	}
-
 	g := &Guest{
 		Name:   name,
 		IP:     addr,
 		MAC:    cfg.mac,
-		Tap:    b.newTapName(),
+		Tap:    b.NewTapName(),
 		bridge: b,
-		con:    newConsole(),
-		exited: make(chan struct{}),
 	}
 	t.Cleanup(func() {
 		if err := g.Close(); err != nil {
@@ -194,13 +176,12 @@ func Boot(ctx context.Context, t testing.TB, b *Bridge, name string, addr netip.
 	if cfg.share {
 		appendArgs = append(appendArgs, "rxe_share="+shareTag)
 	}
-	args := []string{"netns", "exec", b.NS, qemu,
-		"-name", b.NS + "/" + name, "-nodefaults", "-no-user-config", "-display", "none",
+	args := []string{"-name", b.NS + "/" + name, "-nodefaults", "-no-user-config", "-display", "none",
 		"-monitor", "none", "-serial", "stdio", "-no-reboot",
 		"-m", strconv.Itoa(cfg.memMiB), "-smp", "1"}
 	args = append(args, cfg.accel...)
 	args = append(args,
-		"-kernel", im.kernel(), "-initrd", im.initrd(),
+		"-kernel", im.Kernel(), "-initrd", im.Initrd(),
 		"-append", strings.Join(appendArgs, " "),
 		"-netdev", "tap,id=n0,ifname="+g.Tap+",script=no,downscript=no",
 		"-device", "virtio-net-pci,netdev=n0,mac="+cfg.mac.String()+",romfile=")
@@ -208,78 +189,27 @@ func Boot(ctx context.Context, t testing.TB, b *Bridge, name string, addr netip.
 		// security_model=none: files are created as qemu's user (root),
 		// and the guest's chown and chmod are ignored.
 		args = append(args,
-			"-fsdev", "local,id=share,security_model=none,path="+qemuEscape(g.shareDir),
+			"-fsdev", "local,id=share,security_model=none,path="+qemuvm.Escape(g.shareDir),
 			"-device", "virtio-9p-pci,fsdev=share,mount_tag="+shareTag)
 	}
 
 	start := time.Now()
-	if err := g.start(args); err != nil {
+	if g.proc, err = qemuvm.Start(b.NS, args); err != nil {
 		return nil, fmt.Errorf("rxeguest: guest %s: %w", name, err)
 	}
+	g.sh = qemuvm.NewShell(g.proc.Console, g.proc.Stdin, "rxeguest: "+name, MaxCommandLen)
 	if err := g.waitReady(ctx); err != nil {
-		return nil, fmt.Errorf("rxeguest: guest %s: %w\n%s", name, err, tail(g.Log(), 40))
+		return nil, fmt.Errorf("rxeguest: guest %s: %w\n%s", name, err, qemuvm.Tail(g.Log(), 40))
 	}
 	g.BootTime = time.Since(start)
 	t.Logf("rxeguest: guest %s (%s, %s) up in %v; image %s (script ran %v once per test binary)",
-		name, addr, cfg.mac, g.BootTime.Round(time.Millisecond), im.dir, im.took.Round(time.Millisecond))
+		name, addr, cfg.mac, g.BootTime.Round(time.Millisecond), im.Dir, im.Took.Round(time.Millisecond))
 	return g, nil
-}
-
-// start runs qemu (through `ip netns exec`, so that it opens the tap in
-// the bridge's namespace) with its serial port on a pair of pipes.
-func (g *Guest) start(args []string) error {
-	inR, inW, err := os.Pipe()
-	if err != nil {
-		return err
-	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		inR.Close()
-		inW.Close()
-		return err
-	}
-	cmd := exec.Command("ip", args...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, &g.stderr
-	// Its own process group, so that cleanup kills whatever it started;
-	// Pdeathsig kills it if the test binary dies without cleaning up.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-
-	started := make(chan error, 1)
-	go func() {
-		// Pdeathsig fires when the thread that forked qemu exits, not the
-		// process: keep this thread, locked, for qemu's whole life.
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		cmd.Wait()
-		close(g.exited)
-	}()
-	err = <-started
-	// The child has its own copies; the console must see EOF when qemu
-	// exits, which needs the parent's write end closed.
-	inR.Close()
-	outW.Close()
-	if err != nil {
-		inW.Close()
-		outR.Close()
-		return err
-	}
-	g.pid = cmd.Process.Pid
-	g.stdin = inW
-	go func() {
-		g.con.readFrom(outR)
-		outR.Close()
-	}()
-	return nil
 }
 
 func (g *Guest) waitReady(ctx context.Context) error {
 	var failed string
-	err := g.con.waitFor(ctx, 0, func(out []byte) bool {
+	err := g.proc.Console.WaitFor(ctx, 0, func(out []byte) bool {
 		if bytes.Contains(out, []byte(readyMarker)) {
 			return true
 		}
@@ -315,21 +245,10 @@ func (g *Guest) Close() error {
 
 func (g *Guest) shutdown() error {
 	var errs []error
-	if g.pid > 0 {
-		// Negative pid: the whole process group.
-		if err := syscall.Kill(-g.pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-			errs = append(errs, fmt.Errorf("kill qemu: %w", err))
-		}
-		select {
-		case <-g.exited:
-		case <-time.After(killTimeout):
-			errs = append(errs, fmt.Errorf("qemu (pid %d) still running %v after SIGKILL", g.pid, killTimeout))
-		}
+	if g.proc != nil {
+		errs = append(errs, g.proc.Kill())
 	}
-	if g.stdin != nil {
-		g.stdin.Close()
-	}
-	if err := g.bridge.delTap(g.Tap); err != nil {
+	if err := g.bridge.DelTap(g.Tap); err != nil {
 		errs = append(errs, err)
 	}
 	if g.shareDir != "" {
@@ -341,13 +260,13 @@ func (g *Guest) shutdown() error {
 }
 
 // Exited is closed when qemu has exited.
-func (g *Guest) Exited() <-chan struct{} { return g.exited }
+func (g *Guest) Exited() <-chan struct{} { return g.proc.Exited() }
 
 // Log returns everything the guest wrote to its console so far (carriage
 // returns removed), followed by qemu's own messages if it printed any.
 func (g *Guest) Log() string {
-	s := g.con.String()
-	if e := g.stderr.String(); e != "" {
+	s := g.proc.Console.String()
+	if e := g.proc.Stderr(); e != "" {
 		s += "\n--- qemu stderr ---\n" + e
 	}
 	return s
@@ -363,90 +282,12 @@ func (g *Guest) Log() string {
 // Commands must be a single line of at most MaxCommandLen bytes (the
 // guest's line editor limits what can be typed).
 func (g *Guest) Run(ctx context.Context, cmd string) (out string, exitCode int, err error) {
-	if strings.ContainsAny(cmd, "\n\r") {
-		return "", -1, fmt.Errorf("rxeguest: %s: command has a line break: %q", g.Name, cmd)
-	}
-	g.runMu.Lock()
-	defer g.runMu.Unlock()
-	g.seq++
-	begin := fmt.Sprintf("__CDDB%d__", g.seq)
-	end := fmt.Sprintf("__CDDE%d__ ", g.seq)
-	// Each marker is typed with an empty string inside it, so the echoed
-	// command line never matches; only the output of echo does.
-	line := fmt.Sprintf("echo %s; ( eval %s ) </dev/null; echo %s$?\n",
-		splitMarker(begin), shellQuote(cmd), splitMarker(end))
-	if len(line) > MaxCommandLen {
-		return "", -1, fmt.Errorf("rxeguest: %s: command of %d bytes is too long", g.Name, len(line))
-	}
-
-	from := g.con.len()
-	if err := g.send(ctx, line); err != nil {
-		return "", -1, err
-	}
-	var (
-		body []byte
-		code = -1
-	)
-	werr := g.con.waitFor(ctx, from, func(log []byte) bool {
-		b := bytes.Index(log, []byte(begin+"\n"))
-		if b < 0 {
-			return false
-		}
-		rest := log[b+len(begin)+1:]
-		e := bytes.Index(rest, []byte(end))
-		if e < 0 {
-			body = append(body[:0], rest...)
-			return false
-		}
-		nl := bytes.IndexByte(rest[e:], '\n')
-		if nl < 0 {
-			return false
-		}
-		body = append(body[:0], rest[:e]...)
-		c, err := strconv.Atoi(string(rest[e+len(end) : e+nl]))
-		if err != nil {
-			c = -1
-		}
-		code = c
-		return true
-	})
-	if werr != nil {
-		if ctx.Err() != nil {
-			// Interrupt the command so the console is usable again.
-			g.send(context.Background(), "\x03")
-		}
-		return string(body), -1, fmt.Errorf("rxeguest: %s: %q: %w", g.Name, cmd, werr)
-	}
-	return string(body), code, nil
+	return g.sh.Run(ctx, cmd)
 }
 
 // MaxCommandLen bounds the line Run types on the console, wrapping
 // included: busybox ash's line editor keeps at most 1024 bytes.
 const MaxCommandLen = 1000
-
-// send types s on the guest's console.
-func (g *Guest) send(ctx context.Context, s string) error {
-	deadline := time.Now().Add(killTimeout)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
-	}
-	if err := g.stdin.SetWriteDeadline(deadline); err != nil {
-		return fmt.Errorf("rxeguest: %s: console: %w", g.Name, err)
-	}
-	if _, err := g.stdin.WriteString(s); err != nil {
-		return fmt.Errorf("rxeguest: %s: console: %w", g.Name, err)
-	}
-	return nil
-}
-
-// splitMarker returns a shell word that echo prints as m but that does
-// not contain m itself.
-func splitMarker(m string) string { return m[:3] + `""` + m[3:] }
-
-// shellQuote quotes s as a single POSIX shell word.
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
 
 // BackgroundCmd is a command Guest.Start runs in the background, in a
 // session of its own, with its output going to a file in the guest.
@@ -471,10 +312,7 @@ const startTimeout = 30 * time.Second
 func (g *Guest) Start(cmd string) (*BackgroundCmd, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
-	g.runMu.Lock()
-	g.seq++
-	n := g.seq
-	g.runMu.Unlock()
+	n := g.sh.Next()
 	bc := &BackgroundCmd{
 		OutFile: fmt.Sprintf("/tmp/cdd-bg%d.out", n),
 		rcFile:  fmt.Sprintf("/tmp/cdd-bg%d.rc", n),
@@ -486,8 +324,8 @@ func (g *Guest) Start(cmd string) (*BackgroundCmd, error) {
 	// The profile gives sh -c the same ip(8) as the console's shell.
 	// A subshell, so that exit in cmd still leaves a status behind.
 	inner := fmt.Sprintf(". /etc/profile.rxe; ( eval %s ); echo $? >%s.tmp; mv %s.tmp %s",
-		shellQuote(cmd), bc.rcFile, bc.rcFile, bc.rcFile)
-	line := fmt.Sprintf("setsid sh -c %s </dev/null >%s 2>&1 & echo $!", shellQuote(inner), bc.OutFile)
+		qemuvm.ShellQuote(cmd), bc.rcFile, bc.rcFile, bc.rcFile)
+	line := fmt.Sprintf("setsid sh -c %s </dev/null >%s 2>&1 & echo $!", qemuvm.ShellQuote(inner), bc.OutFile)
 	out, code, err := g.Run(ctx, line)
 	if err != nil {
 		return nil, err
@@ -583,23 +421,4 @@ func (g *Guest) WaitListen(ctx context.Context, port int) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-}
-
-// lockedBuffer is a bytes.Buffer that exec's copying goroutine writes while
-// Log reads.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

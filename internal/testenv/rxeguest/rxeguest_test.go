@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv/qemuvm"
 )
 
 var (
@@ -228,7 +230,7 @@ func testConsole(ctx context.Context, t *testing.T, g *Guest) {
 			defer cancel()
 			out, code, err := g.Run(ctx, tt.cmd)
 			if err != nil {
-				t.Fatalf("Run(%q): %v\n%s", tt.cmd, err, tail(g.Log(), 20))
+				t.Fatalf("Run(%q): %v\n%s", tt.cmd, err, qemuvm.Tail(g.Log(), 20))
 			}
 			ok := out == tt.want
 			if tt.part {

@@ -11,6 +11,8 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv/qemuvm"
 )
 
 // GuestShareDir is where a guest booted WithShare mounts Guest.ShareDir.
@@ -72,8 +74,8 @@ func (g *Guest) copyIn(ctx context.Context, dst string, write func(io.Writer) er
 	}
 	// cp, not mv: dst is most likely on the guest's own tmpfs, and the
 	// share's copy is removed above either way.
-	cmd := fmt.Sprintf("mkdir -p %s && cp %s %s", shellQuote(path.Dir(dst)),
-		shellQuote(path.Join(GuestShareDir, tmp)), shellQuote(dst))
+	cmd := fmt.Sprintf("mkdir -p %s && cp %s %s", qemuvm.ShellQuote(path.Dir(dst)),
+		qemuvm.ShellQuote(path.Join(GuestShareDir, tmp)), qemuvm.ShellQuote(dst))
 	return g.runOK(ctx, cmd)
 }
 
@@ -118,7 +120,7 @@ func (g *Guest) copyOut(ctx context.Context, src string, read func(host string) 
 	tmp := g.xferName()
 	host := filepath.Join(g.shareDir, tmp)
 	defer os.Remove(host)
-	if err := g.runOK(ctx, fmt.Sprintf("cp %s %s", shellQuote(src), shellQuote(path.Join(GuestShareDir, tmp)))); err != nil {
+	if err := g.runOK(ctx, fmt.Sprintf("cp %s %s", qemuvm.ShellQuote(src), qemuvm.ShellQuote(path.Join(GuestShareDir, tmp)))); err != nil {
 		return err
 	}
 	if err := read(host); err != nil {
@@ -142,7 +144,7 @@ func (g *Guest) xferName() string { return fmt.Sprintf(".xfer-%d", g.xfers.Add(1
 // SHA256 returns the hex SHA-256 of file name in the guest, computed there
 // (busybox sha256sum): a large file need not cross the share to be checked.
 func (g *Guest) SHA256(ctx context.Context, name string) (string, error) {
-	out, code, err := g.Run(ctx, "sha256sum "+shellQuote(name))
+	out, code, err := g.Run(ctx, "sha256sum "+qemuvm.ShellQuote(name))
 	if err != nil {
 		return "", err
 	}
@@ -164,6 +166,3 @@ func (g *Guest) runOK(ctx context.Context, cmd string) error {
 	}
 	return nil
 }
-
-// qemuEscape escapes a value for qemu's comma-separated option syntax.
-func qemuEscape(s string) string { return strings.ReplaceAll(s, ",", ",,") }

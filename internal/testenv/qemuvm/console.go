@@ -1,6 +1,6 @@
 //go:build linux
 
-package rxeguest
+package qemuvm
 
 import (
 	"context"
@@ -9,12 +9,13 @@ import (
 	"sync"
 )
 
-// errConsoleClosed reports that the guest's console ended: qemu exited.
-var errConsoleClosed = errors.New("console closed (qemu exited)")
+// ErrConsoleClosed reports that a guest's console ended: qemu exited, or
+// closed the port.
+var ErrConsoleClosed = errors.New("console closed (qemu exited)")
 
-// console accumulates everything a guest writes to its serial port and
-// lets callers wait for text to appear in it.
-type console struct {
+// Console accumulates everything a guest writes to a serial port and lets
+// callers wait for text to appear in it.
+type Console struct {
 	mu      sync.Mutex
 	buf     []byte        // console output with carriage returns removed
 	changed chan struct{} // closed and replaced whenever buf grows or the console closes
@@ -22,13 +23,14 @@ type console struct {
 	esc     int // escape sequence state across reads
 }
 
-func newConsole() *console {
-	return &console{changed: make(chan struct{})}
+// NewConsole returns an empty console; Collect fills it.
+func NewConsole() *Console {
+	return &Console{changed: make(chan struct{})}
 }
 
-// readFrom copies r into the console until r fails, then marks the
+// Collect copies r into the console until r fails, then marks the
 // console closed.
-func (c *console) readFrom(r io.Reader) {
+func (c *Console) Collect(r io.Reader) {
 	p := make([]byte, 4096)
 	for {
 		n, err := r.Read(p)
@@ -50,7 +52,7 @@ func (c *console) readFrom(r io.Reader) {
 // "\r\n", and ash's line editor sends "\r" and escape sequences (a cursor
 // position query at every prompt) to redraw its line: all of them are
 // dropped, so the log reads as plain text.
-func (c *console) append(p []byte) {
+func (c *Console) append(p []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, ch := range p {
@@ -78,30 +80,31 @@ func (c *console) append(p []byte) {
 	c.changed = make(chan struct{})
 }
 
-// Escape sequence states of console.append; a sequence may span reads.
+// Escape sequence states of Console.append; a sequence may span reads.
 const (
 	escNone  = iota
 	escStart // after ESC
 	escCSI   // inside ESC [ ... final
 )
 
-// len returns the number of bytes the console holds so far.
-func (c *console) len() int {
+// Len returns the number of bytes the console holds so far.
+func (c *Console) Len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.buf)
 }
 
-func (c *console) String() string {
+// String returns everything the console holds.
+func (c *Console) String() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return string(c.buf)
 }
 
-// waitFor calls match with the console output from offset from on, each
+// WaitFor calls match with the console output from offset from on, each
 // time it grows, until match reports done. match must not keep the slice.
-// waitFor fails when ctx ends or the console closes first.
-func (c *console) waitFor(ctx context.Context, from int, match func(out []byte) (done bool)) error {
+// WaitFor fails when ctx ends or the console closes first.
+func (c *Console) WaitFor(ctx context.Context, from int, match func(out []byte) (done bool)) error {
 	for {
 		c.mu.Lock()
 		done := match(c.buf[min(from, len(c.buf)):])
@@ -111,7 +114,7 @@ func (c *console) waitFor(ctx context.Context, from int, match func(out []byte) 
 		case done:
 			return nil
 		case closed:
-			return errConsoleClosed
+			return ErrConsoleClosed
 		}
 		select {
 		case <-changed:

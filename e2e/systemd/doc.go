@@ -1,0 +1,8 @@
+// Package systemd is the end-to-end test of cephdpdkd as an operator runs
+// it: deploy/cephdpdkd@.service under a real systemd (PID 1 of a qemu
+// guest, internal/testenv/sysguest), on a real PCI NIC (an emulated e1000
+// the daemon rebinds to uio_pci_generic at start and gives back to e1000
+// at stop), with traffic from a peer namespace on the same bridge, and
+// systemd restarting the daemon after kill -9 and after its watchdog
+// fires on a stopped process.
+package systemd

@@ -1,0 +1,566 @@
+//go:build linux
+
+package systemd
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/cephdpdkd/cephdpdkd/internal/metrics"
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv/qemuvm"
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv/sysguest"
+)
+
+const (
+	unit    = "cephdpdkd@data0"
+	cfgPath = "/etc/cephdpdkd/data0.yaml"
+	// metricsURL is the daemon's endpoint inside the guest.
+	metricsURL = "127.0.0.1:9477"
+	// watchdogSec shortens the unit's WatchdogSec (a drop-in, as an
+	// operator tunes it), so that the stopped daemon is found out sooner.
+	watchdogSec = 5
+	// hugepages is what the daemon reserves at start (eal.hugepages, 2
+	// MiB each) and gives back at stop: the guest boots without any.
+	hugepages = 80
+	// cmdTimeout bounds a command in the guest: a systemctl start or stop
+	// takes seconds, the watch of a restart a minute at most.
+	cmdTimeout = 100 * time.Second
+)
+
+var (
+	peerAddr  = netip.MustParsePrefix("10.99.0.1/24")
+	guestAddr = netip.MustParsePrefix("10.99.0.2/24")
+)
+
+// config is the daemon's configuration in the guest: the NIC at
+// sysguest.NICAddr, named by its interface, bound to driver at start.
+func config(iface, driver string) string {
+	return fmt.Sprintf(`# written by e2e/systemd
+eal:
+  lcores: "0-1"
+  main_lcore: 0
+  memory_mb: 128
+  hugepages: {pages: %d, size: 2M}
+  file_prefix: cephdpdkd-data0
+port:
+  name: data0
+  device: %q
+  bind: {driver: %s, interface: %s}
+  rx_queues: 1
+  tx_queues: 1
+  rx_descriptors: 256
+  tx_descriptors: 256
+mempool:
+  data_room: 2176
+  cache_size: 32
+burst_size: 32
+services:
+  - {name: osd, ring_size: 1024}
+  - {name: unclaimed, ring_size: 1024}
+default_service: unclaimed
+rules:
+  - {service: osd, protocol: tcp, dst_ports: ["6800-7568"]}
+metrics:
+  listen: %s
+`, hugepages, sysguest.NICAddr, driver, iface, metricsURL)
+}
+
+// TestSystemdNIC runs cephdpdkd@data0 under the guest's systemd on its
+// e1000, step by step, each step timed: bound to uio_pci_generic through
+// start, traffic, stop, kill -9 and the watchdog; then to vfio-pci, which
+// the guest's emulated IOMMU allows, through start, traffic and stop.
+func TestSystemdNIC(t *testing.T) {
+	if testing.Short() {
+		t.Skip("boots a systemd guest under TCG (two to three minutes)")
+	}
+	if err := sysguest.Available(); err != nil {
+		t.Skip(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	steps := newTimeline(t)
+	defer steps.report()
+	// Registered first, so it runs after every other cleanup: nothing the
+	// test made may outlive it.
+	var (
+		made  []string // namespaces
+		guest *sysguest.Guest
+	)
+	t.Cleanup(func() {
+		for _, ns := range made {
+			if _, err := os.Stat("/run/netns/" + ns); err == nil {
+				t.Errorf("namespace %s left behind", ns)
+			}
+		}
+		if guest != nil {
+			select {
+			case <-guest.Exited():
+			default:
+				t.Error("qemu still running after the cleanup")
+			}
+		}
+	})
+
+	done := steps.begin("build cephdpdkd")
+	bin := buildDaemon(t)
+	done()
+	unitFile, err := os.ReadFile("../../deploy/cephdpdkd@.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	done = steps.begin("guest image")
+	im, err := sysguest.Image(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done()
+	t.Logf("image %s (script ran %v)", im.Dir, im.Took.Round(time.Millisecond))
+
+	b := qemuvm.NewBridge(t, "cddsys-", "cddsyv", netip.Prefix{})
+	peer, err := b.AddPeer(t, peerAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	made = append(made, b.NS, peer.NS)
+	done = steps.begin("boot (systemd, q35 + intel-iommu)")
+	g, err := sysguest.Boot(ctx, t, b, sysguest.Options{
+		IOMMU: true,
+		Files: []sysguest.File{
+			{Path: "/usr/local/bin/cephdpdkd", Mode: 0o755, Data: bin},
+			{Path: "/etc/systemd/system/cephdpdkd@.service", Data: unitFile},
+			{Path: "/etc/systemd/system/" + unit + ".service.d/test.conf", Data: fmt.Appendf(nil,
+				"[Service]\n# e2e/systemd: a shorter watchdog, so the stopped daemon is found out sooner.\nWatchdogSec=%ds\n", watchdogSec)},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	guest = g
+	done()
+	// The configuration names the NIC by the interface udev gave it
+	// (predictable naming: enp0s5 on q35).
+	iface := g.Interface
+	if g.Driver != "e1000" || iface == "eth0" {
+		t.Fatalf("guest NIC %s is %q on %q, want a predictable name on e1000", sysguest.NICAddr, iface, g.Driver)
+	}
+	if err := g.WriteFile(ctx, cfgPath, []byte(config(iface, "uio_pci_generic")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := g.RunOK(ctx, "systemd-analyze time | head -1"); err == nil {
+		t.Logf("guest: %s", strings.TrimSpace(out))
+	}
+	d := &daemon{t: t, g: g, ctx: ctx, driver: "uio_pci_generic"}
+
+	t.Run("kernel path", func(t *testing.T) {
+		// The bridge and the peer work before DPDK has the NIC; then the
+		// interface goes down without its address, as a NIC the daemon
+		// may take is (it refuses one that is up or addressed).
+		d.run(t, fmt.Sprintf("ip addr add %s dev %s && ip link set %s up", guestAddr, iface, iface))
+		d.run(t, fmt.Sprintf("for i in $(seq 50); do grep -q 1 /sys/class/net/%s/carrier 2>/dev/null && break; sleep 0.1; done; ping -c 2 -i 0.3 -W 2 %s", iface, peerAddr.Addr()))
+		d.run(t, fmt.Sprintf("ip addr flush dev %s && ip link set %s down", iface, iface))
+	})
+
+	t.Run("uio_pci_generic", func(t *testing.T) {
+		if !t.Run("start binds the NIC", func(t *testing.T) { d.start(t, steps, true) }) {
+			t.Fatal("the daemon did not start: the steps that need it are left out")
+		}
+		t.Run("traffic counted", func(t *testing.T) { d.checkTraffic(t, peer) })
+		t.Run("status line", func(t *testing.T) { d.checkStatus(t) })
+		t.Run("stop restores the NIC", func(t *testing.T) {
+			d.stop(t, steps)
+			// The daemon gave the NIC back itself: ExecStopPost found
+			// nothing to do.
+			d.checkJournal(t, "NIC restored", "nothing to restore")
+		})
+		t.Run("kill -9", func(t *testing.T) {
+			d.start(t, steps, false)
+			done := steps.begin("kill -9 → restore, restart")
+			seen := d.killAndWatch(t, "KILL", 30*time.Second)
+			done()
+			d.checkCycle(t, seen, 1)
+			d.checkJournal(t, "status=9/KILL", "restore-nic: port data0: "+sysguest.NICAddr+" back on e1000, interface "+iface)
+		})
+		t.Run("watchdog", func(t *testing.T) {
+			done := steps.begin(fmt.Sprintf("kill -STOP → watchdog (%ds), restart", watchdogSec))
+			seen := d.killAndWatch(t, "STOP", time.Duration(watchdogSec)*time.Second+60*time.Second)
+			done()
+			d.checkCycle(t, seen, 2)
+			d.checkJournal(t, "Watchdog timeout", "Failed with result 'watchdog'")
+		})
+		t.Run("final stop", func(t *testing.T) { d.stop(t, steps) })
+	})
+
+	t.Run("vfio-pci", func(t *testing.T) {
+		d.driver = "vfio-pci"
+		d.run(t, "sed -i 's/driver: uio_pci_generic/driver: vfio-pci/' "+cfgPath+" && grep -q 'driver: vfio-pci' "+cfgPath)
+		if !t.Run("start binds the NIC", func(t *testing.T) { d.start(t, steps, true) }) {
+			t.Fatal("the daemon did not start on vfio-pci: the steps that need it are left out")
+		}
+		t.Logf("IOMMU group of %s: %s", sysguest.NICAddr, strings.TrimSpace(d.run(t, "basename $(readlink /sys/bus/pci/devices/"+sysguest.NICAddr+"/iommu_group); ls /dev/vfio | paste -sd' '")))
+		t.Logf("EAL: %s", strings.TrimSpace(d.run(t, "journalctl -o cat -u "+unit+" | grep 'IOVA mode' | tail -1")))
+		t.Run("traffic counted", func(t *testing.T) { d.checkTraffic(t, peer) })
+		t.Run("stop restores the NIC", func(t *testing.T) { d.stop(t, steps) })
+	})
+}
+
+// daemon drives the unit in the guest.
+type daemon struct {
+	t      *testing.T
+	g      *sysguest.Guest
+	ctx    context.Context
+	driver string // the DPDK driver the configuration binds to
+}
+
+// run runs cmd in the guest and fails t unless it exits 0.
+func (d *daemon) run(t *testing.T, cmd string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(d.ctx, cmdTimeout)
+	defer cancel()
+	out, err := d.g.RunOK(ctx, cmd)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, d.diagnose(t))
+	}
+	return out
+}
+
+func (d *daemon) prop(t *testing.T, name string) string {
+	t.Helper()
+	return strings.TrimSpace(d.run(t, "systemctl show -p "+name+" --value "+unit))
+}
+
+// snapshot is what the checks look at, read in one command: a TCG guest
+// takes a good part of a second for each.
+type snapshot struct {
+	driver     string   // the NIC's driver, "" for none
+	links      []string // kernel interfaces (ip -br link)
+	hugepages  int      // 2 MiB pages reserved (nr_hugepages)
+	active     string   // the unit's ActiveState
+	restarts   string   // its NRestarts
+	stateFiles string   // /run/cephdpdkd/*.json
+}
+
+func (d *daemon) snapshot(t *testing.T) snapshot {
+	t.Helper()
+	out := d.run(t, fmt.Sprintf(`echo "driver=$(basename "$(readlink /sys/bus/pci/devices/%s/driver)" 2>/dev/null)"; `+
+		`echo "hugepages=$(cat /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages)"; `+
+		`systemctl show -p ActiveState -p NRestarts %s; echo "state=$(ls /run/cephdpdkd/*.json 2>/dev/null | paste -sd' ')"; `+
+		`ip -br link | awk '{ print "link=" $1 }'`, sysguest.NICAddr, unit))
+	var sn snapshot
+	for _, l := range strings.Split(out, "\n") {
+		k, v, _ := strings.Cut(strings.TrimSpace(l), "=")
+		switch k {
+		case "driver":
+			if v != "." && v != "driver" {
+				sn.driver = v
+			}
+		case "hugepages":
+			sn.hugepages, _ = strconv.Atoi(v)
+		case "ActiveState":
+			sn.active = v
+		case "NRestarts":
+			sn.restarts = v
+		case "state":
+			sn.stateFiles = v
+		case "link":
+			sn.links = append(sn.links, strings.TrimSuffix(v, "@NONE"))
+		}
+	}
+	return sn
+}
+
+// start starts the unit, which returns once the daemon has sent READY=1,
+// and checks the NIC is on the DPDK driver; devbind asks dpdk-devbind.py
+// too (seconds of Python under TCG).
+func (d *daemon) start(t *testing.T, steps *timeline, devbind bool) {
+	t.Helper()
+	done := steps.begin("systemctl start (" + d.driver + ", READY=1)")
+	ctx, cancel := context.WithTimeout(d.ctx, cmdTimeout)
+	defer cancel()
+	out, code, err := d.g.Run(ctx, "systemctl start "+unit)
+	done()
+	if err != nil || code != 0 {
+		t.Fatalf("systemctl start %s: exit %d, %v: %s\n%s", unit, code, err, out, d.diagnose(t))
+	}
+	d.checkBound(t, devbind)
+}
+
+// checkBound checks the NIC is on the DPDK driver, its kernel interface
+// is gone and the daemon's hugepages are reserved.
+func (d *daemon) checkBound(t *testing.T, devbind bool) {
+	t.Helper()
+	sn := d.snapshot(t)
+	if sn.driver != d.driver {
+		t.Errorf("%s on %q, want %s", sysguest.NICAddr, sn.driver, d.driver)
+	}
+	if slices.Contains(sn.links, d.g.Interface) {
+		t.Errorf("ip link still lists %s: %q", d.g.Interface, sn.links)
+	}
+	if sn.hugepages != hugepages {
+		t.Errorf("%d hugepages reserved while the daemon runs, want the %d of eal.hugepages", sn.hugepages, hugepages)
+	}
+	if !devbind {
+		return
+	}
+	out := d.run(t, "dpdk-devbind.py --status-dev net")
+	line := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(sysguest.NICAddr) + `.*$`).FindString(out)
+	if !strings.Contains(line, "drv="+d.driver) || !strings.Contains(out, "DPDK-compatible driver") {
+		t.Errorf("dpdk-devbind.py does not show %s on %s:\n%s", sysguest.NICAddr, d.driver, out)
+	}
+	t.Logf("dpdk-devbind.py: %s", line)
+}
+
+// stop stops the unit and checks the NIC is back on its kernel driver
+// under its name, the hugepages are given back and nothing is left in
+// the state directory.
+func (d *daemon) stop(t *testing.T, steps *timeline) {
+	t.Helper()
+	done := steps.begin("systemctl stop (restore)")
+	d.run(t, "systemctl stop "+unit)
+	d.waitInterface(t)
+	done()
+	sn := d.snapshot(t)
+	if sn.driver != d.g.Driver {
+		t.Errorf("%s on %q after the stop, want %s back", sysguest.NICAddr, sn.driver, d.g.Driver)
+	}
+	if sn.active != "inactive" {
+		t.Errorf("ActiveState %s after the stop, want inactive", sn.active)
+	}
+	if sn.stateFiles != "" {
+		t.Errorf("state files left after the stop: %s", sn.stateFiles)
+	}
+	if sn.hugepages != 0 {
+		t.Errorf("%d hugepages still reserved after the stop, want 0 (the guest boots without)", sn.hugepages)
+	}
+	out := d.run(t, "cephdpdkd nic-status")
+	if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(sysguest.NICAddr) + ` .* drv=` + d.g.Driver + `$`).MatchString(out) {
+		t.Errorf("nic-status does not show %s on %s alone:\n%s", sysguest.NICAddr, d.g.Driver, out)
+	}
+}
+
+// checkStatus finds the daemon's STATUS= line in systemctl status.
+func (d *daemon) checkStatus(t *testing.T) {
+	t.Helper()
+	out := d.run(t, "systemctl status --no-pager --lines=0 "+unit)
+	m := regexp.MustCompile(`(?m)^\s*Status: "(.+)"$`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no Status: line in systemctl status:\n%s", out)
+	}
+	t.Logf("systemctl status: Status: %q", m[1])
+}
+
+// waitInterface waits for the kernel interface to be back under its name
+// (udev renames eth0 a moment after the driver's probe).
+func (d *daemon) waitInterface(t *testing.T) {
+	t.Helper()
+	cmd := fmt.Sprintf("for i in $(seq 100); do [ -e /sys/class/net/%s ] && exit 0; sleep 0.1; done; exit 1", d.g.Interface)
+	ctx, cancel := context.WithTimeout(d.ctx, cmdTimeout)
+	defer cancel()
+	if out, code, err := d.g.Run(ctx, cmd); err != nil || code != 0 {
+		t.Errorf("interface %s not back within 10 s (exit %d, %v): %s\n%s", d.g.Interface, code, err, out, d.diagnose(t))
+	}
+}
+
+// checkTraffic sends frames from the peer to the guest's NIC and finds
+// them in the daemon's counters: ICMP echo requests (the default service)
+// and a TCP SYN to an OSD port (service osd). The daemon answers neither,
+// so the peer gets a static neighbour entry for the guest's address.
+func (d *daemon) checkTraffic(t *testing.T, peer *qemuvm.Peer) {
+	t.Helper()
+	before := d.scrape(t)
+	ip := guestAddr.Addr().String()
+	if _, err := peer.Exec(d.ctx, "ip", "neigh", "replace", ip, "lladdr", d.g.MAC.String(), "dev", peer.If, "nud", "permanent"); err != nil {
+		t.Fatal(err)
+	}
+	const pings = 20
+	// No replies: ping's exit status is 1, its count of sent requests
+	// is what matters.
+	out, _ := peer.Exec(d.ctx, "ping", "-c", strconv.Itoa(pings), "-i", "0.05", "-W", "1", ip)
+	if !strings.Contains(string(out), fmt.Sprintf("%d packets transmitted", pings)) {
+		t.Fatalf("peer ping: %s", out)
+	}
+	// One SYN, and a retransmission a second later.
+	peer.Exec(d.ctx, "timeout", "1.5", "bash", "-c", "exec 3<>/dev/tcp/"+ip+"/6800")
+
+	var after metrics.Status
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		after = d.scrape(t)
+		if after.RxPackets-before.RxPackets >= pings+1 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	rx := after.RxPackets - before.RxPackets
+	icmp := after.Services["unclaimed"].Packets - before.Services["unclaimed"].Packets
+	syn := after.Services["osd"].Packets - before.Services["osd"].Packets
+	t.Logf("daemon counted rx %d frames: unclaimed +%d (ICMP), osd +%d (TCP SYN to 6800); drops osd %d unclaimed %d",
+		rx, icmp, syn, after.Services["osd"].Drops, after.Services["unclaimed"].Drops)
+	if icmp < pings {
+		t.Errorf("unclaimed service counted %d frames, want the %d echo requests", icmp, pings)
+	}
+	if syn < 1 {
+		t.Errorf("osd service counted %d frames, want the SYN to port 6800", syn)
+	}
+	if rx < icmp+syn {
+		t.Errorf("port counted %d frames, fewer than its services (%d)", rx, icmp+syn)
+	}
+}
+
+// scrape reads the daemon's metrics in the guest (bash's /dev/tcp: no
+// HTTP client needed there).
+func (d *daemon) scrape(t *testing.T) metrics.Status {
+	t.Helper()
+	host, port, _ := strings.Cut(metricsURL, ":")
+	out := d.run(t, fmt.Sprintf(`exec 3<>/dev/tcp/%s/%s && printf 'GET /metrics HTTP/1.0\r\nHost: %s\r\n\r\n' >&3 && `+
+		`sed '1,/^\r*$/d' <&3 | grep -E 'cephdpdkd_(queue_rx_packets_total|service_packets_total|service_drops_total)'`, host, port, metricsURL))
+	p := expfmt.NewTextParser(model.LegacyValidation)
+	fams, err := p.TextToMetricFamilies(strings.NewReader(out))
+	if err != nil {
+		t.Fatalf("metrics: %v\n%s", err, out)
+	}
+	list := make([]*dto.MetricFamily, 0, len(fams))
+	for _, f := range fams {
+		list = append(list, f)
+	}
+	return metrics.StatusFromFamilies(time.Now(), list)
+}
+
+// killAndWatch sends sig to the daemon's main process and watches, in the
+// guest, the NIC's driver and the unit until systemd has restarted it with
+// a new main process. It returns what it saw, one line per change, with
+// the seconds since the signal.
+func (d *daemon) killAndWatch(t *testing.T, sig string, limit time.Duration) string {
+	t.Helper()
+	pid := d.prop(t, "MainPID")
+	if pid == "0" || pid == "" {
+		t.Fatalf("no main process: %s", d.diagnose(t))
+	}
+	// Two loops: the driver's, with shell builtins only, every 20 ms, so
+	// that it sees the kernel driver's short return between the stop
+	// and the restart even when systemctl takes a second to answer; and
+	// the unit's, which ends both.
+	drivers := fmt.Sprintf(`for d in %s uio_pci_generic vfio-pci; do [ -e /sys/bus/pci/drivers/$d/%s ] && { echo $d; return; }; done; echo none`,
+		d.g.Driver, sysguest.NICAddr)
+	cmd := fmt.Sprintf(`p=%s; read t0 _ </proc/uptime; el() { read u _ </proc/uptime; echo "+$(( (${u/./}-${t0/./})/100 )).$(( (${u/./}-${t0/./})/10%%10 ))s"; }; `+
+		`drv() { %s; }; `+
+		`( prev=; while :; do now=$(drv); [ "$now" != "$prev" ] && echo "$(el) driver=$now"; prev=$now; sleep 0.02; done ) & w=$!; `+
+		`kill -%s $p; prev=; ok=1; `+
+		`for i in $(seq %d); do `+
+		`s=$(systemctl show -p ActiveState -p SubState -p MainPID %s | sort | paste -sd' '); `+
+		`[ "$s" != "$prev" ] && echo "$(el) $s"; prev=$s; `+
+		`np=${s#*MainPID=}; np=${np%%%% *}; `+
+		`case "$s" in "ActiveState=active "*"SubState=running") [ "$np" != $p ] && [ "$np" != 0 ] && [ "$(drv)" = %s ] && { ok=0; break; };; esac; `+
+		`sleep 0.1; done; sleep 0.1; kill $w; wait $w 2>/dev/null; exit $ok`,
+		pid, drivers, sig, int(limit/(100*time.Millisecond)), unit, d.driver)
+	ctx, cancel := context.WithTimeout(d.ctx, limit+cmdTimeout)
+	defer cancel()
+	out, code, err := d.g.Run(ctx, cmd)
+	t.Logf("kill -%s %s; what followed:\n%s", sig, pid, out)
+	if err != nil || code != 0 {
+		t.Fatalf("not restarted within %v (exit %d, %v)\n%s", limit, code, err, d.diagnose(t))
+	}
+	return out
+}
+
+// checkCycle checks a killAndWatch record: the kernel driver came back
+// (ExecStopPost) before the new process bound the NIC again, and systemd
+// counted the restart.
+func (d *daemon) checkCycle(t *testing.T, seen string, restarts int) {
+	t.Helper()
+	restored := strings.Index(seen, "driver="+d.g.Driver+"\n")
+	rebound := strings.LastIndex(seen, "driver="+d.driver+"\n")
+	if restored < 0 || rebound < restored {
+		t.Errorf("the NIC was not seen back on %s between the kill and the restart", d.g.Driver)
+	}
+	// checkBound also finds the hugepages the new process reserved: as
+	// many as before, ExecStopPost having given back the dead one's.
+	d.checkBound(t, false)
+	if n := d.prop(t, "NRestarts"); n != strconv.Itoa(restarts) {
+		t.Errorf("NRestarts %s, want %d", n, restarts)
+	}
+}
+
+// checkJournal checks that the unit's journal holds every one of want.
+func (d *daemon) checkJournal(t *testing.T, want ...string) {
+	t.Helper()
+	out := d.run(t, "journalctl --no-pager -o cat -u "+unit)
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			t.Errorf("journal of %s lacks %q:\n%s", unit, w, qemuvm.Tail(out, 40))
+		}
+	}
+}
+
+// diagnose gathers what says why a step failed: the unit, its journal,
+// the kernel's last messages and the NICs' drivers; or, when the guest
+// does not answer, the end of its console.
+func (d *daemon) diagnose(t *testing.T) string {
+	ctx, cancel := context.WithTimeout(d.ctx, 30*time.Second)
+	defer cancel()
+	if d.ctx.Err() != nil { // the test's time is up: a little more for this
+		ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+	}
+	out, _, err := d.g.Run(ctx, "systemctl status --no-pager -l "+unit+"; journalctl --no-pager -o short-monotonic -u "+unit+" | tail -40; "+
+		"dmesg | tail -15; dpdk-devbind.py --status-dev net; grep -i huge /proc/meminfo")
+	if err != nil {
+		return fmt.Sprintf("(the guest does not answer: %v)\n--- console ---\n%s", err, qemuvm.Tail(d.g.Console(), 40))
+	}
+	return out
+}
+
+// buildDaemon builds cephdpdkd for the guest: the same Debian 12 and DPDK
+// as this machine, so the binary runs there as it is.
+func buildDaemon(t *testing.T) []byte {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "cephdpdkd")
+	out, err := exec.Command("go", "build", "-o", bin, "../../cmd/cephdpdkd").CombinedOutput()
+	if err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// timeline logs how long each step took, and all of them at the end.
+type timeline struct {
+	t     *testing.T
+	start time.Time
+	lines []string
+}
+
+func newTimeline(t *testing.T) *timeline { return &timeline{t: t, start: time.Now()} }
+
+func (tl *timeline) begin(name string) (done func()) {
+	s := time.Now()
+	return func() {
+		l := fmt.Sprintf("%-40s %6.1f s (at %5.1f s)", name, time.Since(s).Seconds(), time.Since(tl.start).Seconds())
+		tl.lines = append(tl.lines, l)
+		tl.t.Logf("step: %s", l)
+	}
+}
+
+func (tl *timeline) report() {
+	if len(tl.lines) == 0 {
+		return
+	}
+	tl.t.Logf("timings:\n%s\ntotal %.1f s", strings.Join(tl.lines, "\n"), time.Since(tl.start).Seconds())
+}
