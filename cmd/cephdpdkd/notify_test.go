@@ -45,7 +45,7 @@ func notifySocket(t *testing.T) (string, <-chan string) {
 func TestSystemdNotify(t *testing.T) {
 	needRoot(t)
 	sock, msgs := notifySocket(t)
-	p := startDaemon(t, sampleConfig(t, "notify"), func(c *exec.Cmd) {
+	p := startDaemon(t, sampleConfig(t, "notify", `main_lcore: 0`, "main_lcore: 0\n  runtime_cpus: \"0\""), func(c *exec.Cmd) {
 		c.Env = append(c.Env, "NOTIFY_SOCKET="+sock, "WATCHDOG_USEC=1000000", "WATCHDOG_PID=")
 	})
 	// next waits for a message with prefix and returns it.
@@ -108,8 +108,9 @@ func TestSystemdNotify(t *testing.T) {
 	}
 }
 
-// checkThreadCPUs checks the sample config's CPU layout (lcores 0-1):
-// one thread, the poll loop's (an EAL worker), on CPU 1; every other
+// checkThreadCPUs checks the CPU layout of the sample config with
+// runtime_cpus "0" (lcores 0-1): one thread, the poll loop's (an EAL
+// worker), on CPU 1; every other
 // thread (the Go runtime's, the EAL's service threads, and runtime
 // threads started from the worker, which inherit its name) on the main
 // lcore, CPU 0.

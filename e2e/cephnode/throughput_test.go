@@ -83,12 +83,8 @@ func TestBridgeThroughput(t *testing.T) {
 
 	metricsAddr := freePort(t)
 	cfgPath := filepath.Join(t.TempDir(), "node.yaml")
-	// Two CPUs, two busy-polling processes: the client's loop takes the
-	// CPU the daemon would keep for its runtime threads (the bridge's TCP
-	// I/O), so those may run on both instead (runtime_cpus). On a node,
-	// the runtime has CPUs of its own.
 	writeFile(t, cfgPath, fmt.Sprintf(`
-eal: {lcores: "0-1", runtime_cpus: "0-1", no_huge: true, memory_mb: 1024, file_prefix: cdd-tp-node-%[1]s}
+eal: {lcores: "0-1", no_huge: true, memory_mb: 1024, file_prefix: cdd-tp-node-%[1]s}
 port: {name: tpnode, device: "net_af_packet1,iface=%[2]s,framecnt=4096"}
 services:
   - {name: roce, ring_size: 4096, consumer: {type: roce}}

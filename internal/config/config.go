@@ -43,9 +43,9 @@ type EAL struct {
 	// runtime's DPDK calls; every other lcore may own a poll loop.
 	Lcores    string `yaml:"lcores"`
 	MainLcore int    `yaml:"main_lcore"`
-	// RuntimeCPUs is where the Go runtime's threads run (the metrics
-	// server, the bridge's TCP I/O, GC): a CPU list such as "0,4-5".
-	// Empty: the lcores that run no poll loop, the main lcore among them.
+	// RuntimeCPUs confines the Go runtime's threads (the metrics server,
+	// the bridge's TCP I/O, GC, and the scheduling the poll loops need)
+	// to a CPU list such as "0,4-5". Empty: not confined.
 	RuntimeCPUs string   `yaml:"runtime_cpus"`
 	MemoryMB    int      `yaml:"memory_mb"`
 	NoHuge      bool     `yaml:"no_huge"`

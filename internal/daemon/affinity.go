@@ -10,31 +10,20 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/internal/config"
 )
 
-// runtimeCPUs returns the CPUs the Go runtime's threads may use:
-// eal.runtime_cpus if set, else the configured lcores that run no poll
-// loop (the main lcore at least), as DPDK places its control threads.
+// runtimeCPUs returns the CPUs the Go runtime's threads are confined to,
+// eal.runtime_cpus, or nil when unset: they then run wherever the
+// process may. Confining them is opt-in because the poll loops depend
+// on them. A loop is a goroutine locked to its lcore's thread, and every
+// 10 ms the runtime preempts it; it resumes only once a runtime thread
+// has run the scheduler and handed its P back. With the runtime on one
+// CPU (the main lcore alone) the loops queued behind it: on a 16-CPU
+// machine, 4 loops forwarded 12.1 Mpps so confined and 41.0 Mpps
+// unconfined, and 14 loops no more than 1.
 func runtimeCPUs(cfg *config.Config) ([]int, error) {
-	if cfg.EAL.RuntimeCPUs != "" {
-		return config.ParseLcores(cfg.EAL.RuntimeCPUs)
+	if cfg.EAL.RuntimeCPUs == "" {
+		return nil, nil
 	}
-	lcores, err := config.ParseLcores(cfg.EAL.Lcores)
-	if err != nil {
-		return nil, err
-	}
-	loops := map[int]bool{}
-	for _, p := range cfg.Pollers {
-		loops[p.Lcore] = true
-	}
-	var cpus []int
-	for _, l := range lcores {
-		if !loops[l] {
-			cpus = append(cpus, l)
-		}
-	}
-	if len(cpus) == 0 {
-		cpus = []int{cfg.EAL.MainLcore}
-	}
-	return cpus, nil
+	return config.ParseLcores(cfg.EAL.RuntimeCPUs)
 }
 
 // pinThreads confines every thread of the process to cpus (see

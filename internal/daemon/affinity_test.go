@@ -14,10 +14,8 @@ func TestRuntimeCPUs(t *testing.T) {
 		pollers []int
 		want    []int
 	}{
-		{"the lcores without a loop", config.EAL{Lcores: "0-3", MainLcore: 0}, []int{2, 3}, []int{0, 1}},
-		{"only the main lcore left", config.EAL{Lcores: "0-1", MainLcore: 0}, []int{1}, []int{0}},
-		{"main lcore not the first", config.EAL{Lcores: "0-1", MainLcore: 1}, []int{0}, []int{1}},
-		{"set in the configuration", config.EAL{Lcores: "0-1", MainLcore: 0, RuntimeCPUs: "0-1,4"}, []int{1}, []int{0, 1, 4}},
+		{"unset: not confined", config.EAL{Lcores: "0-3", MainLcore: 0}, []int{2, 3}, nil},
+		{"set in the configuration", config.EAL{Lcores: "0-1", MainLcore: 0, RuntimeCPUs: "0,4-5"}, []int{1}, []int{0, 4, 5}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := &config.Config{EAL: tt.eal}

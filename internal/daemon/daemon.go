@@ -99,12 +99,14 @@ func Start(plan *Plan, opts Options) (_ *Daemon, err error) {
 		if err != nil {
 			return nil, err
 		}
-		n, err := pinThreads(cpus, nil)
-		if err != nil {
-			return nil, err
+		if cpus != nil {
+			n, err := pinThreads(cpus, nil)
+			if err != nil {
+				return nil, err
+			}
+			d.runtimeCPUs = cpus
+			d.log.Info("runtime threads pinned before the EAL starts", "cpus", cpus, "threads", n)
 		}
-		d.runtimeCPUs = cpus
-		d.log.Info("runtime threads pinned off the poll loops' CPUs before the EAL starts", "cpus", cpus, "threads", n)
 		d.eal, err = pmd.InitEAL(pmd.EALConfig{
 			Lcores: cfg.EAL.Lcores, MainLcore: cfg.EAL.MainLcore, MemoryMB: cfg.EAL.MemoryMB,
 			NoHuge: cfg.EAL.NoHuge, HugeDir: cfg.EAL.HugepageDir(), FilePrefix: cfg.EAL.FilePrefix,
@@ -284,7 +286,7 @@ func Start(plan *Plan, opts Options) (_ *Daemon, err error) {
 		d.running++
 		d.log.Info("poll loop started", "lcore", p.Lcore(), "rx_queues", len(p.Queues()), "services", len(p.Owned()))
 	}
-	if d.ownEAL {
+	if d.ownEAL && d.runtimeCPUs != nil {
 		d.repinThreads(loopTids)
 	}
 	return d, nil
