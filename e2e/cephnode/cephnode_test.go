@@ -181,7 +181,7 @@ func TestCephNode(t *testing.T) {
 		n.cleanup(ctx) // what the interrupted benches wrote
 	})
 	n.step("final stop: every mbuf back", func() {
-		err, log := n.d.Stop(20 * time.Second)
+		log, err := n.d.Stop(20 * time.Second)
 		if err != nil || !strings.Contains(log, "all mbufs returned") {
 			t.Fatalf("stop: %v\n%s", err, tail(log))
 		}
@@ -501,7 +501,7 @@ func (n *node) stopDuringBench(ctx context.Context) {
 	}
 	defer func() { bench.Process.Kill(); bench.Wait() }()
 	time.Sleep(3 * time.Second)
-	err, log := n.d.Stop(20 * time.Second)
+	log, err := n.d.Stop(20 * time.Second)
 	if err != nil || !strings.Contains(log, "all mbufs returned") {
 		n.t.Fatalf("stop during a bench: %v\n%s", err, tail(log))
 	}

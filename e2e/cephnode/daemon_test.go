@@ -98,18 +98,18 @@ func (d *daemonProc) Log() string {
 	return d.log.String()
 }
 
-// Stop sends SIGTERM and waits for the exit; it returns the exit error
-// and the log.
-func (d *daemonProc) Stop(timeout time.Duration) (error, string) {
+// Stop sends SIGTERM and waits for the exit; it returns the log and the
+// exit error.
+func (d *daemonProc) Stop(timeout time.Duration) (string, error) {
 	d.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-d.exited:
 	case <-time.After(timeout):
 		syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
 		<-d.exited
-		return fmt.Errorf("cephdpdkd did not stop within %v", timeout), d.Log()
+		return d.Log(), fmt.Errorf("cephdpdkd did not stop within %v", timeout)
 	}
-	return d.waitErr, d.Log()
+	return d.Log(), d.waitErr
 }
 
 // Metrics scrapes the daemon: "name{label=value,...}" → value.

@@ -195,7 +195,7 @@ shutdown: {drain_timeout: 1s}
 		t.Errorf("the daemon sent %v RNR NAKs to a Ceph client", v)
 	}
 
-	err, log := d.Stop(20 * time.Second)
+	log, err := d.Stop(20 * time.Second)
 	if err != nil || !strings.Contains(log, "all mbufs returned") {
 		t.Fatalf("stop: %v\n%s", err, tail(log))
 	}

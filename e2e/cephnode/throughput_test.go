@@ -188,7 +188,7 @@ roce: {service: roce, address: %[3]s, mtu: %[4]d, window: %[5]d, timeout: 18, ma
 	fmt.Fprintf(&b, "  %s", stalled)
 	t.Log(b.String())
 
-	if err, log := d.Stop(20 * time.Second); err != nil || !strings.Contains(log, "all mbufs returned") {
+	if log, err := d.Stop(20 * time.Second); err != nil || !strings.Contains(log, "all mbufs returned") {
 		t.Fatalf("stop: %v\n%s", err, tail(log))
 	}
 }
