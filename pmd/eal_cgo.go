@@ -5,6 +5,7 @@ package pmd
 #include "cdd.h"
 #include <rte_launch.h>
 #include <rte_lcore.h>
+#include <rte_pdump.h>
 
 // cddLcoreLoop is lcore_cgo.go's exported job loop.
 extern int cddLcoreLoop(void *);
@@ -14,6 +15,14 @@ static int cdd_eal_init(int argc, char **argv, int *err)
 {
 	rte_errno = 0;
 	int rc = rte_eal_init(argc, argv);
+	*err = rte_errno;
+	return rc;
+}
+
+static int cdd_pdump_init(int *err)
+{
+	rte_errno = 0;
+	int rc = rte_pdump_init();
 	*err = rte_errno;
 	return rc;
 }
@@ -43,6 +52,7 @@ func (e Errno) Error() string { return C.GoString(C.rte_strerror(C.int(e))) }
 type EAL struct {
 	cfg       EALConfig
 	mainStop  chan struct{} // releases the main lcore thread
+	pdump     bool          // rte_pdump_init ran
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -95,8 +105,24 @@ func InitEAL(cfg EALConfig) (*EAL, error) {
 	if err := launchWorkers(); err != nil {
 		return nil, errors.Join(err, e.Close())
 	}
+	// DPDK's capture tools (dpdk-dumpcap, dpdk-pdump) are secondary
+	// processes that ask the primary to copy its ports' packets to them;
+	// a secondary can only attach to hugepage memory whose files are
+	// still there (not --huge-unlink).
+	if C.rte_eal_process_type() == C.RTE_PROC_PRIMARY && e.HasHugepages() && !cfg.HugeUnlink {
+		var errno C.int
+		if rc := C.cdd_pdump_init(&errno); rc != 0 {
+			return nil, errors.Join(fmt.Errorf("pmd: pdump init: %w", Errno(errno)), e.Close())
+		}
+		e.pdump = true
+	}
 	return e, nil
 }
+
+// Pdump reports whether the EAL serves DPDK's capture tools
+// (dpdk-dumpcap, dpdk-pdump): a primary process on hugepages it keeps
+// linked.
+func (e *EAL) Pdump() bool { return e.pdump }
 
 // ealInit runs rte_eal_init. A failure is an error even when DPDK leaves
 // rte_errno at 0, as it does when another primary holds the file prefix.
@@ -128,6 +154,9 @@ func (e *EAL) HasHugepages() bool { return C.rte_eal_has_hugepages() != 0 }
 // returned first.
 func (e *EAL) Close() error {
 	e.closeOnce.Do(func() {
+		if e.pdump {
+			C.rte_pdump_uninit()
+		}
 		stopWorkers()
 		C.rte_eal_mp_wait_lcore()
 		if rc := C.rte_eal_cleanup(); rc != 0 {

@@ -124,6 +124,9 @@ func Start(plan *Plan, opts Options) (_ *Daemon, err error) {
 		d.ownEAL = true
 	}
 	d.log.Info("EAL up", "lcores", cfg.EAL.Lcores, "hugepages", d.eal.HasHugepages())
+	if d.ownEAL && d.eal.Pdump() {
+		d.log.Info("live capture served", "command", "dpdk-dumpcap --file-prefix="+cfg.EAL.FilePrefix+" -i "+devargs.Name(device)+" -w FILE.pcapng")
+	}
 
 	d.pool, err = mempool.New(mempool.Config{
 		Name: cfg.PoolName(), Size: plan.PoolSize, CacheSize: cfg.Mempool.CacheSize,

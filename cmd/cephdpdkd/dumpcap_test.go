@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/gopacket/pcapgo"
+
+	"github.com/cephdpdkd/cephdpdkd/internal/hugepages/hugepagestest"
+)
+
+// TestDumpcap: DPDK's own dpdk-dumpcap, a secondary process, captures
+// live from the running daemon (on hugepages, as secondaries need), and
+// every frame it writes is one the daemon replays.
+func TestDumpcap(t *testing.T) {
+	needRoot(t)
+	dumpcap, err := exec.LookPath("dpdk-dumpcap")
+	if err != nil {
+		t.Skipf("no dpdk-dumpcap (Debian's dpdk package): %v", err)
+	}
+	hugepagestest.Lock(t)
+	dir := hugepageMount(t, 256)
+	// A secondary probes the primary's vdevs again, with their devargs:
+	// net_pcap's capture must be a file that stays (the embedded sample's
+	// temporary copy is removed once the daemon has it open).
+	sample, err := filepath.Abs("../../configs/sample/ceph-node.pcap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := sampleConfig(t, "dumpcap", "no_huge: true", "no_huge: false\n  huge_dir: "+dir, "memory_mb: 512", "memory_mb: 256",
+		"rx_pcap={{sample_pcap}}", "rx_pcap="+sample)
+	p := startDaemon(t, cfg, nil)
+	p.waitLog("poll loop started", 30*time.Second)
+	m := regexp.MustCompile(`command="dpdk-dumpcap --file-prefix=(\S+) -i (\S+) `).FindStringSubmatch(p.logs.String())
+	if m == nil {
+		t.Fatalf("the daemon does not announce live capture:\n%s", p.logs)
+	}
+	out := filepath.Join(t.TempDir(), "live.pcapng")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	start := time.Now()
+	cmd := exec.CommandContext(ctx, dumpcap, "--file-prefix="+m[1], "-i", m[2], "-c", "1000", "-w", out, "-q")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s\ndaemon:\n%s", cmd, err, b, p.logs)
+	}
+	t.Logf("dpdk-dumpcap took 1000 frames in %v", time.Since(start).Round(time.Millisecond))
+
+	want := map[string]bool{}
+	for _, f := range readFrames(t, "../../configs/sample/ceph-node.pcap", false) {
+		want[string(f)] = true
+	}
+	got := readFrames(t, out, true)
+	if len(got) < 1000 {
+		t.Errorf("%d frames captured, want 1000", len(got))
+	}
+	for i, f := range got {
+		if !want[string(f)] {
+			t.Fatalf("captured frame %d (%d bytes) is not in the replayed capture", i, len(f))
+		}
+	}
+
+	p.signal(syscall.SIGTERM)
+	if code := p.wait(30 * time.Second); code != 0 || !strings.Contains(p.logs.String(), "all mbufs returned") {
+		t.Fatalf("stop: exit %d\n%s", code, p.logs)
+	}
+}
+
+// readFrames returns every frame of a pcap or pcapng file.
+func readFrames(t *testing.T, path string, ng bool) [][]byte {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var next func() ([]byte, error)
+	if ng {
+		r, err := pcapgo.NewNgReader(f, pcapgo.DefaultNgReaderOptions)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		next = func() ([]byte, error) { b, _, err := r.ReadPacketData(); return b, err }
+	} else {
+		r, err := pcapgo.NewReader(f)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		next = func() ([]byte, error) { b, _, err := r.ReadPacketData(); return b, err }
+	}
+	var frames [][]byte
+	for {
+		b, err := next()
+		if errors.Is(err, io.EOF) {
+			return frames
+		}
+		if err != nil {
+			t.Fatalf("%s: frame %d: %v", path, len(frames), fmt.Errorf("read: %w", err))
+		}
+		frames = append(frames, b)
+	}
+}
