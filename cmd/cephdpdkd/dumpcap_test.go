@@ -19,9 +19,10 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/internal/hugepages/hugepagestest"
 )
 
-// TestDumpcap: DPDK's own dpdk-dumpcap, a secondary process, captures
-// live from the running daemon (on hugepages, as secondaries need), and
-// every frame it writes is one the daemon replays.
+// TestDumpcap: DPDK's own dpdk-dumpcap and dpdk-pdump, secondary
+// processes, capture live from the running daemon (on hugepages, as
+// secondaries need), and every frame they write is one the daemon
+// replays.
 func TestDumpcap(t *testing.T) {
 	needRoot(t)
 	dumpcap, err := exec.LookPath("dpdk-dumpcap")
@@ -67,6 +68,44 @@ func TestDumpcap(t *testing.T) {
 		if !want[string(f)] {
 			t.Fatalf("captured frame %d (%d bytes) is not in the replayed capture", i, len(f))
 		}
+	}
+
+	// dpdk-pdump, the older tool: rx of port 0 to a pcap until SIGINT.
+	if pdump, err := exec.LookPath("dpdk-pdump"); err == nil {
+		rx := filepath.Join(t.TempDir(), "rx.pcap")
+		cmd := exec.Command(pdump, "-l", "0", "--file-prefix="+m[1], "--no-pci", "--log-level=*:warning", "--",
+			"--pdump", "port=0,queue=*,rx-dev="+rx)
+		var log strings.Builder
+		cmd.Stdout, cmd.Stderr = &log, &log
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// It copies every frame while it runs (over half a million a
+		// second here): stop it once the file has some.
+		for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+			if fi, err := os.Stat(rx); err == nil && fi.Size() > 1<<20 {
+				break
+			}
+		}
+		cmd.Process.Signal(syscall.SIGINT)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err = <-done:
+		case <-time.After(20 * time.Second):
+			cmd.Process.Kill()
+			t.Fatalf("dpdk-pdump did not stop on SIGINT:\n%s", &log)
+		}
+		frames := readFrames(t, rx, false)
+		if err != nil || len(frames) == 0 {
+			t.Fatalf("dpdk-pdump: %v, %d frames\n%s", err, len(frames), &log)
+		}
+		for i, f := range frames {
+			if !want[string(f)] {
+				t.Fatalf("dpdk-pdump frame %d (%d bytes) is not in the replayed capture", i, len(f))
+			}
+		}
+		t.Logf("dpdk-pdump took %d frames", len(frames))
 	}
 
 	p.signal(syscall.SIGTERM)
