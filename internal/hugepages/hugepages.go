@@ -11,7 +11,6 @@ package hugepages
 
 import (
 	"bufio"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -20,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cephdpdkd/cephdpdkd/internal/statefile"
 	"golang.org/x/sys/unix"
 )
 
@@ -443,16 +443,12 @@ func (s *System) Release(statePath string) (*State, error) {
 
 // ReadState reads a state file; nil, nil when it does not exist.
 func (s *System) ReadState(path string) (*State, error) {
-	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("hugepages: state file: %w", err)
-	}
 	var st State
-	if err := json.Unmarshal(b, &st); err != nil {
-		return nil, fmt.Errorf("hugepages: state file %s: %w", path, err)
+	if ok, err := statefile.Read(path, &st); !ok || err != nil {
+		if err != nil {
+			err = fmt.Errorf("hugepages: %w", err)
+		}
+		return nil, err
 	}
 	if st.SizeKB <= 0 || st.Added < 0 || (st.Mounted != "" && !filepath.IsAbs(st.Mounted)) {
 		return nil, fmt.Errorf("hugepages: state file %s: size_kb %d, added %d, mounted %q: not what Reserve writes", path, st.SizeKB, st.Added, st.Mounted)
@@ -460,32 +456,9 @@ func (s *System) ReadState(path string) (*State, error) {
 	return &st, nil
 }
 
-// writeState writes the state file durably: a temporary file, fsync, rename.
 func (s *System) writeState(path string, st *State) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("hugepages: state file: %w", err)
-	}
-	b, err := json.MarshalIndent(st, "", "  ")
-	if err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".hugepages-*")
-	if err != nil {
-		return fmt.Errorf("hugepages: state file: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	_, err = tmp.Write(append(b, '\n'))
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		return fmt.Errorf("hugepages: state file %s: %w", path, err)
+	if err := statefile.Write(path, st); err != nil {
+		return fmt.Errorf("hugepages: %w", err)
 	}
 	return nil
 }

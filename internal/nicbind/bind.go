@@ -1,15 +1,14 @@
 package nicbind
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/cephdpdkd/cephdpdkd/internal/devargs"
+	"github.com/cephdpdkd/cephdpdkd/internal/statefile"
 )
 
 // Bind binds the requested device to a DPDK driver for the named port.
@@ -273,16 +272,9 @@ func contains(list []string, v string) bool {
 
 // ReadState reads a state file; nil, nil when it does not exist.
 func (s *System) ReadState(path string) (*State, error) {
-	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("state file: %w", err)
-	}
 	var st State
-	if err := json.Unmarshal(b, &st); err != nil {
-		return nil, fmt.Errorf("state file %s: %w", path, err)
+	if ok, err := statefile.Read(path, &st); !ok || err != nil {
+		return nil, err
 	}
 	if !isPCIName(st.PCI) {
 		return nil, fmt.Errorf("state file %s: pci %q is not a PCI address", path, st.PCI)
@@ -290,37 +282,4 @@ func (s *System) ReadState(path string) (*State, error) {
 	return &st, nil
 }
 
-// writeState writes the state file durably: a temporary file, fsync, rename.
-func (s *System) writeState(st *State) error {
-	path := s.StatePath(st.Port)
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("state file: %w", err)
-	}
-	b, err := json.MarshalIndent(st, "", "  ")
-	if err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".state-*")
-	if err != nil {
-		return fmt.Errorf("state file: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	_, err = tmp.Write(append(b, '\n'))
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		return fmt.Errorf("state file %s: %w", path, err)
-	}
-	if d, err := os.Open(filepath.Dir(path)); err == nil {
-		d.Sync()
-		d.Close()
-	}
-	return nil
-}
+func (s *System) writeState(st *State) error { return statefile.Write(s.StatePath(st.Port), st) }
