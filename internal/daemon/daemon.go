@@ -27,6 +27,12 @@ import (
 // SamplePcapToken in port.device expands to the embedded sample capture.
 const SamplePcapToken = config.SamplePcapToken
 
+// pcapArgMax is the size of the buffer in which DPDK 22.11's net_pcap
+// keeps its arguments for secondary processes (ETH_PCAP_ARG_MAXLEN,
+// with the terminating NUL): a secondary re-reads rx_pcap from it, so a
+// longer argument string is cut and the secondary fails to probe.
+const pcapArgMax = 64
+
 // Daemon is a running data path.
 type Daemon struct {
 	plan *Plan
@@ -126,6 +132,10 @@ func Start(plan *Plan, opts Options) (_ *Daemon, err error) {
 	d.log.Info("EAL up", "lcores", cfg.EAL.Lcores, "hugepages", d.eal.HasHugepages())
 	if d.ownEAL && d.eal.Pdump() {
 		d.log.Info("live capture served", "command", "dpdk-dumpcap --file-prefix="+cfg.EAL.FilePrefix+" -i "+devargs.Name(device)+" -w FILE.pcapng")
+		if name, args, _ := strings.Cut(device, ","); strings.HasPrefix(name, "net_pcap") && len(args) >= pcapArgMax {
+			d.log.Warn("secondaries such as dpdk-dumpcap cannot attach to this port: net_pcap keeps only the first 63 bytes of its arguments for them; use a shorter rx_pcap path",
+				"device", name, "args_bytes", len(args))
+		}
 	}
 
 	d.pool, err = mempool.New(mempool.Config{
