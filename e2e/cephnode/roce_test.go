@@ -154,22 +154,30 @@ shutdown: {drain_timeout: 1s}
 	}
 	logf("FIGURES rados bench 10 write over RoCE from a TCG guest through cephdpdkd: %s MB/s, average latency %s s", bw[1], lat[1])
 
-	// The monitor sees the RoCE client's session.
-	bg, err := g.Start(fmt.Sprintf("rados -p %s bench 6 write --no-cleanup", cl.Pool()))
+	// The monitor sees the RoCE client's session. The client is polled
+	// for while it runs: a TCG guest under load takes seconds to start it.
+	bg, err := g.Start(fmt.Sprintf("rados -p %s bench 10 write --no-cleanup", cl.Pool()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(3 * time.Second)
-	sessions, err := cl.Command(ctx, node.Name, "ceph", "tell", "mon.a", "sessions").CombinedOutput()
-	if err != nil {
-		t.Fatalf("ceph tell mon.a sessions: %v\n%s", err, sessions)
-	}
-	// The client's address as the monitor sees it is the bridge's TCP
-	// source, the node's own; the session carries the guest's hostname.
-	if !strings.Contains(string(sessions), `"remote_host": "c1"`) {
-		t.Errorf("the monitor's sessions do not show the RoCE client (host c1):\n%s", sessions)
-	} else {
-		logf("the monitor lists the RoCE client's session (remote_host c1)")
+	var sessions []byte
+	for deadline := time.Now().Add(40 * time.Second); ; time.Sleep(time.Second) {
+		sessions, err = cl.Command(ctx, node.Name, "ceph", "tell", "mon.a", "sessions").CombinedOutput()
+		if err != nil {
+			t.Fatalf("ceph tell mon.a sessions: %v\n%s", err, sessions)
+		}
+		// The client's address as the monitor sees it is the bridge's
+		// TCP source, the node's own; the session carries the guest's
+		// hostname.
+		if strings.Contains(string(sessions), `"remote_host": "c1"`) {
+			logf("the monitor lists the RoCE client's session (remote_host c1)")
+			break
+		}
+		if time.Now().After(deadline) {
+			out, _ := bg.Output(ctx)
+			t.Errorf("the monitor's sessions do not show the RoCE client (host c1):\n%s\nclient:\n%s", sessions, out)
+			break
+		}
 	}
 	bg.Wait(ctx)
 
