@@ -187,3 +187,6 @@ func diffPaths(path string, a, b reflect.Value) []string {
 	}
 	return nil
 }
+
+// Problem returns an error about the setting at path, with its line.
+func (c *Config) Problem(path, msg string) error { return c.problem(path, msg) }
