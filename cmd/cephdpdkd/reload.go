@@ -60,7 +60,7 @@ func reloadConfig(ctx context.Context, d *daemon.Daemon, o runOptions, reloads *
 			log.Error("reload partly applied", "config", path, "err", err)
 			return
 		}
-		log.Error("reload refused; still running the previous configuration", "config", path, "err", err)
+		log.Error("reload refused", "config", path, "err", err)
 		return
 	}
 	reloads.Loaded(hash)
