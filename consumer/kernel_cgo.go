@@ -186,6 +186,37 @@ func (k *Kernel) publish() {
 	k.FromKernel.Drops.Store(uint64(k.c.up_drops))
 }
 
+// Rewire replaces the services the path drains, highest priority
+// first: a reload that adds, removes or reorders kernel services. A set
+// it drained before keeps its counters. The poll loop must not run the
+// path meanwhile (the reload takes it out of its loop's table first).
+func (k *Kernel) Rewire(sets []*dispatch.RingSet) error {
+	if len(sets) == 0 || len(sets) > MaxKernelServices {
+		return fmt.Errorf("consumer: kernel path for %d services; want 1..%d", len(sets), MaxKernelServices)
+	}
+	was := map[unsafe.Pointer]int{}
+	for i := range int(k.c.nsvc) {
+		was[unsafe.Pointer(k.c.svc[i].lanes)] = i
+	}
+	var svc [MaxKernelServices]C.struct_cdd_kernel_svc
+	counts := make([]Counts, len(sets))
+	for i, set := range sets {
+		j, ok := was[set.Pointer()]
+		if !ok {
+			svc[i].lanes = (*C.struct_cdd_ringset)(set.Pointer())
+			continue
+		}
+		svc[i] = k.c.svc[j]
+		counts[i].Packets.Store(k.Services[j].Packets.Load())
+		counts[i].Bytes.Store(k.Services[j].Bytes.Load())
+		counts[i].Drops.Store(k.Services[j].Drops.Load())
+	}
+	k.c.svc = svc
+	k.c.nsvc = C.uint16_t(len(sets))
+	k.Services = counts
+	return nil
+}
+
 // Pending returns how many of the kernel's frames wait for the port's
 // TX queue. Call it only when the poll loop is stopped.
 func (k *Kernel) Pending() int { return int(k.c.npend) }

@@ -83,7 +83,7 @@ func TestUnitAgreesWithDaemon(t *testing.T) {
 		}
 	}
 	for key, sub := range map[string]string{"ExecStartPre": "check-config " + configPath, "ExecStart": "run --config " + configPath,
-		"ExecStopPost": "restore-nic --config " + configPath} {
+		"ExecStopPost": "restore-nic --config " + configPath, "ExecReload": "reload --config " + configPath} {
 		if len(u[key]) != 1 || !strings.HasPrefix(u[key][0], binPath+" "+sub) {
 			t.Errorf("%s=%q, want %s %s", key, u[key], binPath, sub)
 		}

@@ -513,3 +513,93 @@ func TestLocalForwarderDirectAndBacklog(t *testing.T) {
 		t.Errorf("forwarder counted %d, want 43", n)
 	}
 }
+
+// A rewire swaps the loop's table between bursts: the loop adopts it at
+// its next iteration, services kept across it keep their lanes and
+// counters, a retiring service's consumer still drains what its lane
+// holds, and a closed service's packets are freed and counted as drops.
+func TestRewire(t *testing.T) {
+	pool := testenv.Pool(t, "dsp_rewire", 4095)
+	port := testenv.LoopPort(t, "net_ring26", pool, 1)
+	svcs := services(t, "dsp_rewire", 1, 256, 256)
+	recs := make([]*recorder, len(svcs))
+	for i, s := range svcs {
+		recs[i] = newRecorder(t, testenv.RingSet(t, s.Rings...))
+		s.Consumer = recs[i]
+	}
+	p := poller(t, dispatch.PollerConfig{Lcore: 1, Port: port.ID(), Queues: []uint16{0}, BurstSize: 32,
+		Classifier: classifier(t), Services: svcs, Owned: []int{svcA, svcB, svcOther}})
+	send := func(svc, n int, seq0 uint32) {
+		var frames [][]byte
+		for i := range n {
+			frames = append(frames, frame(svc, 0, seq0+uint32(i)))
+		}
+		testenv.Send(t, port, pool, 0, frames)
+	}
+	for s := range numServices {
+		send(s, 10, 0)
+	}
+	idle(t, p)
+	recs[svcB].paused = true
+	send(svcB, 10, 10)
+	idle(t, p)
+	if q := svcs[svcB].Queued(); q != 10 {
+		t.Fatalf("b holds %d packets, want 10", q)
+	}
+
+	// b goes; port 2000 now belongs to c, closed (no lanes yet).
+	closed := &dispatch.Service{Name: "c"}
+	cls, err := classify.Compile([]classify.Rule{
+		{Service: 0, Proto: 17, DstPorts: []classify.PortRange{{Lo: 1000, Hi: 1000}}},
+		{Service: 2, Proto: 17, DstPorts: []classify.PortRange{{Lo: 2000, Hi: 2000}}},
+	}, 3, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen, err := p.Rewire(dispatch.PollerConfig{Lcore: 1, Port: port.ID(), Queues: []uint16{0}, BurstSize: 32,
+		Classifier: cls, Services: []*dispatch.Service{svcs[svcA], svcs[svcOther], closed}, Owned: []int{0, 1},
+		Retiring: []*dispatch.Service{svcs[svcB]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Adopted(gen) {
+		t.Fatal("adopted before the loop ran")
+	}
+	recs[svcB].paused = false
+	for s := range numServices {
+		send(s, 10, 20)
+	}
+	idle(t, p)
+	if !p.Adopted(gen) {
+		t.Fatal("not adopted after the loop ran")
+	}
+	p.FreeRetired()
+	for _, c := range []struct {
+		svc         *dispatch.Service
+		rec         *recorder
+		pkts, drops uint64
+		got         int
+	}{
+		{svcs[svcA], recs[svcA], 20, 0, 20},
+		{svcs[svcOther], recs[svcOther], 20, 0, 20},
+		{svcs[svcB], recs[svcB], 20, 0, 20},
+		{closed, nil, 0, 10, 0},
+	} {
+		if n, d := c.svc.Stats.Packets.Load(), c.svc.Stats.Drops.Load(); n != c.pkts || d != c.drops {
+			t.Errorf("service %s: %d packets, %d drops; want %d and %d", c.svc.Name, n, d, c.pkts, c.drops)
+		}
+		if c.rec != nil {
+			if len(c.rec.got) != c.got {
+				t.Errorf("service %s: consumer got %d, want %d", c.svc.Name, len(c.rec.got), c.got)
+			}
+			checkOrder(t, c.svc.Name, c.rec.got)
+		}
+	}
+	if q := svcs[svcB].Queued(); q != 0 {
+		t.Errorf("retired b still holds %d packets", q)
+	}
+	if _, err := p.Rewire(dispatch.PollerConfig{Lcore: 1, Port: port.ID(), Queues: []uint16{0}, Lane: 1, BurstSize: 32,
+		Classifier: cls, Services: []*dispatch.Service{svcs[svcA], svcs[svcOther], closed}}); err == nil {
+		t.Error("a rewire to another lane was accepted")
+	}
+}

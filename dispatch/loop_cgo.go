@@ -15,7 +15,7 @@ struct cdd_svc_delta {
 	uint64_t drops;
 };
 
-// A poll loop's C state: its lane of each service, a bucket per service for
+// A poll loop's C state: its lane of each service (NULL: closed), a bucket per service for
 // sorting a burst, per-service deltas of the last dispatch, the native
 // consumers the loop runs, and, per service, the local native consumer of
 // its lane (NULL if none) that the dispatcher may hand packets directly.
@@ -70,6 +70,13 @@ static void cdd_dispatch(struct cdd_burst *b, struct cdd_loop *l)
 		present &= present - 1;
 		void **out = &bucket[(uint32_t)s * cap];
 		uint16_t k = fill[s];
+		if (unlikely(l->rings[s] == NULL)) {
+			// A closed service (being replaced by a reload): freed
+			// and counted as drops.
+			rte_pktmbuf_free_bulk((struct rte_mbuf **)out, k);
+			l->d[s].drops = k;
+			continue;
+		}
 		unsigned int taken = 0;
 		struct cdd_native *c = l->direct[s];
 		if (c && cdd_native_idle(c) && rte_ring_empty(l->rings[s]))
@@ -268,7 +275,7 @@ type loop struct {
 type serviceDelta struct{ pkts, bytes, drops uint64 }
 
 // newLoop builds the C state: rings[s] is the loop's lane of service s
-// (nil for a loop that does not receive), direct[s] its local native
+// (nil for a loop that does not receive, or a closed service), direct[s] its local native
 // consumer or nil, natives every native the loop runs.
 func newLoop(rings []*Ring, direct, natives []NativeConsumer, burst int) (*loop, error) {
 	n := len(rings)

@@ -31,6 +31,11 @@ type Consumer interface {
 // packet, which then never leaves that core. A single consumer
 // (Consumer, or a task such as the kernel exception path) runs on the
 // loop that owns the service and drains every lane.
+//
+// A service without rings or local consumers is closed: the dispatcher
+// frees what is classified to it and counts it in Stats.Drops. A reload
+// closes a service for the moment between its old lanes' retirement
+// and its new ones.
 type Service struct {
 	Name string
 	// Rings are the lanes, indexed by the receiving loop's lane number.
@@ -84,9 +89,24 @@ const publishEvery = 64
 
 type localCounts struct {
 	queuePackets, queueBytes []uint64
-	svcPackets, svcBytes     []uint64
-	svcDrops                 []uint64
 	malformed                [classify.NumReasons]uint64
+}
+
+// table is what a poll loop dispatches with: the classifier, the
+// services its verdicts index, the loop's C state over its lanes of
+// them, and the consumers the loop runs. Only the loop writes to it
+// (its per-service counters and C state) once published, and a reload
+// replaces it whole (Poller.Rewire).
+type table struct {
+	gen        uint64
+	classifier *classify.Classifier
+	services   []*Service // indexed by service number (all of them)
+	loop       *loop
+	owned      []*Service // services whose single consumers run here
+	goPolled   []Consumer // consumers run here that are not native
+	natives    []NativeConsumer
+	// Per service, counted by the loop since it last published.
+	svcPackets, svcBytes, svcDrops []uint64
 }
 
 // Poller is one poll loop: it receives bursts from its RX queues,
@@ -94,17 +114,29 @@ type localCounts struct {
 // service with one cgo call, and runs the local consumers of its lanes
 // and the single consumers of the services it owns. Run it on a
 // dedicated EAL lcore.
+//
+// A reload hands the loop a new table through next, an atomic pointer
+// the loop reads once per iteration, before it touches a burst: the
+// loop takes no lock and allocates nothing for it, and a burst is
+// dispatched whole with one table. The loop acknowledges by storing the
+// table's generation in adopted; only then may the caller free what the
+// old table alone referenced (rings, consumers, its C state): the
+// quiescence handshake.
 type Poller struct {
-	lcore      uint
-	port       uint16
-	queues     []QueueStats
-	bursts     []*pmd.Burst // one per RX queue: received, not yet classified
-	classifier *classify.Classifier
-	services   []*Service // indexed by service number (all of them)
-	loop       *loop
-	owned      []*Service // services whose single consumers run here
-	goPolled   []Consumer // consumers run here that are not native
-	natives    []NativeConsumer
+	lcore  uint
+	port   uint16
+	lane   int
+	burst  int
+	queues []QueueStats
+	bursts []*pmd.Burst // one per RX queue: received, not yet classified
+	cur    *table       // the loop's own view
+
+	next    atomic.Pointer[table]
+	adopted atomic.Uint64
+	// latest and retired belong to the goroutine that calls Rewire:
+	// the last table published, and older ones the loop may still use.
+	latest  *table
+	retired []*table
 
 	// The loop counts in plain fields and publishes them to the atomic
 	// counters when idle or every publishEvery busy iterations: locked
@@ -140,10 +172,40 @@ type PollerConfig struct {
 	// kernel exception path); the loop polls them like a service's
 	// consumer. Owned services drained by a task have a nil Consumer.
 	Tasks []Consumer
+	// Retiring are services a reload removed or replaced: the classifier
+	// no longer hands them packets, and their consumers run here until
+	// their lanes are empty: the local consumer of this loop's lane, or
+	// the single Consumer, which the caller lists on its owner only.
+	Retiring []*Service
 }
 
 // NewPoller allocates a poll loop's burst and ring table.
 func NewPoller(cfg PollerConfig) (*Poller, error) {
+	p := &Poller{lcore: cfg.Lcore, port: cfg.Port, lane: cfg.Lane, burst: cfg.BurstSize}
+	t, err := p.newTable(cfg, 1)
+	if err != nil {
+		return nil, err
+	}
+	for _, q := range cfg.Queues {
+		p.queues = append(p.queues, QueueStats{Queue: q})
+		b, err := pmd.NewBurst(cfg.BurstSize)
+		if err != nil {
+			t.free()
+			p.Free()
+			return nil, err
+		}
+		p.bursts = append(p.bursts, b)
+	}
+	p.cur, p.latest = t, t
+	p.next.Store(t)
+	p.adopted.Store(t.gen)
+	p.local = localCounts{queuePackets: make([]uint64, len(cfg.Queues)), queueBytes: make([]uint64, len(cfg.Queues))}
+	return p, nil
+}
+
+// newTable builds the table of cfg's classifier, services and consumers
+// for this loop.
+func (p *Poller) newTable(cfg PollerConfig, gen uint64) (*table, error) {
 	if cfg.Classifier == nil {
 		return nil, errors.New("dispatch: poller without classifier")
 	}
@@ -153,27 +215,28 @@ func NewPoller(cfg PollerConfig) (*Poller, error) {
 	if len(cfg.Services) > 64 {
 		return nil, fmt.Errorf("dispatch: %d services; at most 64", len(cfg.Services))
 	}
-	p := &Poller{lcore: cfg.Lcore, port: cfg.Port, classifier: cfg.Classifier, services: cfg.Services}
+	t := &table{gen: gen, classifier: cfg.Classifier, services: cfg.Services}
 	// A loop that receives feeds its lane of every service and runs the
 	// local consumers of those lanes; one without RX queues only runs
 	// what it owns.
 	rings := make([]*Ring, len(cfg.Services))
 	direct := make([]NativeConsumer, len(cfg.Services))
-	if len(cfg.Queues) > 0 {
+	receives := len(cfg.Queues) > 0
+	if receives {
 		for i, s := range cfg.Services {
+			if len(s.Rings) == 0 && s.Local == nil {
+				continue // closed: what it is handed is dropped
+			}
 			if cfg.Lane < 0 || cfg.Lane >= len(s.Rings) {
 				return nil, fmt.Errorf("dispatch: poller on lcore %d feeds lane %d; service %q has %d", cfg.Lcore, cfg.Lane, s.Name, len(s.Rings))
 			}
 			rings[i] = s.Rings[cfg.Lane]
 			if s.Local != nil {
-				if len(s.Local) != len(s.Rings) {
-					return nil, fmt.Errorf("dispatch: service %q has %d lanes and %d local consumers", s.Name, len(s.Rings), len(s.Local))
+				c, err := localConsumer(s, cfg.Lane)
+				if err != nil {
+					return nil, err
 				}
-				c := s.Local[cfg.Lane]
-				if c == nil {
-					return nil, fmt.Errorf("dispatch: service %q has no local consumer for lane %d", s.Name, cfg.Lane)
-				}
-				p.addConsumer(c)
+				t.addConsumer(c)
 				direct[i], _ = c.(NativeConsumer)
 			}
 		}
@@ -186,43 +249,108 @@ func NewPoller(cfg PollerConfig) (*Poller, error) {
 		if s.Local != nil {
 			return nil, fmt.Errorf("dispatch: service %q runs on every receiving loop; no loop owns it", s.Name)
 		}
-		p.owned = append(p.owned, s)
+		t.owned = append(t.owned, s)
 		if s.Consumer != nil { // else drained by a task
-			p.addConsumer(s.Consumer)
+			t.addConsumer(s.Consumer)
 		}
 	}
-	p.goPolled = append(p.goPolled, cfg.Tasks...)
-	for _, q := range cfg.Queues {
-		p.queues = append(p.queues, QueueStats{Queue: q})
-		b, err := pmd.NewBurst(cfg.BurstSize)
-		if err != nil {
-			p.Free()
-			return nil, err
+	for _, s := range cfg.Retiring {
+		switch {
+		case s.Local != nil && receives:
+			c, err := localConsumer(s, cfg.Lane)
+			if err != nil {
+				return nil, err
+			}
+			t.addConsumer(c)
+		case s.Local == nil && s.Consumer != nil:
+			t.addConsumer(s.Consumer)
 		}
-		p.bursts = append(p.bursts, b)
 	}
-	l, err := newLoop(rings, direct, p.natives, cfg.BurstSize)
+	t.goPolled = append(t.goPolled, cfg.Tasks...)
+	l, err := newLoop(rings, direct, t.natives, cfg.BurstSize)
 	if err != nil {
-		p.Free()
 		return nil, err
 	}
-	p.loop = l
-	p.local = localCounts{
-		queuePackets: make([]uint64, len(cfg.Queues)), queueBytes: make([]uint64, len(cfg.Queues)),
-		svcPackets: make([]uint64, len(cfg.Services)), svcBytes: make([]uint64, len(cfg.Services)),
-		svcDrops: make([]uint64, len(cfg.Services)),
+	t.loop = l
+	n := len(cfg.Services)
+	t.svcPackets, t.svcBytes, t.svcDrops = make([]uint64, n), make([]uint64, n), make([]uint64, n)
+	return t, nil
+}
+
+// localConsumer returns s's local consumer of lane.
+func localConsumer(s *Service, lane int) (Consumer, error) {
+	if len(s.Local) != len(s.Rings) {
+		return nil, fmt.Errorf("dispatch: service %q has %d lanes and %d local consumers", s.Name, len(s.Rings), len(s.Local))
 	}
-	return p, nil
+	if lane < 0 || lane >= len(s.Local) || s.Local[lane] == nil {
+		return nil, fmt.Errorf("dispatch: service %q has no local consumer for lane %d", s.Name, lane)
+	}
+	return s.Local[lane], nil
 }
 
 // addConsumer runs c on this loop: inside the loop's cgo call if it is
 // native, else by calling Poll.
-func (p *Poller) addConsumer(c Consumer) {
+func (t *table) addConsumer(c Consumer) {
 	if n, ok := c.(NativeConsumer); ok {
-		p.natives = append(p.natives, n)
+		t.natives = append(t.natives, n)
 	} else {
-		p.goPolled = append(p.goPolled, c)
+		t.goPolled = append(t.goPolled, c)
 	}
+}
+
+func (t *table) free() {
+	if t.loop != nil {
+		t.loop.free()
+		t.loop = nil
+	}
+}
+
+// Rewire hands the loop a new table built from cfg's Classifier,
+// Services, Owned, Tasks and Retiring; the loop's lcore, port, queues,
+// lane and burst size stay as NewPoller set them. The loop adopts it at
+// the top of its next iteration, after publishing its counters of the
+// old one. It returns the new table's generation: until Adopted reports
+// it, the loop may still run the old table's consumers and fill its
+// lanes. Rewire, Adopted and FreeRetired are for one goroutine at a time.
+func (p *Poller) Rewire(cfg PollerConfig) (uint64, error) {
+	if cfg.Lane != p.lane || cfg.BurstSize != p.burst || len(cfg.Queues) != len(p.queues) {
+		return 0, fmt.Errorf("dispatch: poller on lcore %d: a rewire cannot change its lane, queues or burst size", p.lcore)
+	}
+	t, err := p.newTable(cfg, p.latest.gen+1)
+	if err != nil {
+		return 0, err
+	}
+	p.retired = append(p.retired, p.latest)
+	p.latest = t
+	p.next.Store(t)
+	return t.gen, nil
+}
+
+// Adopted reports whether the loop has moved to table generation gen
+// (or a later one): it no longer touches anything older.
+func (p *Poller) Adopted(gen uint64) bool { return p.adopted.Load() >= gen }
+
+// FreeRetired frees the C state of the tables the loop has moved past.
+func (p *Poller) FreeRetired() {
+	seen := p.adopted.Load()
+	keep := p.retired[:0]
+	for _, t := range p.retired {
+		if t.gen < seen {
+			t.free()
+		} else {
+			keep = append(keep, t)
+		}
+	}
+	clear(p.retired[len(keep):])
+	p.retired = keep
+}
+
+// adopt moves the loop to table t, publishing first what it counted
+// with the old one, whose services may be gone from t.
+func (p *Poller) adopt(t *table) {
+	p.publish()
+	p.cur = t
+	p.adopted.Store(t.gen)
 }
 
 // Lcore returns the lcore this loop is meant to run on.
@@ -271,6 +399,10 @@ func (p *Poller) Run() {
 // burst. Then the Go consumers poll. It returns the packets handled
 // (received, dispatched or consumed): 0 when the loop is idle.
 func (p *Poller) PollOnce() int {
+	if t := p.next.Load(); t != p.cur {
+		p.adopt(t)
+	}
+	t := p.cur
 	work := 0
 	rx := !p.stopRx.Load()
 	last := len(p.bursts) - 1
@@ -279,21 +411,21 @@ func (p *Poller) PollOnce() int {
 			p.classify(b)
 			work += n
 		}
-		work += p.loop.step(b, p.port, p.queues[qi].Queue, qi == last, rx)
-		p.account()
+		work += t.loop.step(b, p.port, p.queues[qi].Queue, qi == last, rx)
+		t.account()
 		if n := b.Len(); n > 0 { // received: classified next iteration
 			p.local.queuePackets[qi] += uint64(n)
 			p.local.queueBytes[qi] += b.Bytes()
 			work += n
 		}
 	}
-	if len(p.bursts) == 0 && len(p.natives) > 0 {
-		work += p.loop.step(nil, 0, 0, true, false)
+	if len(p.bursts) == 0 && len(t.natives) > 0 {
+		work += t.loop.step(nil, 0, 0, true, false)
 	}
 	if !rx && !p.rxDrained.Load() && p.held() == 0 {
 		p.rxDrained.Store(true)
 	}
-	for _, c := range p.goPolled {
+	for _, c := range t.goPolled {
 		work += c.Poll()
 	}
 	p.sincePublish++
@@ -307,7 +439,7 @@ func (p *Poller) PollOnce() int {
 func (p *Poller) classify(b *pmd.Burst) {
 	l := &p.local
 	verdicts := b.Verdicts()
-	c := p.classifier
+	c := p.cur.classifier
 	for i := range verdicts {
 		f := b.Frame(i)
 		var svc int
@@ -325,13 +457,12 @@ func (p *Poller) classify(b *pmd.Burst) {
 }
 
 // account adds the last dispatch's per-service deltas.
-func (p *Poller) account() {
-	l := &p.local
-	for i, d := range p.loop.deltas {
-		l.svcPackets[i] += d.pkts
-		l.svcBytes[i] += d.bytes
-		l.svcDrops[i] += d.drops
-		p.loop.deltas[i] = serviceDelta{}
+func (t *table) account() {
+	for i, d := range t.loop.deltas {
+		t.svcPackets[i] += d.pkts
+		t.svcBytes[i] += d.bytes
+		t.svcDrops[i] += d.drops
+		t.loop.deltas[i] = serviceDelta{}
 	}
 }
 
@@ -349,20 +480,20 @@ func (p *Poller) held() int {
 // are added as deltas.
 func (p *Poller) publish() {
 	p.sincePublish = 0
-	l := &p.local
-	for i, s := range p.services {
-		if l.svcPackets[i]|l.svcDrops[i] == 0 {
+	l, t := &p.local, p.cur
+	for i, s := range t.services {
+		if t.svcPackets[i]|t.svcDrops[i] == 0 {
 			continue
 		}
-		s.Stats.Packets.Add(l.svcPackets[i])
-		s.Stats.Bytes.Add(l.svcBytes[i])
-		s.Stats.Drops.Add(l.svcDrops[i])
-		l.svcPackets[i], l.svcBytes[i], l.svcDrops[i] = 0, 0, 0
+		s.Stats.Packets.Add(t.svcPackets[i])
+		s.Stats.Bytes.Add(t.svcBytes[i])
+		s.Stats.Drops.Add(t.svcDrops[i])
+		t.svcPackets[i], t.svcBytes[i], t.svcDrops[i] = 0, 0, 0
 	}
 	for r := classify.ReasonNone + 1; r < classify.NumReasons; r++ {
 		p.malformed[r].Store(l.malformed[r])
 	}
-	for _, n := range p.natives {
+	for _, n := range t.natives {
 		n.Publish()
 	}
 	// Queue counters last: a reader that sees them sees everything
@@ -385,7 +516,8 @@ func (p *Poller) RxDrained() bool { return p.rxDrained.Load() }
 func (p *Poller) Stop() { p.stop.Store(true) }
 
 // Owned returns the services whose single consumers this loop runs.
-func (p *Poller) Owned() []*Service { return p.owned }
+// It is the latest table's: call it from the goroutine that rewires.
+func (p *Poller) Owned() []*Service { return p.latest.owned }
 
 // Queues returns the per-queue counters.
 func (p *Poller) Queues() []QueueStats { return p.queues }
@@ -410,8 +542,12 @@ func (p *Poller) Free() {
 		b.Free()
 	}
 	p.bursts = nil
-	if p.loop != nil {
-		p.loop.free()
-		p.loop = nil
+	for _, t := range p.retired {
+		t.free()
 	}
+	p.retired = nil
+	if p.latest != nil {
+		p.latest.free()
+	}
+	p.cur, p.latest = nil, nil
 }

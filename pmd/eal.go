@@ -129,6 +129,14 @@ func runtimeDir(uid int, getenv func(string) string, prefix string) string {
 	return filepath.Join(dir, "dpdk", prefix)
 }
 
+// PrimaryPID returns the pid of the DPDK primary process running with
+// file prefix, which holds the lock on its runtime config: unlike a pid
+// file, the lock goes with the process. ok is false when none runs (or
+// it runs with --in-memory or --no-shconf, which keep no runtime config).
+func PrimaryPID(prefix string) (pid int, ok bool) {
+	return configLockHolder(filepath.Join(RuntimeDir(prefix), "config"))
+}
+
 // checkPrefixFree returns a *PrefixInUseError when a running primary
 // process holds the runtime config of cfg's file prefix. It must not run
 // while this process has an EAL: closing the file would drop our own lock.

@@ -7,6 +7,7 @@
 //	cephdpdkd run [--config FILE] [--run-dir DIR]  run the daemon (embedded default config without --config)
 //	cephdpdkd check-config [--offline] FILE  validate a configuration and print the plan
 //	cephdpdkd status [--url URL]     print a running daemon's status line
+//	cephdpdkd reload --config FILE   check FILE, then have the daemon running it reload it (SIGHUP)
 //	cephdpdkd pcap-check FILE        verify every RoCEv2 frame of a capture
 //	cephdpdkd roce-ping --config FILE --target IP [--port P] [-n N] [-s S]
 //	cephdpdkd nic-status [--sysfs DIR] [--run-dir DIR]
@@ -53,6 +54,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = cmdCheckConfig(args[1:], stdout, stderr)
 	case "status":
 		err = cmdStatus(ctx, args[1:], stdout, stderr)
+	case "reload":
+		err = cmdReload(ctx, args[1:], stdout, stderr)
 	case "roce-ping":
 		err = cmdRoCEPing(ctx, args[1:], stdout, stderr)
 	case "nic-status":
@@ -101,6 +104,11 @@ func usage(w io.Writer) {
                                  validate a configuration against this machine (--offline: for
                                  another one) and print what it will build
   cephdpdkd status [--url URL]   print a running daemon's status from its metrics
+  cephdpdkd reload --config FILE [--wait DURATION]
+                                 check FILE, then signal the daemon running it (found by its EAL
+                                 file prefix's lock) to reload it (SIGHUP), and wait for the result
+                                 on its metrics endpoint; rules, services and their consumers and
+                                 priorities change live, the port, EAL, lcores and pool do not
   cephdpdkd pcap-check FILE      decode and verify every RoCEv2 frame of a pcap/pcapng
   cephdpdkd roce-ping --config FILE --target IP [--port P] [-n N] [-s S] [--mode echo|reply|tose]
                                  connect to an rdma_cm listener over the config's RoCE endpoint,

@@ -3,6 +3,8 @@ package main
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -31,21 +33,31 @@ import (
 // run, roce-ping and check-config share it: what check-config accepts,
 // run does not refuse later.
 func loadConfig(path string, offline bool) (*config.Config, error) {
-	var c *config.Config
-	var err error
-	if path == "" {
-		if c, err = config.Parse(configs.Default); err != nil {
-			return nil, fmt.Errorf("embedded default config: %w", err)
+	c, _, err := loadConfigHash(path, offline)
+	return c, err
+}
+
+// loadConfigHash is loadConfig, also returning the SHA-256 of the file
+// (hex, as sha256sum prints it) for the config_info metric.
+func loadConfigHash(path string, offline bool) (*config.Config, string, error) {
+	b := configs.Default
+	if path != "" {
+		var err error
+		if b, err = os.ReadFile(path); err != nil {
+			return nil, "", fmt.Errorf("config: %w", err)
 		}
-	} else if c, err = config.Load(path); err != nil {
-		return nil, err
+	}
+	c, err := config.Parse(b)
+	if err != nil {
+		return nil, "", fmt.Errorf("config %s: %w", cmp.Or(path, "(embedded default)"), err)
 	}
 	if !offline {
 		if err := c.CheckHost(); err != nil {
-			return nil, fmt.Errorf("config %s: %w", cmp.Or(path, "(embedded default)"), err)
+			return nil, "", fmt.Errorf("config %s: %w", cmp.Or(path, "(embedded default)"), err)
 		}
 	}
-	return c, nil
+	sum := sha256.Sum256(b)
+	return c, hex.EncodeToString(sum[:]), nil
 }
 
 func cmdRun(args []string, stdout, stderr io.Writer) error {
@@ -67,7 +79,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "run: --duration %v: want 0 (until SIGINT/SIGTERM) or a positive duration\n", *duration)
 		return errUsage
 	}
-	cfg, err := loadConfig(*path, false)
+	cfg, hash, err := loadConfigHash(*path, false)
 	if err != nil {
 		return err
 	}
@@ -81,7 +93,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	ctx, shuttingDown, stopSignals := daemonSignals(log)
+	ctx, shuttingDown, reload, stopSignals := daemonSignals(log)
 	defer stopSignals()
 	if *duration > 0 {
 		var cancel context.CancelFunc
@@ -97,6 +109,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 		return runDaemon(ctx, shuttingDown, cfg, plan, runOptions{
 			stdout: stdout, cpuProfile: *cpuProfile, status: *status,
 			notifier: notifier, watchdog: watchdog, log: log,
+			configPath: *path, configHash: hash, reload: reload,
 		})
 	})
 }
@@ -109,6 +122,11 @@ type runOptions struct {
 	notifier   sdnotify.Notifier
 	watchdog   time.Duration
 	log        *slog.Logger
+	// configPath is reread on a reload ("": the embedded default);
+	// configHash is the running file's SHA-256.
+	configPath string
+	configHash string
+	reload     <-chan struct{}
 }
 
 // runDaemon starts the data path, serves its metrics and status, and
@@ -140,7 +158,8 @@ func runDaemon(ctx context.Context, shuttingDown context.CancelCauseFunc, cfg *c
 	}
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(metrics.NewCollector(d.Snapshot), collectors.NewGoCollector(),
+	reloads := metrics.NewReloads(o.configHash)
+	reg.MustRegister(metrics.NewCollector(d.Snapshot), reloads, collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if n := d.RoCE(); n != nil {
 		reg.MustRegister(n.Collectors()...)
@@ -170,7 +189,7 @@ func runDaemon(ctx context.Context, shuttingDown context.CancelCauseFunc, cfg *c
 	}()
 	agent.Ready(fmt.Sprintf("port %s started, %d poll loops", cfg.Port.Name, len(d.Pollers())))
 
-	runErr := d.Wait(ctx)
+	runErr := waitReloading(ctx, d, o, reloads)
 	// From here on a signal cuts the shutdown short. This also ends the
 	// status line when a poll loop died.
 	shuttingDown(cmp.Or(context.Cause(ctx), runErr))

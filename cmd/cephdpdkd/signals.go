@@ -17,16 +17,17 @@ const exitForced = 1
 // or by cancel (the daemon stopping for another reason), another SIGINT or
 // SIGTERM exits at once with status exitForced, without the rest of the
 // shutdown and its mbuf leak check: a shutdown stuck draining should not
-// need SIGKILL. SIGHUP is logged and ignored: there is no reload yet.
-// SIGPIPE is ignored, so a closed stdout or stderr (a terminal gone, a
+// need SIGKILL. SIGHUP asks for a configuration reload on the returned
+// channel; SIGHUPs that arrive while one waits make one reload. SIGPIPE is ignored, so a closed stdout or stderr (a terminal gone, a
 // log pipe closed) fails writes instead of killing the data path. stop
 // ends the handling of SIGINT, SIGTERM and SIGHUP.
-func daemonSignals(log *slog.Logger) (ctx context.Context, cancel context.CancelCauseFunc, stop func()) {
+func daemonSignals(log *slog.Logger) (ctx context.Context, cancel context.CancelCauseFunc, reload <-chan struct{}, stop func()) {
 	signal.Ignore(syscall.SIGPIPE)
 	ctx, cancel = context.WithCancelCause(context.Background())
 	ch := make(chan os.Signal, 4)
 	signal.Notify(ch, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	done := make(chan struct{})
+	hup := make(chan struct{}, 1)
 	go func() {
 		for {
 			var s os.Signal
@@ -37,7 +38,10 @@ func daemonSignals(log *slog.Logger) (ctx context.Context, cancel context.Cancel
 			}
 			switch {
 			case s == syscall.SIGHUP:
-				log.Warn("SIGHUP: configuration reload is not supported yet; still running with the configuration it started with")
+				select {
+				case hup <- struct{}{}:
+				default: // a reload is already asked for
+				}
 			case ctx.Err() == nil:
 				cancel(fmt.Errorf("%v signal received", s))
 			default:
@@ -46,7 +50,7 @@ func daemonSignals(log *slog.Logger) (ctx context.Context, cancel context.Cancel
 			}
 		}
 	}()
-	return ctx, cancel, func() {
+	return ctx, cancel, hup, func() {
 		signal.Stop(ch)
 		close(done)
 	}

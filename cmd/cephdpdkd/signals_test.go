@@ -186,27 +186,6 @@ func TestSecondDaemonSamePrefix(t *testing.T) {
 	}
 }
 
-// SIGHUP does not stop the daemon (there is no reload yet); it keeps
-// running and shuts down cleanly on SIGTERM.
-func TestSIGHUPKeepsRunning(t *testing.T) {
-	needRoot(t)
-	p := startDaemon(t, sampleConfig(t, "hup"), nil)
-	p.waitLog("poll loop started", 20*time.Second)
-	p.signal(syscall.SIGHUP)
-	p.waitLog("reload is not supported", 5*time.Second)
-	time.Sleep(500 * time.Millisecond)
-	p.running()
-	p.signal(syscall.SIGTERM)
-	if code := p.wait(30 * time.Second); code != 0 {
-		t.Errorf("exit %d (%v)", code, p.err)
-	}
-	for _, want := range []string{"all mbufs returned", "stopped cleanly"} {
-		if !strings.Contains(p.logs.String(), want) {
-			t.Errorf("log lacks %q:\n%s", want, p.logs)
-		}
-	}
-}
-
 // Writes to a closed stdout (the live status line) and stderr (the log)
 // fail without killing the daemon: it keeps running and exits 0, which
 // it does only when every mbuf came back.

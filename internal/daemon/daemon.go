@@ -7,7 +7,9 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cephdpdkd/cephdpdkd/configs"
@@ -44,12 +46,18 @@ type Daemon struct {
 	services []*dispatch.Service
 	counts   [][]*consumer.Counts // per service: its consumers' (one per lane if local)
 	kinds    []string
-	sets     []*dispatch.RingSet // every ring set made, freed after the consumers
-	owned    []*dispatch.RingSet // per service: all its lanes, if one consumer drains them
-	pollers  []*dispatch.Poller
-	exited   chan loopExit // one value per poll loop that returned
-	running  int
-	tmpDir   string
+	sets     []*dispatch.RingSet                       // every ring set made, freed after the consumers
+	setsOf   map[*dispatch.Service][]*dispatch.RingSet // the sets each service's consumers drain
+	// mu guards what a reload replaces (plan, services, counts, kinds,
+	// owned) against readers on other goroutines (Snapshot). Only the
+	// goroutine that runs Start, Reload and Stop writes them.
+	mu      sync.RWMutex
+	manual  bool
+	owned   []*dispatch.RingSet // per service: all its lanes, if one consumer drains them
+	pollers []*dispatch.Poller
+	exited  chan loopExit // one value per poll loop that returned
+	running int
+	tmpDir  string
 	// repinStop ends repinThreads' goroutine, which closes repinDone.
 	repinStop, repinDone chan struct{}
 	// runtimeCPUs are where the Go runtime's threads run (runtimeCPUs).
@@ -80,7 +88,7 @@ type Options struct {
 // Start builds the data path and starts its poll loops.
 func Start(plan *Plan, opts Options) (_ *Daemon, err error) {
 	cfg := plan.Config
-	d := &Daemon{plan: plan, log: opts.Logger}
+	d := &Daemon{plan: plan, log: opts.Logger, setsOf: map[*dispatch.Service][]*dispatch.RingSet{}, manual: opts.Manual}
 	if d.log == nil {
 		d.log = slog.Default()
 	}
@@ -166,77 +174,15 @@ func Start(plan *Plan, opts Options) (_ *Daemon, err error) {
 		}
 	}
 
-	lanes := cfg.Lanes()
 	for i, s := range cfg.Services {
-		svc := &dispatch.Service{Name: s.Name}
-		d.services = append(d.services, svc)
-		d.counts = append(d.counts, nil)
-		d.owned = append(d.owned, nil)
-		d.kinds = append(d.kinds, s.Consumer.Type)
-		for k := range lanes {
-			r, err := dispatch.NewRing(cfg.RingName(s.Name, k), s.RingSize, -1)
-			if err != nil {
-				return nil, err
-			}
-			svc.Rings = append(svc.Rings, r)
-		}
-		if cfg.IsLocal(i) {
-			// A consumer per lane, run by the loop that fills it.
-			for k, r := range svc.Rings {
-				set, err := d.ringSet(r)
-				if err != nil {
-					return nil, err
-				}
-				c, counts, err := d.newNative(s, set, config.LocalTxQueue(s, k))
-				if err != nil {
-					return nil, err
-				}
-				svc.Local = append(svc.Local, c)
-				d.counts[i] = append(d.counts[i], counts)
-			}
-			continue
-		}
-		// One consumer, run by the loop that owns the service, drains
-		// every lane.
-		set, err := d.ringSet(svc.Rings...)
+		b, err := d.newService(cfg, i)
 		if err != nil {
 			return nil, err
 		}
-		d.owned[i] = set
-		switch s.Consumer.Type {
-		case config.ConsumerRoCE:
-			info, err := d.port.Info()
-			if err != nil {
-				return nil, err
-			}
-			rc := roced.Config{
-				RoCE: cfg.RoCE, Lanes: set, Port: d.port.ID(), TxQueue: uint16(cfg.RoCE.TxQueue),
-				Pool: d.pool, PortMAC: info.MAC, Burst: cfg.Burst, Log: d.log,
-			}
-			if cfg.RoCE.Bridge != nil {
-				// The bridge reaches the Ceph daemons where they listen:
-				// on the kernel interface, in its namespace.
-				if d.dialer, err = kernelif.NewDialer(cfg.Kernel.NetNS); err != nil {
-					return nil, err
-				}
-				rc.Dial = d.dialer.Dial
-			}
-			node, err := roced.New(rc)
-			if err != nil {
-				return nil, err
-			}
-			d.roce = node
-			svc.Consumer, d.counts[i] = node, []*consumer.Counts{node.Counts()}
-		case config.ConsumerKernel:
-			// Drained by the exception path, a task of the poll loop
-			// that owns the kernel services; counts set below.
-		default:
-			c, counts, err := d.newNative(s, set, s.Consumer.TxQueue)
-			if err != nil {
-				return nil, err
-			}
-			svc.Consumer, d.counts[i] = c, []*consumer.Counts{counts}
-		}
+		d.services = append(d.services, b.svc)
+		d.counts = append(d.counts, b.counts)
+		d.owned = append(d.owned, b.owned)
+		d.kinds = append(d.kinds, s.Consumer.Type)
 	}
 	if d.kernel != nil {
 		if err := d.newKernelConsumer(); err != nil {
@@ -244,22 +190,8 @@ func Start(plan *Plan, opts Options) (_ *Daemon, err error) {
 		}
 	}
 
-	for pi, pl := range cfg.Pollers {
-		pcfg := dispatch.PollerConfig{
-			Lcore: uint(pl.Lcore), Port: d.port.ID(), Lane: cfg.Lane(pi), BurstSize: cfg.Burst,
-			Classifier: plan.Classifier, Services: d.services,
-		}
-		for _, q := range pl.RxQueues {
-			pcfg.Queues = append(pcfg.Queues, uint16(q))
-		}
-		for _, name := range pl.Services {
-			i := cfg.ServiceIndex(name)
-			pcfg.Owned = append(pcfg.Owned, i)
-			if d.kernel != nil && cfg.Services[i].Consumer.Type == config.ConsumerKernel && len(pcfg.Tasks) == 0 {
-				pcfg.Tasks = append(pcfg.Tasks, d.kernel.consumer)
-			}
-		}
-		p, err := dispatch.NewPoller(pcfg)
+	for pi := range cfg.Pollers {
+		p, err := dispatch.NewPoller(d.pollerConfig(cfg, pi, plan.Classifier, d.services, true))
 		if err != nil {
 			return nil, err
 		}
@@ -369,6 +301,138 @@ func (d *Daemon) expandDevice(dev string) (string, error) {
 		return "", fmt.Errorf("daemon: sample capture: %w", err)
 	}
 	return strings.ReplaceAll(dev, SamplePcapToken, path), nil
+}
+
+// builtService is what newService built for one service.
+type builtService struct {
+	svc    *dispatch.Service
+	counts []*consumer.Counts // its consumers' (kernel services: set by newKernelConsumer)
+	owned  *dispatch.RingSet  // all its lanes, if one consumer drains them
+}
+
+// newService builds service i of cfg: its lanes and consumers. On error
+// it frees what it built.
+func (d *Daemon) newService(cfg *config.Config, i int) (_ builtService, err error) {
+	s := cfg.Services[i]
+	svc := &dispatch.Service{Name: s.Name}
+	b := builtService{svc: svc}
+	firstSet := len(d.sets)
+	defer func() {
+		if err != nil {
+			d.closeService(svc, d.sets[firstSet:])
+			d.sets = d.sets[:firstSet]
+		} else {
+			d.setsOf[svc] = slices.Clone(d.sets[firstSet:])
+		}
+	}()
+	for k := range cfg.Lanes() {
+		r, err := dispatch.NewRing(cfg.RingName(s.Name, k), s.RingSize, -1)
+		if err != nil {
+			return b, err
+		}
+		svc.Rings = append(svc.Rings, r)
+	}
+	if cfg.IsLocal(i) {
+		// A consumer per lane, run by the loop that fills it.
+		for k, r := range svc.Rings {
+			set, err := d.ringSet(r)
+			if err != nil {
+				return b, err
+			}
+			c, counts, err := d.newNative(s, set, config.LocalTxQueue(s, k))
+			if err != nil {
+				return b, err
+			}
+			svc.Local = append(svc.Local, c)
+			b.counts = append(b.counts, counts)
+		}
+		return b, nil
+	}
+	// One consumer, run by the loop that owns the service, drains
+	// every lane.
+	set, err := d.ringSet(svc.Rings...)
+	if err != nil {
+		return b, err
+	}
+	b.owned = set
+	switch s.Consumer.Type {
+	case config.ConsumerRoCE:
+		info, err := d.port.Info()
+		if err != nil {
+			return b, err
+		}
+		rc := roced.Config{
+			RoCE: cfg.RoCE, Lanes: set, Port: d.port.ID(), TxQueue: uint16(cfg.RoCE.TxQueue),
+			Pool: d.pool, PortMAC: info.MAC, Burst: cfg.Burst, Log: d.log,
+		}
+		if cfg.RoCE.Bridge != nil {
+			// The bridge reaches the Ceph daemons where they listen:
+			// on the kernel interface, in its namespace.
+			if d.dialer, err = kernelif.NewDialer(cfg.Kernel.NetNS); err != nil {
+				return b, err
+			}
+			rc.Dial = d.dialer.Dial
+		}
+		node, err := roced.New(rc)
+		if err != nil {
+			return b, err
+		}
+		d.roce = node
+		svc.Consumer, b.counts = node, []*consumer.Counts{node.Counts()}
+	case config.ConsumerKernel:
+		// Drained by the exception path, a task of the poll loop
+		// that owns the kernel services; counts set by
+		// newKernelConsumer.
+	default:
+		c, counts, err := d.newNative(s, set, s.Consumer.TxQueue)
+		if err != nil {
+			return b, err
+		}
+		svc.Consumer, b.counts = c, []*consumer.Counts{counts}
+	}
+	return b, nil
+}
+
+// closeService frees a service that no poll loop runs any more: what its
+// consumers hold, the packets left in its lanes, the lanes and their
+// ring sets. It returns the packets freed from the lanes.
+func (d *Daemon) closeService(svc *dispatch.Service, sets []*dispatch.RingSet) int {
+	if svc.Consumer != nil {
+		svc.Consumer.Close()
+	}
+	for _, c := range svc.Local {
+		c.Close()
+	}
+	freed := 0
+	for _, r := range svc.Rings {
+		freed += r.Close()
+	}
+	for _, set := range sets {
+		set.Free()
+	}
+	return freed
+}
+
+// pollerConfig wires poll loop pi of cfg to services (indexed as cfg's)
+// and the classifier. kernelTask false leaves the exception path out,
+// for a reload to rewire it.
+func (d *Daemon) pollerConfig(cfg *config.Config, pi int, cls *classify.Classifier, services []*dispatch.Service, kernelTask bool) dispatch.PollerConfig {
+	pl := cfg.Pollers[pi]
+	pcfg := dispatch.PollerConfig{
+		Lcore: uint(pl.Lcore), Port: d.port.ID(), Lane: cfg.Lane(pi), BurstSize: cfg.Burst,
+		Classifier: cls, Services: services,
+	}
+	for _, q := range pl.RxQueues {
+		pcfg.Queues = append(pcfg.Queues, uint16(q))
+	}
+	for _, name := range pl.Services {
+		i := cfg.ServiceIndex(name)
+		pcfg.Owned = append(pcfg.Owned, i)
+		if kernelTask && d.kernel != nil && cfg.Services[i].Consumer.Type == config.ConsumerKernel && len(pcfg.Tasks) == 0 {
+			pcfg.Tasks = append(pcfg.Tasks, d.kernel.consumer)
+		}
+	}
+	return pcfg
 }
 
 // ringSet gathers rings into a set the daemon frees at teardown.
@@ -544,11 +608,21 @@ func (d *Daemon) RoCE() *roced.Node { return d.roce }
 func (d *Daemon) Pollers() []*dispatch.Poller { return d.pollers }
 
 // Services returns the services in configuration order.
-func (d *Daemon) Services() []*dispatch.Service { return d.services }
+func (d *Daemon) Services() []*dispatch.Service {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return d.services
+}
 
 // ConsumerCounts returns the consumer counters of service i, added up
 // over its consumers.
 func (d *Daemon) ConsumerCounts(i int) consumer.Total {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return d.consumerCounts(i)
+}
+
+func (d *Daemon) consumerCounts(i int) consumer.Total {
 	var t consumer.Total
 	for _, c := range d.counts[i] {
 		t.Add(c)
@@ -564,6 +638,8 @@ func (d *Daemon) Port() *pmd.Port { return d.port }
 
 // Snapshot reads every counter for metrics and the status line.
 func (d *Daemon) Snapshot() metrics.Snapshot {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
 	cfg := d.plan.Config
 	var s metrics.Snapshot
 	if d.port != nil {
@@ -589,7 +665,7 @@ func (d *Daemon) Snapshot() metrics.Snapshot {
 		}
 	}
 	for i, svc := range d.services {
-		c := d.ConsumerCounts(i)
+		c := d.consumerCounts(i)
 		s.Services = append(s.Services, metrics.Service{
 			Name: svc.Name, Packets: svc.Stats.Packets.Load(), Bytes: svc.Stats.Bytes.Load(), Drops: svc.Stats.Drops.Load(),
 			RingCount: svc.Queued(), RingCapacity: svc.Capacity(),
