@@ -181,6 +181,7 @@ func TestSystemdNIC(t *testing.T) {
 		}
 		t.Run("traffic counted", func(t *testing.T) { d.checkTraffic(t, peer) })
 		t.Run("status line", func(t *testing.T) { d.checkStatus(t) })
+		t.Run("systemctl reload", func(t *testing.T) { d.reload(t, steps, cfgPath) })
 		t.Run("stop restores the NIC", func(t *testing.T) {
 			d.stop(t, steps)
 			// The daemon gave the NIC back itself: ExecStopPost found
@@ -421,13 +422,52 @@ func (d *daemon) checkTraffic(t *testing.T, peer *qemuvm.Peer) {
 	}
 }
 
+// reload changes the configuration live through the unit's ExecReload=
+// (cephdpdkd reload): a new service and rule are taken without a
+// restart; a file with an error is refused (systemctl reload fails) and
+// the daemon keeps running on what it had. The file is put back after.
+func (d *daemon) reload(t *testing.T, steps *timeline, cfgPath string) {
+	t.Helper()
+	pid := d.prop(t, "MainPID")
+	d.run(t, "cp "+cfgPath+" "+cfgPath+".orig")
+	defer d.run(t, "mv "+cfgPath+".orig "+cfgPath)
+	d.run(t, `sed -i 's/^  - {name: unclaimed, ring_size: 1024}/  - {name: mon, ring_size: 64}\n&/; s/^rules:/&\n  - {service: mon, protocol: tcp, dst_ports: [3300, 6789]}/' `+cfgPath)
+	done := steps.begin("systemctl reload (a service and a rule added)")
+	d.run(t, "systemctl reload "+unit)
+	done()
+	if got := d.prop(t, "MainPID"); got != pid {
+		t.Fatalf("main PID %s after the reload, was %s: restarted, not reloaded", got, pid)
+	}
+	d.checkJournal(t, "configuration reloaded")
+	m := d.metrics(t, "cephdpdkd_(config_reloads_total|service_packets_total)")
+	for _, want := range []string{`cephdpdkd_config_reloads_total{result="ok"} 1`, `service="mon"`} {
+		if !strings.Contains(m, want) {
+			t.Errorf("after the reload, the metrics lack %s:\n%s", want, m)
+		}
+	}
+
+	d.run(t, "echo 'rules: [{service: nosuch}]' >>"+cfgPath)
+	ctx, cancel := context.WithTimeout(d.ctx, cmdTimeout)
+	defer cancel()
+	out, code, err := d.g.Run(ctx, "systemctl reload "+unit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code == 0 {
+		t.Errorf("systemctl reload of an invalid file succeeded:\n%s", out)
+	}
+	if got, state := d.prop(t, "MainPID"), d.prop(t, "ActiveState"); got != pid || state != "active" {
+		t.Errorf("after a refused reload: main PID %s (was %s), %s", got, pid, state)
+	}
+	// cephdpdkd reload checks the file first: the daemon is not signalled.
+	d.checkJournal(t, "already defined at line", "Reload failed for")
+}
+
 // scrape reads the daemon's metrics in the guest (bash's /dev/tcp: no
 // HTTP client needed there).
 func (d *daemon) scrape(t *testing.T) metrics.Status {
 	t.Helper()
-	host, port, _ := strings.Cut(metricsURL, ":")
-	out := d.run(t, fmt.Sprintf(`exec 3<>/dev/tcp/%s/%s && printf 'GET /metrics HTTP/1.0\r\nHost: %s\r\n\r\n' >&3 && `+
-		`sed '1,/^\r*$/d' <&3 | grep -E 'cephdpdkd_(queue_rx_packets_total|service_packets_total|service_drops_total)'`, host, port, metricsURL))
+	out := d.metrics(t, "cephdpdkd_(queue_rx_packets_total|service_packets_total|service_drops_total)")
 	p := expfmt.NewTextParser(model.LegacyValidation)
 	fams, err := p.TextToMetricFamilies(strings.NewReader(out))
 	if err != nil {
@@ -438,6 +478,15 @@ func (d *daemon) scrape(t *testing.T) metrics.Status {
 		list = append(list, f)
 	}
 	return metrics.StatusFromFamilies(time.Now(), list)
+}
+
+// metrics returns the lines of the daemon's metrics that match the
+// extended regular expression re.
+func (d *daemon) metrics(t *testing.T, re string) string {
+	t.Helper()
+	host, port, _ := strings.Cut(metricsURL, ":")
+	return d.run(t, fmt.Sprintf(`exec 3<>/dev/tcp/%s/%s && printf 'GET /metrics HTTP/1.0\r\nHost: %s\r\n\r\n' >&3 && `+
+		`sed '1,/^\r*$/d' <&3 | grep -E '%s'`, host, port, metricsURL, re))
 }
 
 // killAndWatch sends sig to the daemon's main process and watches, in the
