@@ -21,6 +21,7 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/internal/roced"
 	"github.com/cephdpdkd/cephdpdkd/mempool"
 	"github.com/cephdpdkd/cephdpdkd/pmd"
+	"github.com/cephdpdkd/cephdpdkd/service"
 	"golang.org/x/sys/unix"
 )
 
@@ -63,7 +64,12 @@ type Daemon struct {
 	detach string
 	roce   *roced.Node
 	kernel *kernelPath
-	dialer *kernelif.Dialer // the RoCE bridge's, in the kernel interface's namespace
+	// procs are the daemons' sides of service processes, by service
+	// index (nil for other services); superviseStop ends their
+	// supervisor, which closes superviseDone.
+	procs                        []*consumer.Process
+	superviseStop, superviseDone chan struct{}
+	dialer                       *kernelif.Dialer // the RoCE bridge's, in the kernel interface's namespace
 }
 
 // Options are run-time settings that are not part of the configuration.
@@ -173,6 +179,7 @@ func Start(plan *Plan, opts Options) (_ *Daemon, err error) {
 		d.counts = append(d.counts, nil)
 		d.owned = append(d.owned, nil)
 		d.kinds = append(d.kinds, s.Consumer.Type)
+		d.procs = append(d.procs, nil)
 		for k := range lanes {
 			r, err := dispatch.NewRing(cfg.RingName(s.Name, k), s.RingSize, -1)
 			if err != nil {
@@ -230,6 +237,21 @@ func Start(plan *Plan, opts Options) (_ *Daemon, err error) {
 		case config.ConsumerKernel:
 			// Drained by the exception path, a task of the poll loop
 			// that owns the kernel services; counts set below.
+		case config.ConsumerProcess:
+			// A service process drains the lanes; the loop that owns
+			// the service serves its other rings.
+			proc, err := consumer.NewProcess(consumer.ProcessConfig{
+				Service: s.Name, Lanes: set,
+				TxRing: cfg.ProcessRingName(s.Name, config.ProcessRings[0]), RetRing: cfg.ProcessRingName(s.Name, config.ProcessRings[1]),
+				BufRing: cfg.ProcessRingName(s.Name, config.ProcessRings[2]), RingSize: cfg.ProcessRingSize(s),
+				Pool: d.pool, Port: d.port.ID(), Queue: uint16(s.Consumer.TxQueue), Burst: cfg.Burst,
+			})
+			if err != nil {
+				return nil, err
+			}
+			d.procs[i] = proc
+			svc.Consumer, d.counts[i] = proc, []*consumer.Counts{&proc.Counts}
+			d.log.Info("service left to a process", "service", s.Name, "control", service.ControlName(s.Name), "lanes", len(svc.Rings))
 		default:
 			c, counts, err := d.newNative(s, set, s.Consumer.TxQueue)
 			if err != nil {
@@ -302,6 +324,7 @@ func Start(plan *Plan, opts Options) (_ *Daemon, err error) {
 	if d.ownEAL && d.runtimeCPUs != nil {
 		d.repinThreads(loopTids)
 	}
+	d.superviseProcesses()
 	return d, nil
 }
 
@@ -411,13 +434,19 @@ func (d *Daemon) Stop(ctx context.Context) error {
 	for _, p := range d.pollers {
 		p.StopRx()
 	}
+	for _, p := range d.procs {
+		if p != nil {
+			p.SetClosing()
+		}
+	}
 	deadline := time.Now().Add(d.plan.Config.Shutdown.DrainTimeout)
-	for (!d.rxDrained() || d.queued() > 0) && time.Now().Before(deadline) && ctx.Err() == nil {
+	for (!d.rxDrained() || d.queued() > 0 || d.procsBusy()) && time.Now().Before(deadline) && ctx.Err() == nil {
 		time.Sleep(time.Millisecond)
 	}
 	if n := d.queued(); n > 0 {
 		d.log.Warn("drain timeout: freeing packets still queued", "packets", n)
 	}
+	d.stopSupervisor()
 	var errs []error
 	for _, p := range d.pollers {
 		p.Stop()
@@ -445,9 +474,14 @@ func (d *Daemon) rxDrained() bool {
 	return true
 }
 
+// queued counts the packets waiting in the rings of services someone
+// drains: a process service's lanes count only while a process holds it.
 func (d *Daemon) queued() int {
 	n := 0
-	for _, s := range d.services {
+	for i, s := range d.services {
+		if p := d.procs[i]; p != nil && !p.Busy() {
+			continue
+		}
 		n += s.Queued()
 	}
 	return n
@@ -456,12 +490,19 @@ func (d *Daemon) queued() int {
 // teardown releases everything Start built, in reverse order.
 func (d *Daemon) teardown() error {
 	var errs []error
+	d.stopSupervisor()
 	for _, p := range d.pollers {
 		p.Free()
 	}
 	d.pollers = nil
 	freed := 0
-	for _, s := range d.services {
+	for i, s := range d.services {
+		if p := d.procs[i]; p != nil {
+			if err := p.Reclaim(); err != nil {
+				d.log.Error("service process", "service", s.Name, "err", err)
+				errs = append(errs, err)
+			}
+		}
 		if s.Consumer != nil {
 			s.Consumer.Close()
 		}
@@ -475,7 +516,7 @@ func (d *Daemon) teardown() error {
 	if freed > 0 {
 		d.log.Info("freed packets left in rings at shutdown", "packets", freed)
 	}
-	d.services = nil
+	d.services, d.procs = nil, nil
 	d.roce = nil
 	if d.dialer != nil {
 		d.dialer.Close()
@@ -594,6 +635,17 @@ func (d *Daemon) Snapshot() metrics.Snapshot {
 			Name: svc.Name, Packets: svc.Stats.Packets.Load(), Bytes: svc.Stats.Bytes.Load(), Drops: svc.Stats.Drops.Load(),
 			RingCount: svc.Queued(), RingCapacity: svc.Capacity(),
 			Consumer: d.kinds[i], Consumed: c.Packets, ConsumedBytes: c.Bytes, ConsumerDrops: c.Drops,
+		})
+	}
+	now := time.Now()
+	for i, p := range d.procs {
+		if p == nil {
+			continue
+		}
+		attached, pid := p.Attached()
+		s.Processes = append(s.Processes, metrics.Process{
+			Service: d.services[i].Name, Attached: attached, PID: pid, HeartbeatAge: p.HeartbeatAge(now),
+			SentPackets: p.Sent.Packets.Load(), SentBytes: p.Sent.Bytes.Load(), Recovered: p.Recovered.Load(),
 		})
 	}
 	if d.pool != nil {
