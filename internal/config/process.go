@@ -27,10 +27,11 @@ func (c *Config) ProcessRingName(service, kind string) string {
 }
 
 // ProcessRingSize is the size of a process service's tx, ret and buf
-// rings: its ring_size, and at least four bursts, so that a burst the
-// process holds always fits in ret while the loop drains it.
-func (c *Config) ProcessRingSize(s Service) int {
-	n := s.RingSize
+// rings: four bursts, so that a burst the process holds fits in ret while
+// the loop drains the rest, and the process has a burst to fill while
+// the loop transmits another. The loop serves them every iteration.
+func (c *Config) ProcessRingSize() int {
+	n := 4
 	for n < 4*c.Burst {
 		n <<= 1
 	}
@@ -38,10 +39,10 @@ func (c *Config) ProcessRingSize(s Service) int {
 }
 
 // ProcessMbufs is what a process service can hold on top of its lanes:
-// its tx, ret and buf rings full, and a burst received and one being
-// sent.
-func (c *Config) ProcessMbufs(s Service) int {
-	return 3*(c.ProcessRingSize(s)-1) + 2*c.Burst
+// its tx, ret and buf rings full, a burst received and one being filled,
+// and a burst the loop could not transmit yet.
+func (c *Config) ProcessMbufs() int {
+	return 3*(c.ProcessRingSize()-1) + 3*c.Burst
 }
 
 // validateProcess checks a process service: its TX queue exists and its

@@ -243,7 +243,7 @@ func Start(plan *Plan, opts Options) (_ *Daemon, err error) {
 			proc, err := consumer.NewProcess(consumer.ProcessConfig{
 				Service: s.Name, Lanes: set,
 				TxRing: cfg.ProcessRingName(s.Name, config.ProcessRings[0]), RetRing: cfg.ProcessRingName(s.Name, config.ProcessRings[1]),
-				BufRing: cfg.ProcessRingName(s.Name, config.ProcessRings[2]), RingSize: cfg.ProcessRingSize(s),
+				BufRing: cfg.ProcessRingName(s.Name, config.ProcessRings[2]), RingSize: cfg.ProcessRingSize(),
 				Pool: d.pool, Port: d.port.ID(), Queue: uint16(s.Consumer.TxQueue), Burst: cfg.Burst,
 			})
 			if err != nil {

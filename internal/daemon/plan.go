@@ -74,7 +74,7 @@ func NewPlan(cfg *config.Config) (*Plan, error) {
 		if s.Consumer.Type == config.ConsumerProcess {
 			// A service process's rings and what it holds come on top
 			// of its lanes.
-			d.InFlight += cfg.ProcessMbufs(s)
+			d.InFlight += cfg.ProcessMbufs()
 		}
 	}
 	if k := cfg.Kernel; k != nil {
