@@ -157,7 +157,7 @@ type Process struct {
 	d     *C.struct_cdd_svc_daemon
 	ctl   *C.struct_cdd_svc_ctl
 	mz    *C.struct_rte_memzone // const in C
-	rings []*dispatch.Ring // tx, ret, buf
+	rings []*dispatch.Ring      // tx, ret, buf
 	name  string
 	Counts
 	// Sent counts the frames the process sent that went out the port.
