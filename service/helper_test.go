@@ -15,7 +15,7 @@ import (
 // file prefix, the service, then the role's own.
 //
 //	recv N FILE  receive N frames, write them length-prefixed to FILE
-//	hold         receive until killed; "receiving" once packets flow
+//	hold         receive a burst, print "holding N", keep it until killed
 //	send N       send N frames (helperFrame), then detach
 //	rate D       receive for D, print the packets per second
 func helper(role string, args []string) int {
@@ -75,15 +75,16 @@ func runHelper(role string, args []string) (err error) {
 		fmt.Printf("attached in %v, received %d\n", attach.Round(time.Microsecond), got)
 		return f.Close()
 	case "hold":
-		said := false
+		// Receive until a burst arrives, say how many it holds, and keep
+		// them until killed.
 		for {
 			k, err := s.Recv(s.Burst())
 			if err != nil && !errors.Is(err, service.ErrBusy) {
 				return err
 			}
-			if k > 0 && !said {
-				fmt.Println("receiving")
-				said = true
+			if k > 0 {
+				fmt.Printf("holding %d\n", k)
+				select {}
 			}
 		}
 	case "send":

@@ -387,7 +387,7 @@ func TestTwoServices(t *testing.T) {
 	n.stop()
 }
 
-// A service process killed with SIGKILL while it holds packets: the
+// A service process killed with SIGKILL while it holds a burst: the
 // daemon keeps running, counts the drops while nobody drains, frees what
 // the process left, lets a new process attach, and has every mbuf back
 // at stop.
@@ -404,18 +404,21 @@ func TestKilledProcess(t *testing.T) {
 	}
 	defer cmd.Process.Kill()
 	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil || !strings.HasPrefix(line, "receiving") {
+	var holding int
+	if _, serr := fmt.Sscanf(line, "holding %d", &holding); err != nil || serr != nil {
 		t.Fatalf("helper: %q, %v\n%s", line, err, n.logs)
 	}
 	n.waitLog(regexp.MustCompile(`msg="service process attached" service=osd pid=`+strconv.Itoa(cmd.Process.Pid)), 10*time.Second)
 	if v := n.metric("cephdpdkd_service_attached", "osd"); v != 1 {
 		t.Errorf("attached %v while the helper runs", v)
 	}
-	time.Sleep(200 * time.Millisecond) // mid-stream
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
 	m := n.waitLog(regexp.MustCompile(`msg="service process recovered" service=osd pid=\d+ held=(\d+) unacked=(\d+) in_rings=(\d+)`), 10*time.Second)
-	t.Logf("recovered after SIGKILL: held %s, unacked %s, in rings %s", m[1], m[2], m[3])
+	t.Logf("recovered after SIGKILL: held %s (the helper said %d), unacked %s, in rings %s", m[1], holding, m[2], m[3])
+	if m[1] != strconv.Itoa(holding) {
+		t.Errorf("recovery freed %s held mbufs; the process held %d", m[1], holding)
+	}
 	if v := n.metric("cephdpdkd_service_process_recovered_mbufs_total", "osd"); v == 0 {
 		t.Errorf("no mbufs recovered")
 	}
