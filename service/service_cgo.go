@@ -349,7 +349,12 @@ func (s *Session) Recv(max int) (int, error) {
 func (s *Session) Len() int { return s.n }
 
 // Bytes returns the total length of the packets held.
-func (s *Session) Bytes() uint64 { return uint64(s.p.bytes) }
+func (s *Session) Bytes() uint64 {
+	if s.n == 0 {
+		return 0
+	}
+	return uint64(s.p.bytes)
+}
 
 // Frame returns packet i's first segment, over mbuf memory: the whole
 // frame unless it is a chain (PktLen says).
