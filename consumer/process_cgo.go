@@ -153,12 +153,12 @@ type ProcessConfig struct {
 // Counts are what the process reported receiving (Packets, Bytes) and
 // the mbufs the daemon freed for it after it died (Drops).
 type Process struct {
-	n     native
-	d     *C.struct_cdd_svc_daemon
-	ctl   *C.struct_cdd_svc_ctl
-	mz    *C.struct_rte_memzone // const in C
-	rings []*dispatch.Ring      // tx, ret, buf
-	name  string
+	native // its Native is the poll loop's handle
+	d      *C.struct_cdd_svc_daemon
+	ctl    *C.struct_cdd_svc_ctl
+	mz     *C.struct_rte_memzone // const in C
+	rings  []*dispatch.Ring      // tx, ret, buf
+	name   string
 	Counts
 	// Sent counts the frames the process sent that went out the port.
 	Sent      Counts
@@ -188,7 +188,7 @@ func NewProcess(cfg ProcessConfig) (_ *Process, err error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Process{n: n, name: cfg.Service, pidfd: -1}
+	p := &Process{native: n, name: cfg.Service, pidfd: -1}
 	defer func() {
 		if err != nil {
 			p.free()
@@ -230,7 +230,7 @@ func NewProcess(cfg ProcessConfig) (_ *Process, err error) {
 	c.data_room = C.uint32_t(C.rte_pktmbuf_data_room_size(d.mp)) - C.RTE_PKTMBUF_HEADROOM
 	d.nlanes, d.burst, d.port, d.queue = C.uint16_t(len(lanes)), C.uint16_t(cfg.Burst), C.uint16_t(cfg.Port), C.uint16_t(cfg.Queue)
 	d.grant = C.uint32_t(cfg.RingSize - 1)
-	C.cdd_svc_daemon_init(p.n.c, d)
+	C.cdd_svc_daemon_init(p.native.c, d)
 	// Published last: a process that finds the memzone before this
 	// waits for the magic.
 	c.version = C.CDD_SVC_VERSION
@@ -246,12 +246,9 @@ func setName(dst []C.char, s string) {
 
 var _ dispatch.NativeConsumer = (*Process)(nil)
 
-// Native returns the C consumer the poll loop runs.
-func (p *Process) Native() unsafe.Pointer { return p.n.Native() }
-
 // Poll runs one turn outside a poll loop.
 func (p *Process) Poll() int {
-	k := p.n.poll()
+	k := p.poll()
 	p.Publish()
 	return k
 }
@@ -455,6 +452,6 @@ func (p *Process) free() {
 		C.rte_free(unsafe.Pointer(p.d))
 		p.d = nil
 	}
-	p.n.close()
-	p.n.c = nil
+	p.native.close()
+	p.native.c = nil
 }
