@@ -42,6 +42,7 @@ static inline unsigned int cdd_ringset_dequeue(struct cdd_ringset *s, struct rte
 enum {
 	CDD_NATIVE_SINK = 1,    /* count and free */
 	CDD_NATIVE_FORWARD = 2, /* transmit out a port queue */
+	CDD_NATIVE_FUNC = 3,    /* fn(arg): a consumer with state of its own (a service process's) */
 };
 
 struct cdd_native {
@@ -51,6 +52,8 @@ struct cdd_native {
 	uint16_t port, queue; /* forward */
 	uint16_t npend;       /* forward: packets the TX queue has not taken yet */
 	uint64_t pkts, bytes, drops;
+	unsigned int (*fn)(void *); /* CDD_NATIVE_FUNC */
+	void *arg;
 	struct rte_mbuf *pend[CDD_MAX_BURST];
 };
 
@@ -133,6 +136,8 @@ static inline unsigned int cdd_native_run(struct cdd_native *c)
 		return cdd_native_sink(c);
 	case CDD_NATIVE_FORWARD:
 		return cdd_native_forward(c);
+	case CDD_NATIVE_FUNC:
+		return c->fn(c->arg);
 	}
 	return 0;
 }

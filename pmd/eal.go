@@ -21,7 +21,7 @@ var ErrEALInitialized = errors.New("pmd: EAL already initialized in this process
 
 // EALConfig holds what the EAL needs to start.
 type EALConfig struct {
-	Lcores     string // EAL -l list, e.g. "0-1"
+	Lcores     string // EAL -l list, e.g. "0-1"; a secondary's: an --lcores map, e.g. "0@(0-3)"
 	MainLcore  int
 	MemoryMB   int  // -m; with hugepages the amount reserved up front
 	NoHuge     bool // run from anonymous memory instead of hugepages
@@ -34,7 +34,12 @@ type EALConfig struct {
 	// in a shared hugetlbfs would keep them in use. No secondary process
 	// can attach to the memory then.
 	HugeUnlink bool
-	ExtraArgs  []string
+	// Secondary joins the primary process running with FilePrefix
+	// (--proc-type=secondary): its memory, mempools, rings and ports.
+	// MemoryMB, NoHuge, HugeDir, HugeUnlink and Devices are the
+	// primary's and are not given.
+	Secondary bool
+	ExtraArgs []string
 }
 
 // Args renders the EAL command line. It adds --no-pci when no device is a
@@ -46,6 +51,14 @@ func (c EALConfig) Args() ([]string, error) {
 	}
 	if c.FilePrefix == "" {
 		return nil, errors.New("pmd: EAL file prefix not set: each DPDK process needs its own")
+	}
+	if c.Secondary {
+		// Lcores is an --lcores map, which can leave the thread
+		// unpinned; no PCI scan: the secondary gets the primary's
+		// devices from it.
+		args := []string{"cephdpdk-service", "--lcores", c.Lcores, "--main-lcore", strconv.Itoa(c.MainLcore),
+			"--file-prefix", c.FilePrefix, "--proc-type=secondary", "--no-pci"}
+		return append(args, c.ExtraArgs...), nil
 	}
 	args := []string{"cephdpdkd",
 		"-l", c.Lcores,
@@ -135,6 +148,20 @@ func runtimeDir(uid int, getenv func(string) string, prefix string) string {
 // it runs with --in-memory or --no-shconf, which keep no runtime config).
 func PrimaryPID(prefix string) (pid int, ok bool) {
 	return configLockHolder(filepath.Join(RuntimeDir(prefix), "config"))
+}
+
+// ErrNoPrimary is returned by InitEAL for a secondary when no primary
+// process runs with its file prefix.
+var ErrNoPrimary = errors.New("pmd: no DPDK primary process runs with this file prefix")
+
+// checkPrimary returns an error wrapping ErrNoPrimary unless a primary
+// holds the runtime config of cfg's file prefix: DPDK would fail later,
+// less clearly.
+func checkPrimary(cfg EALConfig) error {
+	if _, ok := PrimaryPID(cfg.FilePrefix); !ok {
+		return fmt.Errorf("%w: %q (no lock on %s)", ErrNoPrimary, cfg.FilePrefix, filepath.Join(RuntimeDir(cfg.FilePrefix), "config"))
+	}
+	return nil
 }
 
 // checkPrefixFree returns a *PrefixInUseError when a running primary

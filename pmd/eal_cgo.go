@@ -78,7 +78,11 @@ func InitEAL(cfg EALConfig) (*EAL, error) {
 	}
 	// DPDK fails on a prefix in use without an error code, after printing
 	// only "Is another primary process running?": say which one.
-	if err := checkPrefixFree(cfg); err != nil {
+	check := checkPrefixFree
+	if cfg.Secondary {
+		check = checkPrimary
+	}
+	if err := check(cfg); err != nil {
 		return nil, err
 	}
 

@@ -2,6 +2,7 @@ package pmd
 
 import (
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -51,5 +52,18 @@ func TestEALArgs(t *testing.T) {
 				t.Errorf("args\n got %q\nwant %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// A secondary's command line: its own --lcores map, the primary's file
+// prefix, no memory or device options (they are the primary's).
+func TestSecondaryArgs(t *testing.T) {
+	args, err := EALConfig{Lcores: "0@(0-3)", FilePrefix: "cdd-x", Secondary: true, MemoryMB: 512, HugeDir: "/h", Devices: []string{"net_null0"}}.Args()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "cephdpdk-service --lcores 0@(0-3) --main-lcore 0 --file-prefix cdd-x --proc-type=secondary --no-pci"
+	if got := strings.Join(args, " "); got != want {
+		t.Errorf("args %q, want %q", got, want)
 	}
 }

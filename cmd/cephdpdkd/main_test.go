@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -180,28 +179,7 @@ func TestRunStatusAndSIGTERM(t *testing.T) {
 
 // hugepageMount reserves n 2 MiB hugepages and a hugetlbfs mount for the test,
 // restoring what was there at cleanup. It skips when the kernel refuses.
-func hugepageMount(t *testing.T, n int) string {
-	t.Helper()
-	const knob = "/proc/sys/vm/nr_hugepages"
-	old, err := os.ReadFile(knob)
-	if err != nil {
-		t.Skipf("no hugepage support: %v", err)
-	}
-	if err := os.WriteFile(knob, []byte(strconv.Itoa(n)), 0); err != nil {
-		t.Skipf("cannot reserve hugepages: %v", err)
-	}
-	t.Cleanup(func() { os.WriteFile(knob, old, 0) })
-	got, _ := os.ReadFile(knob)
-	if have, _ := strconv.Atoi(strings.TrimSpace(string(got))); have < n {
-		t.Skipf("kernel reserved %d of %d hugepages", have, n)
-	}
-	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "hugetlbfs", "nodev", dir).CombinedOutput(); err != nil {
-		t.Skipf("mount hugetlbfs: %v: %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", dir).Run() })
-	return dir
-}
+func hugepageMount(t *testing.T, n int) string { return hugepagestest.Reserve(t, n) }
 
 // The production memory path: the EAL on hugepages (not --no-huge), the
 // pool and rings in them, and every mbuf back at shutdown.

@@ -105,6 +105,7 @@ const (
 	ConsumerForward = "forward" // transmit out the port
 	ConsumerRoCE    = "roce"    // the userspace RoCEv2 endpoint (see RoCE)
 	ConsumerKernel  = "kernel"  // the kernel exception-path interface (see Kernel)
+	ConsumerProcess = "process" // a service process attached as a DPDK secondary (see process.go)
 )
 
 // Consumer says what drains a service ring.

@@ -52,6 +52,9 @@ func CheckReload(old, new *Config) (*Reload, error) {
 		errs = append(errs, new.problem(path, why))
 	}
 	fixed := "cannot change while the daemon runs; restart it to apply this"
+	// A service process holds its service's rings and control block by
+	// name: they stay as long as the daemon runs.
+	processFixed := "cannot be added, removed or changed while the daemon runs (a service process attaches to its rings by name); restart it to apply this"
 	ov, nv := reflect.ValueOf(old).Elem(), reflect.ValueOf(new).Elem()
 	for _, name := range fixedSettings {
 		i := yamlField(ov.Type(), name)
@@ -82,6 +85,9 @@ func CheckReload(old, new *Config) (*Reload, error) {
 		r.Kept[i] = -1
 		j := old.ServiceIndex(s.Name)
 		if j < 0 {
+			if s.Consumer.Type == ConsumerProcess {
+				refuse(fmt.Sprintf("services[%d]", i), "a new service with a process consumer "+processFixed)
+			}
 			continue
 		}
 		if sameLanes(old, j, new, i) {
@@ -92,10 +98,16 @@ func CheckReload(old, new *Config) (*Reload, error) {
 		if rs := new.RoCE; rs != nil && rs.Service == s.Name {
 			refuse(fmt.Sprintf("services[%d]", i), "the RoCE endpoint's service "+fixed)
 		}
+		if s.Consumer.Type == ConsumerProcess || old.Services[j].Consumer.Type == ConsumerProcess {
+			refuse(fmt.Sprintf("services[%d]", i), "a service with a process consumer "+processFixed)
+		}
 	}
 	for j := range old.Services {
 		if !reused[j] {
 			r.Retired = append(r.Retired, j)
+			if old.Services[j].Consumer.Type == ConsumerProcess && new.ServiceIndex(old.Services[j].Name) < 0 {
+				refuse("services", "removing "+old.Services[j].Name+", a service with a process consumer, "+processFixed)
+			}
 		}
 	}
 	if len(errs) > 0 {

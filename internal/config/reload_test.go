@@ -147,3 +147,42 @@ func TestCheckReloadRefuses(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckReloadProcessServices: a service process attaches to its
+// service's rings by name, so such a service stays as it started; the
+// others around it may change.
+func TestCheckReloadProcessServices(t *testing.T) {
+	const osd = "  - {name: osd, consumer: {type: process, tx_queue: 1}}\n"
+	tests := []struct {
+		name  string
+		edits []string
+		want  string // "" when accepted
+	}{
+		{"others change", []string{"  - {name: other}", "  - {name: mon}\n  - {name: other}"}, ""},
+		{"added", []string{"  - {name: other}", "  - {name: mon, consumer: {type: process, tx_queue: 1}}\n  - {name: other}"}, "line 7: services[1]: a new service with a process consumer cannot be added"},
+		{"removed", []string{osd, ""}, "removing osd, a service with a process consumer"},
+		{"ring size", []string{"{name: osd,", "{name: osd, ring_size: 2048,"}, "line 6: services[0]: a service with a process consumer cannot be added, removed or changed"},
+		{"to count", []string{"{type: process, tx_queue: 1}", "{type: count}"}, "services[0]: a service with a process consumer"},
+	}
+	old, err := Parse([]byte(withProcess))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			new, err := Parse([]byte(edit(t, withProcess, tt.edits...)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = CheckReload(old, new)
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tt.want != "" && err == nil:
+				t.Fatal("accepted")
+			case tt.want != "" && !strings.Contains(err.Error(), tt.want):
+				t.Errorf("error %q lacks %q", err, tt.want)
+			}
+		})
+	}
+}

@@ -133,7 +133,7 @@ func (c *Config) applyDefaults() {
 						pl.RxQueues = append(pl.RxQueues, q)
 					}
 					for _, s := range c.Services {
-						if s.Consumer.Type == ConsumerKernel || s.Consumer.Type == ConsumerRoCE {
+						if s.Consumer.Type == ConsumerKernel || s.Consumer.Type == ConsumerRoCE || s.Consumer.Type == ConsumerProcess {
 							pl.Services = append(pl.Services, s.Name)
 						}
 					}
@@ -269,8 +269,10 @@ func (c *Config) Validate() error {
 				bad(path+".consumer.type", "a %q consumer needs a roce section with service: %s", ConsumerRoCE, s.Name)
 			}
 		case ConsumerKernel: // validateKernel
+		case ConsumerProcess:
+			c.validateProcess(i, portNameOK, bad)
 		default:
-			bad(path+".consumer.type", "%q: want %q, %q, %q or %q", s.Consumer.Type, ConsumerCount, ConsumerForward, ConsumerRoCE, ConsumerKernel)
+			bad(path+".consumer.type", "%q: want %q, %q, %q, %q or %q", s.Consumer.Type, ConsumerCount, ConsumerForward, ConsumerRoCE, ConsumerKernel, ConsumerProcess)
 		}
 	}
 	if _, ok := services[c.DefaultService]; !ok {
@@ -389,7 +391,7 @@ func (c *Config) Validate() error {
 // txQueueOf returns the TX queue a service's consumer transmits on.
 func (c *Config) txQueueOf(s Service) (int, bool) {
 	switch {
-	case s.Consumer.Type == ConsumerForward:
+	case s.Consumer.Type == ConsumerForward || s.Consumer.Type == ConsumerProcess:
 		return s.Consumer.TxQueue, true
 	case s.Consumer.Type == ConsumerRoCE && c.RoCE != nil && c.RoCE.Service == s.Name:
 		return c.RoCE.TxQueue, true

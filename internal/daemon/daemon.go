@@ -23,6 +23,7 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/internal/roced"
 	"github.com/cephdpdkd/cephdpdkd/mempool"
 	"github.com/cephdpdkd/cephdpdkd/pmd"
+	"github.com/cephdpdkd/cephdpdkd/service"
 	"golang.org/x/sys/unix"
 )
 
@@ -71,7 +72,12 @@ type Daemon struct {
 	detach string
 	roce   *roced.Node
 	kernel *kernelPath
-	dialer *kernelif.Dialer // the RoCE bridge's, in the kernel interface's namespace
+	// procs are the daemons' sides of service processes, by service
+	// index (nil for other services); superviseStop ends their
+	// supervisor, which closes superviseDone.
+	procs                        []*consumer.Process
+	superviseStop, superviseDone chan struct{}
+	dialer                       *kernelif.Dialer // the RoCE bridge's, in the kernel interface's namespace
 }
 
 // Options are run-time settings that are not part of the configuration.
@@ -183,6 +189,7 @@ func Start(plan *Plan, opts Options) (_ *Daemon, err error) {
 		d.counts = append(d.counts, b.counts)
 		d.owned = append(d.owned, b.owned)
 		d.kinds = append(d.kinds, s.Consumer.Type)
+		d.procs = append(d.procs, b.proc)
 	}
 	if d.kernel != nil {
 		if err := d.newKernelConsumer(); err != nil {
@@ -234,6 +241,7 @@ func Start(plan *Plan, opts Options) (_ *Daemon, err error) {
 	if d.ownEAL && d.runtimeCPUs != nil {
 		d.repinThreads(loopTids)
 	}
+	d.superviseProcesses()
 	return d, nil
 }
 
@@ -308,6 +316,7 @@ type builtService struct {
 	svc    *dispatch.Service
 	counts []*consumer.Counts // its consumers' (kernel services: set by newKernelConsumer)
 	owned  *dispatch.RingSet  // all its lanes, if one consumer drains them
+	proc   *consumer.Process  // the daemon's side of a service process
 }
 
 // newService builds service i of cfg: its lanes and consumers. On error
@@ -383,6 +392,21 @@ func (d *Daemon) newService(cfg *config.Config, i int) (_ builtService, err erro
 		// Drained by the exception path, a task of the poll loop
 		// that owns the kernel services; counts set by
 		// newKernelConsumer.
+	case config.ConsumerProcess:
+		// A service process drains the lanes; the loop that owns the
+		// service serves its other rings.
+		proc, err := consumer.NewProcess(consumer.ProcessConfig{
+			Service: s.Name, Lanes: set,
+			TxRing: cfg.ProcessRingName(s.Name, config.ProcessRings[0]), RetRing: cfg.ProcessRingName(s.Name, config.ProcessRings[1]),
+			BufRing: cfg.ProcessRingName(s.Name, config.ProcessRings[2]), RingSize: cfg.ProcessRingSize(),
+			Pool: d.pool, Port: d.port.ID(), Queue: uint16(s.Consumer.TxQueue), Burst: cfg.Burst,
+		})
+		if err != nil {
+			return b, err
+		}
+		b.proc = proc
+		svc.Consumer, b.counts = proc, []*consumer.Counts{&proc.Counts}
+		d.log.Info("service left to a process", "service", s.Name, "control", service.ControlName(s.Name), "lanes", len(svc.Rings))
 	default:
 		c, counts, err := d.newNative(s, set, s.Consumer.TxQueue)
 		if err != nil {
@@ -475,13 +499,19 @@ func (d *Daemon) Stop(ctx context.Context) error {
 	for _, p := range d.pollers {
 		p.StopRx()
 	}
+	for _, p := range d.procs {
+		if p != nil {
+			p.SetClosing()
+		}
+	}
 	deadline := time.Now().Add(d.plan.Config.Shutdown.DrainTimeout)
-	for (!d.rxDrained() || d.queued() > 0) && time.Now().Before(deadline) && ctx.Err() == nil {
+	for (!d.rxDrained() || d.queued() > 0 || d.procsBusy()) && time.Now().Before(deadline) && ctx.Err() == nil {
 		time.Sleep(time.Millisecond)
 	}
 	if n := d.queued(); n > 0 {
 		d.log.Warn("drain timeout: freeing packets still queued", "packets", n)
 	}
+	d.stopSupervisor()
 	var errs []error
 	for _, p := range d.pollers {
 		p.Stop()
@@ -509,9 +539,14 @@ func (d *Daemon) rxDrained() bool {
 	return true
 }
 
+// queued counts the packets waiting in the rings of services someone
+// drains: a process service's lanes count only while a process holds it.
 func (d *Daemon) queued() int {
 	n := 0
-	for _, s := range d.services {
+	for i, s := range d.services {
+		if p := d.procs[i]; p != nil && !p.Busy() {
+			continue
+		}
 		n += s.Queued()
 	}
 	return n
@@ -520,12 +555,19 @@ func (d *Daemon) queued() int {
 // teardown releases everything Start built, in reverse order.
 func (d *Daemon) teardown() error {
 	var errs []error
+	d.stopSupervisor()
 	for _, p := range d.pollers {
 		p.Free()
 	}
 	d.pollers = nil
 	freed := 0
-	for _, s := range d.services {
+	for i, s := range d.services {
+		if p := d.procs[i]; p != nil {
+			if err := p.Reclaim(); err != nil {
+				d.log.Error("service process", "service", s.Name, "err", err)
+				errs = append(errs, err)
+			}
+		}
 		if s.Consumer != nil {
 			s.Consumer.Close()
 		}
@@ -539,7 +581,7 @@ func (d *Daemon) teardown() error {
 	if freed > 0 {
 		d.log.Info("freed packets left in rings at shutdown", "packets", freed)
 	}
-	d.services = nil
+	d.services, d.procs = nil, nil
 	d.roce = nil
 	if d.dialer != nil {
 		d.dialer.Close()
@@ -670,6 +712,17 @@ func (d *Daemon) Snapshot() metrics.Snapshot {
 			Name: svc.Name, Packets: svc.Stats.Packets.Load(), Bytes: svc.Stats.Bytes.Load(), Drops: svc.Stats.Drops.Load(),
 			RingCount: svc.Queued(), RingCapacity: svc.Capacity(),
 			Consumer: d.kinds[i], Consumed: c.Packets, ConsumedBytes: c.Bytes, ConsumerDrops: c.Drops,
+		})
+	}
+	now := time.Now()
+	for i, p := range d.procs {
+		if p == nil {
+			continue
+		}
+		attached, pid := p.Attached()
+		s.Processes = append(s.Processes, metrics.Process{
+			Service: d.services[i].Name, Attached: attached, PID: pid, HeartbeatAge: p.HeartbeatAge(now),
+			SentPackets: p.Sent.Packets.Load(), SentBytes: p.Sent.Bytes.Load(), Recovered: p.Recovered.Load(),
 		})
 	}
 	if d.pool != nil {

@@ -70,6 +70,13 @@ func NewPlan(cfg *config.Config) (*Plan, error) {
 		InFlight: len(cfg.Pollers)*cfg.Burst + consumers*cfg.Burst,
 		Headroom: cfg.Mempool.Headroom,
 	}
+	for _, s := range cfg.Services {
+		if s.Consumer.Type == config.ConsumerProcess {
+			// A service process's rings and what it holds come on top
+			// of its lanes.
+			d.InFlight += cfg.ProcessMbufs()
+		}
+	}
 	if k := cfg.Kernel; k != nil {
 		// The kernel interface's queues fill from the same pool, and the
 		// exception path holds one burst of the kernel's frames.

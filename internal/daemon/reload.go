@@ -77,12 +77,13 @@ func (d *Daemon) Reload(ctx context.Context, plan *Plan) (ReloadStats, error) {
 	counts := make([][]*consumer.Counts, n)
 	owned := make([]*dispatch.RingSet, n)
 	kinds := make([]string, n)
+	procs := make([]*consumer.Process, n)
 	var added []*dispatch.Service
 	for i, s := range cfg.Services {
 		kinds[i] = s.Consumer.Type
 		switch j := r.Kept[i]; {
 		case j >= 0:
-			svcs[i], counts[i], owned[i] = d.services[j], d.counts[j], d.owned[j]
+			svcs[i], counts[i], owned[i], procs[i] = d.services[j], d.counts[j], d.owned[j], d.procs[j]
 			st.Kept++
 		case slices.Contains(r.Rebuilt, i):
 			svcs[i] = &dispatch.Service{Name: s.Name} // closed until step 3
@@ -95,7 +96,7 @@ func (d *Daemon) Reload(ctx context.Context, plan *Plan) (ReloadStats, error) {
 				}
 				return st, fmt.Errorf("%w: service %s: %w", ErrReloadRefused, s.Name, err)
 			}
-			svcs[i], counts[i], owned[i] = b.svc, b.counts, b.owned
+			svcs[i], counts[i], owned[i], procs[i] = b.svc, b.counts, b.owned, b.proc
 			added = append(added, b.svc)
 			st.Added++
 		}
@@ -110,7 +111,7 @@ func (d *Daemon) Reload(ctx context.Context, plan *Plan) (ReloadStats, error) {
 	if err := d.rewire(cfg, plan.Classifier, svcs, retiring, true); err != nil {
 		return st, err
 	}
-	d.commit(plan, svcs, counts, owned, kinds)
+	d.commit(plan, svcs, counts, owned, kinds, procs)
 	if len(retiring) == 0 && len(r.Rebuilt) == 0 && !r.KernelChanged {
 		st.Took = time.Since(start)
 		return st, nil
@@ -175,7 +176,7 @@ func (d *Daemon) Reload(ctx context.Context, plan *Plan) (ReloadStats, error) {
 			final[i].Stats.Drops.Add(c.Stats.Drops.Load())
 		}
 	}
-	d.commit(plan, final, counts, owned, kinds)
+	d.commit(plan, final, counts, owned, kinds, procs)
 	st.Took = time.Since(start)
 	return st, errors.Join(errs...)
 }
@@ -241,8 +242,8 @@ func (d *Daemon) retire(svc *dispatch.Service) int {
 }
 
 // commit publishes what a reload built to Snapshot's readers.
-func (d *Daemon) commit(plan *Plan, services []*dispatch.Service, counts [][]*consumer.Counts, owned []*dispatch.RingSet, kinds []string) {
+func (d *Daemon) commit(plan *Plan, services []*dispatch.Service, counts [][]*consumer.Counts, owned []*dispatch.RingSet, kinds []string, procs []*consumer.Process) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.plan, d.services, d.counts, d.owned, d.kinds = plan, services, counts, owned, kinds
+	d.plan, d.services, d.counts, d.owned, d.kinds, d.procs = plan, services, counts, owned, kinds, procs
 }

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -15,6 +16,17 @@ type Snapshot struct {
 	Malformed []Malformed
 	Pollers   []Poller
 	Kernel    []Kernel
+	Processes []Process
+}
+
+// Process is the session of a service left to a service process.
+type Process struct {
+	Service                string
+	Attached               bool
+	PID                    int           // 0 when none is attached
+	HeartbeatAge           time.Duration // since the attached process last called in
+	SentPackets, SentBytes uint64        // what it sent that went out the port
+	Recovered              uint64        // mbufs freed after processes died
 }
 
 // Kernel holds the exception path's counters for the kernel's direction;
@@ -91,6 +103,7 @@ type descs struct {
 	malformed                                                                                         *prometheus.Desc
 	busy, loop, busyRatio                                                                             *prometheus.Desc
 	kFromPkts, kFromBytes, kFromDrops, kIfRx, kIfTx, kIfErr                                           *prometheus.Desc
+	procAttached, procBeat, procSentPkts, procSentBytes, procRecovered                                *prometheus.Desc
 }
 
 // NewCollector returns a collector that calls snapshot on every scrape.
@@ -141,6 +154,12 @@ func NewCollector(snapshot func() Snapshot) *Collector {
 		kIfRx:      d("kernel_interface_read_packets_total", "Frames DPDK read from the kernel interface (driver count).", "interface"),
 		kIfTx:      d("kernel_interface_written_packets_total", "Frames DPDK wrote to the kernel interface (driver count).", "interface"),
 		kIfErr:     d("kernel_interface_errors_total", "Failed reads and writes on the kernel interface (driver count).", "interface"),
+
+		procAttached:  d("service_attached", "1 while a live service process holds the service (consumer type process).", "service"),
+		procBeat:      d("service_heartbeat_age_seconds", "Time since the attached service process last called in.", "service"),
+		procSentPkts:  d("service_process_tx_packets_total", "Frames the service process sent that went out the port.", "service"),
+		procSentBytes: d("service_process_tx_bytes_total", "Bytes of the frames the service process sent that went out the port.", "service"),
+		procRecovered: d("service_process_recovered_mbufs_total", "Mbufs the daemon freed after a service process died: held, being taken, and left in its rings.", "service"),
 	}}
 }
 
@@ -218,5 +237,16 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(d.kIfRx, k.IfRxPackets, k.Interface)
 		counter(d.kIfTx, k.IfTxPackets, k.Interface)
 		counter(d.kIfErr, k.IfErrors, k.Interface)
+	}
+	for _, p := range s.Processes {
+		attached := 0.0
+		if p.Attached {
+			attached = 1
+		}
+		gauge(d.procAttached, attached, p.Service)
+		gauge(d.procBeat, p.HeartbeatAge.Seconds(), p.Service)
+		counter(d.procSentPkts, p.SentPackets, p.Service)
+		counter(d.procSentBytes, p.SentBytes, p.Service)
+		counter(d.procRecovered, p.Recovered, p.Service)
 	}
 }

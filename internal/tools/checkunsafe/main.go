@@ -1,6 +1,6 @@
 // Command checkunsafe enforces the DPDK boundary, in the way gVisor's
 // checkunsafe analyzer does: only the boundary packages (pmd, mempool,
-// dispatch, consumer) may import "unsafe" or "C", and only in their
+// dispatch, consumer, and service, a service process's side) may import "unsafe" or "C", and only in their
 // *_cgo.go files; and no package's exported API (exported functions'
 // and methods' parameters and results, exported types and their exported
 // fields, exported variables) may use unsafe.Pointer, so that what
@@ -8,7 +8,7 @@
 //
 // Usage:
 //
-//	checkunsafe [-allow pmd,mempool,dispatch,consumer] [module-root]
+//	checkunsafe [-allow pmd,mempool,dispatch,consumer,service] [module-root]
 //
 // It parses every Go file of the module, whatever its build constraints
 // (so a file built only on another architecture is checked too), and
@@ -24,7 +24,7 @@ import (
 )
 
 // boundary lists the packages that hold cgo and unsafe.
-var boundary = []string{"pmd", "mempool", "dispatch", "consumer"}
+var boundary = []string{"pmd", "mempool", "dispatch", "consumer", "service"}
 
 // known lists the exported APIs that still pass unsafe.Pointer between
 // the boundary packages, to be replaced by typed handles (issue 11, item
