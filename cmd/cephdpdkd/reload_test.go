@@ -81,7 +81,7 @@ func TestSIGHUPReload(t *testing.T) {
 	url := fmt.Sprintf("http://127.0.0.1:%d/metrics", freePort(t))
 	rewrite(t, cfg, `listen: "off"`, "listen: "+strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/metrics"))
 	p := startDaemon(t, cfg, nil)
-	p.waitLog("poll loop started", 20*time.Second)
+	p.waitLog("metrics listening", 20*time.Second) // after the poll loops start
 	started := sha256File(t, cfg)
 	if m := scrape(t, url); !strings.Contains(m, `cephdpdkd_config_info{hash="`+started+`"} 1`) {
 		t.Fatalf("metrics lack the starting config's hash %s:\n%s", started, m)
