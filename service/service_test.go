@@ -78,6 +78,7 @@ type node struct {
 	err     error
 	metrics string
 	dir     string // short: net_pcap hands secondaries 63 bytes of its arguments
+	path    string // the configuration file
 }
 
 // startNode starts cephdpdkd with the services named in process (and
@@ -136,11 +137,11 @@ func startNode(t *testing.T, device string, process ...string) *node {
 	if n.plan, err = daemon.NewPlan(n.cfg); err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(t.TempDir(), "svc.yaml")
-	if err := os.WriteFile(path, []byte(y), 0o600); err != nil {
+	n.path = filepath.Join(t.TempDir(), "svc.yaml")
+	if err := os.WriteFile(n.path, []byte(y), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	n.cmd = exec.Command(daemonBin, "run", "--config", path, "--status=off")
+	n.cmd = exec.Command(daemonBin, "run", "--config", n.path, "--status=off")
 	n.cmd.Stdout, n.cmd.Stderr = n.logs, n.logs
 	n.cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir())
 	if err := n.cmd.Start(); err != nil {
@@ -439,6 +440,57 @@ func TestKilledProcess(t *testing.T) {
 		t.Fatalf("%d frames after the kill, want 500", len(frames))
 	}
 	n.checkFrames(frames, "osd")
+	n.stop()
+}
+
+// A reload while a service process receives: another service rebuilt
+// under it leaves the process attached and receiving; a reload that
+// would change the process's own service is refused and changes
+// nothing.
+func TestReloadWhileAttached(t *testing.T) {
+	n := startNode(t, "", "osd")
+	cmd := n.helperCmd("rate", "osd", "4s")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	n.waitLog(regexp.MustCompile(`msg="service process attached" service=osd`), 10*time.Second)
+
+	rewrite := func(from, to string) {
+		t.Helper()
+		b, err := os.ReadFile(n.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Contains(b, []byte(from)) {
+			t.Fatalf("config lacks %q", from)
+		}
+		if err := os.WriteFile(n.path, bytes.Replace(b, []byte(from), []byte(to), 1), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		n.cmd.Process.Signal(syscall.SIGHUP)
+	}
+	rewrite("ring_size: 2048", "ring_size: 1024") // roce, rebuilt
+	m := n.waitLog(regexp.MustCompile(`msg="configuration reloaded" .* rebuilt=(\d+)`), 10*time.Second)
+	if m[1] != "1" {
+		t.Errorf("reload rebuilt %s services, want 1 (roce)", m[1])
+	}
+	if v := n.metric("cephdpdkd_service_attached", "osd"); v != 1 {
+		t.Errorf("attached %v after a reload around the process", v)
+	}
+	rewrite("ring_size: 4096", "ring_size: 8192") // osd, the process's
+	n.waitLog(regexp.MustCompile(`msg="reload refused" .*a service with a process consumer cannot be added, removed or changed`), 10*time.Second)
+
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("helper: %v\n%s\ndaemon:\n%s", err, &stderr, n.logs)
+	}
+	var pkts int
+	if _, err := fmt.Sscanf(stdout.String()[strings.Index(stdout.String(), "received"):], "received %d", &pkts); err != nil || pkts == 0 {
+		t.Fatalf("helper received nothing across the reloads: %q", stdout.String())
+	}
+	t.Logf("service process across two reloads: %s", strings.TrimSpace(stdout.String()))
 	n.stop()
 }
 
