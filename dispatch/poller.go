@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/cephdpdkd/cephdpdkd/dispatch/classify"
@@ -105,6 +106,9 @@ type Poller struct {
 	owned      []*Service // services whose single consumers run here
 	goPolled   []Consumer // consumers run here that are not native
 	natives    []NativeConsumer
+	// gate, when set, holds the loop while DPDK's interrupt thread runs
+	// (pmd.Gate): the port's driver may unmap its queues then.
+	gate *pmd.GateSlot
 
 	// The loop counts in plain fields and publishes them to the atomic
 	// counters when idle or every publishEvery busy iterations: locked
@@ -140,6 +144,9 @@ type PollerConfig struct {
 	// kernel exception path); the loop polls them like a service's
 	// consumer. Owned services drained by a task have a nil Consumer.
 	Tasks []Consumer
+	// Gate, when set, is the EAL's interrupt-thread gate: the loop takes
+	// a slot and touches no port while the gate holds it.
+	Gate *pmd.Gate
 }
 
 // NewPoller allocates a poll loop's burst and ring table.
@@ -207,6 +214,12 @@ func NewPoller(cfg PollerConfig) (*Poller, error) {
 		return nil, err
 	}
 	p.loop = l
+	if cfg.Gate != nil {
+		if p.gate, err = cfg.Gate.Slot(); err != nil {
+			p.Free()
+			return nil, fmt.Errorf("dispatch: poller on lcore %d: %w", cfg.Lcore, err)
+		}
+	}
 	p.local = localCounts{
 		queuePackets: make([]uint64, len(cfg.Queues)), queueBytes: make([]uint64, len(cfg.Queues)),
 		svcPackets: make([]uint64, len(cfg.Services)), svcBytes: make([]uint64, len(cfg.Services)),
@@ -239,7 +252,7 @@ func (p *Poller) Run() {
 	iters, busyIters := 0, 0
 	var unpublished uint64 // iterations not yet added to p.iterations
 	for !p.stop.Load() {
-		if p.PollOnce() > 0 {
+		if p.pollOnce() > 0 {
 			busyIters++
 		}
 		if iters++; iters < timeSlice {
@@ -263,6 +276,9 @@ func (p *Poller) Run() {
 	p.loopNanos.Add(uint64(total))
 	p.iterations.Add(unpublished + uint64(iters))
 	p.publish()
+	if p.gate != nil {
+		p.gate.Offline()
+	}
 }
 
 // PollOnce runs one iteration. For each RX queue: classify the burst
@@ -271,6 +287,23 @@ func (p *Poller) Run() {
 // burst. Then the Go consumers poll. It returns the packets handled
 // (received, dispatched or consumed): 0 when the loop is idle.
 func (p *Poller) PollOnce() int {
+	n := p.pollOnce()
+	if p.gate != nil {
+		// Not a running loop: the gate must not wait for the caller's
+		// next call.
+		p.gate.Offline()
+	}
+	return n
+}
+
+func (p *Poller) pollOnce() int {
+	if p.gate != nil && !p.gate.Pass() {
+		// Held: the interrupt thread runs. Touch nothing this round
+		// (consumers may transmit on the port too), and give up the CPU
+		// in case that thread waits for it.
+		syscall.Syscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
+		return 0
+	}
 	work := 0
 	rx := !p.stopRx.Load()
 	last := len(p.bursts) - 1
@@ -406,6 +439,10 @@ func (p *Poller) Iterations() uint64 { return p.iterations.Load() }
 // Free releases the loop's C memory and frees packets still held in its
 // bursts. Run must have returned.
 func (p *Poller) Free() {
+	if p.gate != nil {
+		p.gate.Release()
+		p.gate = nil
+	}
 	for _, b := range p.bursts {
 		b.Free()
 	}
