@@ -301,7 +301,7 @@ func (p *Poller) pollOnce() int {
 		// Held: the interrupt thread runs. Touch nothing this round
 		// (consumers may transmit on the port too), and give up the CPU
 		// in case that thread waits for it.
-		syscall.Syscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
+		syscall.RawSyscall(syscall.SYS_SCHED_YIELD, 0, 0, 0) // keeps the P
 		return 0
 	}
 	work := 0

@@ -27,7 +27,8 @@ struct cdd_gate {
 	uint64_t epoch;
 	uint64_t period_ns;
 	// Written by the interrupt thread only.
-	uint64_t windows, held_ns, max_held_ns, opened_at;
+	uint64_t windows, wait_ns, max_wait_ns, held_ns, max_held_ns;
+	uint64_t acked_at; // when the last loop reported, in an open window
 	int efd;
 	struct rte_intr_handle *ih;
 	struct cdd_gate_slot slot[CDD_GATE_SLOTS];
@@ -48,15 +49,19 @@ static uint64_t cdd_gate_now(void)
 // it waits until every registered loop has started an iteration after
 // the hold, so none is inside a driver call when the thread goes on to
 // the other callbacks.
+static void cdd_gate_add(uint64_t *sum, uint64_t *max, uint64_t d)
+{
+	__atomic_store_n(sum, *sum + d, __ATOMIC_RELAXED);
+	if (d > *max)
+		__atomic_store_n(max, d, __ATOMIC_RELAXED);
+}
+
 static void cdd_gate_cb(void *arg)
 {
 	struct cdd_gate *g = arg;
-	if (g->opened_at) {
-		uint64_t held = cdd_gate_now() - g->opened_at;
-		__atomic_store_n(&g->held_ns, g->held_ns + held, __ATOMIC_RELAXED);
-		if (held > g->max_held_ns)
-			__atomic_store_n(&g->max_held_ns, held, __ATOMIC_RELAXED);
-		g->opened_at = 0;
+	if (g->acked_at) {
+		cdd_gate_add(&g->held_ns, &g->max_held_ns, cdd_gate_now() - g->acked_at);
+		g->acked_at = 0;
 	}
 	__atomic_store_n(&g->run, 1, __ATOMIC_SEQ_CST);
 	if (__atomic_load_n(&g->stop, __ATOMIC_ACQUIRE)) {
@@ -71,21 +76,19 @@ static void cdd_gate_cb(void *arg)
 		;
 	if (__atomic_load_n(&g->stop, __ATOMIC_ACQUIRE))
 		return; // the next call quiets the eventfd; the loops keep going
-	g->opened_at = cdd_gate_now();
+	uint64_t t = cdd_gate_now();
 	__atomic_store_n(&g->run, 0, __ATOMIC_SEQ_CST);
 	uint64_t e = __atomic_add_fetch(&g->epoch, 1, __ATOMIC_SEQ_CST);
-	for (int i = 0; i < CDD_GATE_SLOTS; i++) {
-		// A loop reports within an iteration; one whose thread shares
-		// this CPU needs it given up.
-		for (unsigned int spin = 0; __atomic_load_n(&g->slot[i].seen, __ATOMIC_SEQ_CST) < e; spin++) {
-			if (spin < 1024) {
-				rte_pause();
-			} else {
-				struct timespec nap = {0, 10000};
-				nanosleep(&nap, NULL);
-			}
-		}
-	}
+	// Spin: a loop reports within an iteration, microseconds, and the
+	// thread must not sleep now. A wakeup on a busy CPU can take
+	// milliseconds, all of which the loops would spend held. DPDK keeps
+	// its control threads off the worker lcores' CPUs, so this spin
+	// takes no CPU from a loop.
+	for (int i = 0; i < CDD_GATE_SLOTS; i++)
+		while (__atomic_load_n(&g->slot[i].seen, __ATOMIC_SEQ_CST) < e)
+			rte_pause();
+	g->acked_at = cdd_gate_now();
+	cdd_gate_add(&g->wait_ns, &g->max_wait_ns, g->acked_at - t);
 	__atomic_store_n(&g->windows, g->windows + 1, __ATOMIC_RELAXED);
 }
 
@@ -168,11 +171,13 @@ static int cdd_gate_probe_done(struct cdd_gate_probe *p)
 	return __atomic_load_n(&p->done, __ATOMIC_ACQUIRE);
 }
 
-static void cdd_gate_stats(struct cdd_gate *g, uint64_t *windows, uint64_t *held, uint64_t *max_held)
+static void cdd_gate_stats(struct cdd_gate *g, uint64_t out[5])
 {
-	*windows = __atomic_load_n(&g->windows, __ATOMIC_RELAXED);
-	*held = __atomic_load_n(&g->held_ns, __ATOMIC_RELAXED);
-	*max_held = __atomic_load_n(&g->max_held_ns, __ATOMIC_RELAXED);
+	out[0] = __atomic_load_n(&g->windows, __ATOMIC_RELAXED);
+	out[1] = __atomic_load_n(&g->wait_ns, __ATOMIC_RELAXED);
+	out[2] = __atomic_load_n(&g->max_wait_ns, __ATOMIC_RELAXED);
+	out[3] = __atomic_load_n(&g->held_ns, __ATOMIC_RELAXED);
+	out[4] = __atomic_load_n(&g->max_held_ns, __ATOMIC_RELAXED);
 }
 */
 import "C"
@@ -227,11 +232,17 @@ type Gate struct {
 	used [C.CDD_GATE_SLOTS]bool
 }
 
-// GateStats describe the gate's effect on the loops.
+// GateStats describe what the gate cost the loops. A window has two
+// parts: the wait, from the hold until every loop has reported (a loop
+// finishing its iteration, or one whose thread is not running), and the
+// hold proper, from then until the interrupt thread is parked again:
+// the time running loops lose to the gate.
 type GateStats struct {
 	Windows uint64        // times the interrupt thread was let run
-	Held    time.Duration // total time the loops were held for it
-	MaxHeld time.Duration // longest single hold
+	Wait    time.Duration // total time from holds to the last loop's report
+	MaxWait time.Duration
+	Held    time.Duration // total time the loops were held after reporting
+	MaxHeld time.Duration
 }
 
 func newGate(period time.Duration) (*Gate, error) {
@@ -253,9 +264,13 @@ func (g *Gate) free() error {
 
 // Stats returns the gate's counters.
 func (g *Gate) Stats() GateStats {
-	var w, h, m C.uint64_t
-	C.cdd_gate_stats(g.c, &w, &h, &m)
-	return GateStats{Windows: uint64(w), Held: time.Duration(h), MaxHeld: time.Duration(m)}
+	var v [5]C.uint64_t
+	C.cdd_gate_stats(g.c, &v[0])
+	return GateStats{
+		Windows: uint64(v[0]),
+		Wait:    time.Duration(v[1]), MaxWait: time.Duration(v[2]),
+		Held: time.Duration(v[3]), MaxHeld: time.Duration(v[4]),
+	}
 }
 
 // probe runs a callback on the interrupt thread, as another driver's

@@ -132,7 +132,9 @@ func TestMemifPeerLeavesUnderLoad(t *testing.T) {
 		t.Error("net_memif port polled without the interrupt-thread gate")
 	} else {
 		st := g.Stats()
-		t.Logf("gate: %d windows, loops held %v in all (%.3f%% of the run), longest hold %v", st.Windows, st.Held, 100*float64(st.Held)/float64(time.Since(runStart)), st.MaxHeld)
+		run := time.Since(runStart)
+		t.Logf("gate: %d windows in %v; loops held %v after reporting (%.3f%% of the run, longest %v); waits for their reports %v (longest %v)",
+			st.Windows, run.Round(time.Millisecond), st.Held, 100*float64(st.Held)/float64(run), st.MaxHeld, st.Wait, st.MaxWait)
 	}
 	if rx != total {
 		t.Errorf("received %d, dispatched+dropped %d", rx, total)
