@@ -285,7 +285,8 @@ func (p *Poller) Run() {
 // received last time, then one cgo call dispatches it into the lanes,
 // runs the native consumers (with the last queue) and receives the next
 // burst. Then the Go consumers poll. It returns the packets handled
-// (received, dispatched or consumed): 0 when the loop is idle.
+// (received, dispatched or consumed): 0 when the loop is idle, or held by
+// its gate (PollerConfig.Gate), which it leaves offline on return.
 func (p *Poller) PollOnce() int {
 	n := p.pollOnce()
 	if p.gate != nil {

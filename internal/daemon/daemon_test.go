@@ -296,9 +296,8 @@ func TestTestpmdGeneratorOverMemif(t *testing.T) {
 		return txPackets.MatchString(o) && strings.Contains(o[strings.LastIndex(o, "TX-packets"):], "\n")
 	})
 	// Everything testpmd sent is in our RX ring by now; wait for the loop
-	// to take it all, then stop the daemon before testpmd disconnects:
-	// DPDK's memif PMD unmaps the shared rings on disconnect while a
-	// concurrent rx_burst may still read them.
+	// to take it all. (The daemon may outlive its peer: its loops pass
+	// pmd.Gate, see TestMemifPeerLeavesUnderLoad.)
 	last := ^uint64(0)
 	waitFor(t, 10*time.Second, "the receive count to settle", func() bool {
 		n := received(d)
