@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/cephdpdkd/cephdpdkd/dispatch/classify"
@@ -252,7 +251,13 @@ func (p *Poller) Run() {
 	iters, busyIters := 0, 0
 	var unpublished uint64 // iterations not yet added to p.iterations
 	for !p.stop.Load() {
-		if p.pollOnce() > 0 {
+		n := p.pollOnce()
+		if n == heldByGate {
+			// Not an iteration: a loop its gate never lets go must show
+			// as stalled (Iterations).
+			continue
+		}
+		if n > 0 {
 			busyIters++
 		}
 		if iters++; iters < timeSlice {
@@ -294,16 +299,20 @@ func (p *Poller) PollOnce() int {
 		// next call.
 		p.gate.Offline()
 	}
-	return n
+	return max(n, 0)
 }
 
+// heldByGate is what pollOnce returns when the gate held the loop.
+const heldByGate = -1
+
+// pollOnce is PollOnce for Run: it leaves the gate slot online.
 func (p *Poller) pollOnce() int {
 	if p.gate != nil && !p.gate.Pass() {
-		// Held: the interrupt thread runs. Touch nothing this round
-		// (consumers may transmit on the port too), and give up the CPU
-		// in case that thread waits for it.
-		syscall.RawSyscall(syscall.SYS_SCHED_YIELD, 0, 0, 0) // keeps the P
-		return 0
+		// Held: the interrupt thread runs. Touch nothing this round;
+		// consumers may transmit on the port too. (No sched_yield: that
+		// thread runs on other CPUs, and under EEVDF each yield pushes
+		// this thread's deadline a slice further back.)
+		return heldByGate
 	}
 	work := 0
 	rx := !p.stopRx.Load()
@@ -433,8 +442,9 @@ func (p *Poller) BusyRatio() (busy, total uint64) { return p.busyNanos.Load(), p
 
 // Iterations returns how many iterations Run has made, as last
 // published: it advances about every millisecond while the loop runs,
-// and stops when the loop is stuck (in a consumer, a driver call, or a
-// stopped process). It costs the loop one atomic add per millisecond.
+// and stops when the loop is stuck (in a consumer, a driver call, held
+// by its gate, or a stopped process). It costs the loop one atomic add
+// per millisecond.
 func (p *Poller) Iterations() uint64 { return p.iterations.Load() }
 
 // Free releases the loop's C memory and frees packets still held in its

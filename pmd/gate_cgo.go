@@ -14,6 +14,8 @@ package pmd
 #include "cdd.h"
 
 #define CDD_GATE_SLOTS 128
+#define CDD_GATE_SPIN_NS 200000 // a long iteration: a full burst through every consumer
+#define CDD_GATE_NAP_NS 20000
 
 // A slot is one poll loop's last report: the gate epoch it saw at the top
 // of an iteration, UINT64_MAX while it does not poll.
@@ -80,13 +82,22 @@ static void cdd_gate_cb(void *arg)
 	__atomic_store_n(&g->run, 0, __ATOMIC_SEQ_CST);
 	uint64_t e = __atomic_add_fetch(&g->epoch, 1, __ATOMIC_SEQ_CST);
 	// Spin: a loop reports within an iteration, microseconds, and the
-	// thread must not sleep now. A wakeup on a busy CPU can take
-	// milliseconds, all of which the loops would spend held. DPDK keeps
-	// its control threads off the worker lcores' CPUs, so this spin
-	// takes no CPU from a loop.
-	for (int i = 0; i < CDD_GATE_SLOTS; i++)
-		while (__atomic_load_n(&g->slot[i].seen, __ATOMIC_SEQ_CST) < e)
-			rte_pause();
+	// thread must not sleep then: a wakeup on a busy CPU can take
+	// milliseconds, all of which the loops that reported would spend
+	// held. (DPDK keeps its control threads off the worker lcores' CPUs,
+	// so the spin takes no CPU from a loop.) A loop that has not
+	// reported after CDD_GATE_SPIN_NS is not running; nap between looks
+	// then rather than take the CPU from whoever shares it.
+	for (int i = 0; i < CDD_GATE_SLOTS; i++) {
+		for (unsigned int k = 1; __atomic_load_n(&g->slot[i].seen, __ATOMIC_SEQ_CST) < e; k++) {
+			if (k % 64 != 0 || cdd_gate_now() - t < CDD_GATE_SPIN_NS) {
+				rte_pause();
+			} else {
+				struct timespec nap = {0, CDD_GATE_NAP_NS};
+				nanosleep(&nap, NULL);
+			}
+		}
+	}
 	g->acked_at = cdd_gate_now();
 	cdd_gate_add(&g->wait_ns, &g->max_wait_ns, g->acked_at - t);
 	__atomic_store_n(&g->windows, g->windows + 1, __ATOMIC_RELAXED);
@@ -319,6 +330,17 @@ func (g *Gate) Slot() (*GateSlot, error) {
 	return nil, ErrGateFull
 }
 
+func (g *Gate) inUse() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, u := range g.used {
+		if u {
+			return true
+		}
+	}
+	return false
+}
+
 // A GateSlot is one poll loop's place at the gate. Only that loop's
 // thread calls Pass.
 type GateSlot struct {
@@ -376,9 +398,15 @@ func (e *EAL) ReleaseGate() error {
 	if e.gateHolds == 0 {
 		return errors.New("pmd: interrupt-thread gate released but not held")
 	}
-	if e.gateHolds--; e.gateHolds > 0 {
+	if e.gateHolds > 1 {
+		e.gateHolds--
 		return nil
 	}
+	if e.gate.inUse() {
+		// The interrupt thread would wait for the loop for good.
+		return errors.New("pmd: interrupt-thread gate released with a loop's slot still taken")
+	}
+	e.gateHolds--
 	err := e.gate.free()
 	e.gate = nil
 	return err

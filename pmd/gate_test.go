@@ -153,3 +153,45 @@ func TestGateSlots(t *testing.T) {
 		s.Release()
 	}
 }
+
+// The last release refuses while a loop still holds a slot: the
+// interrupt thread would wait for that loop for good.
+func TestGateReleaseWithSlotTaken(t *testing.T) {
+	g, err := testEAL.HoldGate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := g.Slot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := testEAL.ReleaseGate(); err == nil {
+		t.Fatal("released with a slot taken")
+	}
+	s.Release()
+	if err := testEAL.ReleaseGate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// What passing the gate costs a loop per iteration: one atomic load and
+// store and one load, no cgo call.
+func BenchmarkGatePass(b *testing.B) {
+	g, err := testEAL.HoldGate()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer testEAL.ReleaseGate()
+	s, err := g.Slot()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Release()
+	held := 0
+	for b.Loop() {
+		if !s.Pass() {
+			held++
+		}
+	}
+	b.ReportMetric(float64(held)/float64(b.N), "held/op")
+}

@@ -512,6 +512,9 @@ func (d *Daemon) teardown() error {
 		d.detach = ""
 	}
 	if d.gate != nil {
+		st := d.gate.Stats()
+		d.log.Info("interrupt-thread gate", "windows", st.Windows, "held", st.Held, "max_held", st.MaxHeld,
+			"wait", st.Wait, "max_wait", st.MaxWait)
 		// After the port: its stop and close then run with the interrupt
 		// thread parked, not beside a memif disconnect of its own.
 		if err := d.eal.ReleaseGate(); err != nil {
