@@ -11,7 +11,7 @@ import (
 )
 
 // holdGate holds the test EAL's gate until the test ends.
-func holdGate(t *testing.T) *pmd.Gate {
+func holdGate(t testing.TB) *pmd.Gate {
 	t.Helper()
 	g, err := testEAL.HoldGate()
 	if err != nil {
@@ -177,11 +177,7 @@ func TestGateReleaseWithSlotTaken(t *testing.T) {
 // What passing the gate costs a loop per iteration: one atomic load and
 // store and one load, no cgo call.
 func BenchmarkGatePass(b *testing.B) {
-	g, err := testEAL.HoldGate()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer testEAL.ReleaseGate()
+	g := holdGate(b)
 	s, err := g.Slot()
 	if err != nil {
 		b.Fatal(err)
