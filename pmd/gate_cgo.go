@@ -273,8 +273,11 @@ func (g *Gate) free() error {
 	return nil
 }
 
-// Stats returns the gate's counters.
+// Stats returns the gate's counters; zero once the last hold ended.
 func (g *Gate) Stats() GateStats {
+	if g.c == nil { // released
+		return GateStats{}
+	}
 	var v [5]C.uint64_t
 	C.cdd_gate_stats(g.c, &v[0])
 	return GateStats{
