@@ -82,6 +82,9 @@ func (p *memifPeer) leave(t *testing.T, graceful bool) {
 // reconnect, every packet received is counted, and every mbuf is back
 // at stop.
 func TestMemifPeerLeavesUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("20 testpmd processes: not in -short")
+	}
 	testpmd, err := exec.LookPath("dpdk-testpmd")
 	if err != nil {
 		t.Skip("dpdk-testpmd not installed")
