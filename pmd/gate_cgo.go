@@ -18,9 +18,11 @@ package pmd
 #define CDD_GATE_NAP_NS 20000
 
 // A slot is one poll loop's last report: the gate epoch it saw at the top
-// of an iteration, UINT64_MAX while it does not poll.
+// of an iteration, UINT64_MAX while it does not poll; and when it first
+// found itself held in the current hold (CLOCK_MONOTONIC ns).
 struct cdd_gate_slot {
 	uint64_t seen;
+	uint64_t held_at;
 } __rte_cache_aligned;
 
 struct cdd_gate {
@@ -30,6 +32,7 @@ struct cdd_gate {
 	uint64_t period_ns;
 	// Written by the interrupt thread only.
 	uint64_t windows, wait_ns, max_wait_ns, held_ns, max_held_ns;
+	uint64_t hold_t;   // when the current hold began
 	uint64_t acked_at; // when the last loop reported, in an open window
 	int efd;
 	struct rte_intr_handle *ih;
@@ -62,7 +65,16 @@ static void cdd_gate_cb(void *arg)
 {
 	struct cdd_gate *g = arg;
 	if (g->acked_at) {
-		cdd_gate_add(&g->held_ns, &g->max_held_ns, cdd_gate_now() - g->acked_at);
+		// The loops lost the time from the first one's held pass on.
+		uint64_t first = UINT64_MAX;
+		for (int i = 0; i < CDD_GATE_SLOTS; i++) {
+			uint64_t h = __atomic_load_n(&g->slot[i].held_at, __ATOMIC_RELAXED);
+			if (h >= g->hold_t && h < first)
+				first = h;
+		}
+		uint64_t now = cdd_gate_now();
+		if (first < now)
+			cdd_gate_add(&g->held_ns, &g->max_held_ns, now - first);
 		g->acked_at = 0;
 	}
 	__atomic_store_n(&g->run, 1, __ATOMIC_SEQ_CST);
@@ -79,6 +91,7 @@ static void cdd_gate_cb(void *arg)
 	if (__atomic_load_n(&g->stop, __ATOMIC_ACQUIRE))
 		return; // the next call quiets the eventfd; the loops keep going
 	uint64_t t = cdd_gate_now();
+	g->hold_t = t;
 	__atomic_store_n(&g->run, 0, __ATOMIC_SEQ_CST);
 	uint64_t e = __atomic_add_fetch(&g->epoch, 1, __ATOMIC_SEQ_CST);
 	// Spin: a loop reports within an iteration, microseconds, and the
@@ -201,6 +214,8 @@ import (
 	"sync/atomic"
 	"time"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // GatePeriod is how long the gate keeps DPDK's interrupt thread parked
@@ -243,16 +258,17 @@ type Gate struct {
 	used [C.CDD_GATE_SLOTS]bool
 }
 
-// GateStats describe what the gate cost the loops. A window has two
-// parts: the wait, from the hold until every loop has reported (a loop
-// finishing its iteration, or one whose thread is not running), and the
-// hold proper, from then until the interrupt thread is parked again:
-// the time running loops lose to the gate.
+// GateStats describe what the gate cost the loops. Wait is from a hold's
+// start until the interrupt thread has seen every loop's report: a loop
+// finishing its iteration, or one whose thread is not running, and the
+// interrupt thread's own delays. Held is from the first loop's held pass
+// until the interrupt thread is parked again: the time loops that run
+// lose to the gate.
 type GateStats struct {
-	Windows uint64        // times the interrupt thread was let run
-	Wait    time.Duration // total time from holds to the last loop's report
+	Windows uint64 // times the interrupt thread was let run
+	Wait    time.Duration
 	MaxWait time.Duration
-	Held    time.Duration // total time the loops were held after reporting
+	Held    time.Duration
 	MaxHeld time.Duration
 }
 
@@ -324,9 +340,10 @@ func (g *Gate) Slot() (*GateSlot, error) {
 			s := &g.c.slot[i]
 			return &GateSlot{
 				g: g, i: i,
-				seen:  (*atomic.Uint64)(unsafe.Pointer(&s.seen)),
-				epoch: (*atomic.Uint64)(unsafe.Pointer(&g.c.epoch)),
-				run:   (*atomic.Uint32)(unsafe.Pointer(&g.c.run)),
+				seen:   (*atomic.Uint64)(unsafe.Pointer(&s.seen)),
+				heldAt: (*atomic.Uint64)(unsafe.Pointer(&s.held_at)),
+				epoch:  (*atomic.Uint64)(unsafe.Pointer(&g.c.epoch)),
+				run:    (*atomic.Uint32)(unsafe.Pointer(&g.c.run)),
 			}, nil
 		}
 	}
@@ -347,11 +364,14 @@ func (g *Gate) inUse() bool {
 // A GateSlot is one poll loop's place at the gate. Only that loop's
 // thread calls Pass.
 type GateSlot struct {
-	g     *Gate
-	i     int
-	seen  *atomic.Uint64 // views of C memory, for atomics without a cgo call
-	epoch *atomic.Uint64
-	run   *atomic.Uint32
+	g      *Gate
+	i      int
+	seen   *atomic.Uint64 // views of C memory, for atomics without a cgo call
+	heldAt *atomic.Uint64
+	epoch  *atomic.Uint64
+	run    *atomic.Uint32
+	// heldEpoch is the hold this loop last found itself in.
+	heldEpoch uint64
 }
 
 // Pass reports that the loop is between iterations, touching no port,
@@ -360,8 +380,21 @@ type GateSlot struct {
 // either the callback sees this report and waits for the next one, or
 // this load sees the hold.
 func (s *GateSlot) Pass() bool {
-	s.seen.Store(s.epoch.Load())
-	return s.run.Load() != 0
+	e := s.epoch.Load()
+	s.seen.Store(e)
+	if s.run.Load() != 0 {
+		return true
+	}
+	if e != s.heldEpoch {
+		// The loop's first held pass in this hold: for GateStats.Held,
+		// once a hold.
+		s.heldEpoch = e
+		var ts unix.Timespec
+		if unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts) == nil {
+			s.heldAt.Store(uint64(ts.Nano()))
+		}
+	}
+	return false
 }
 
 // Offline tells the gate not to wait for this loop until its next Pass:
