@@ -138,7 +138,7 @@ func TestMemifPeerLeavesUnderLoad(t *testing.T) {
 	} else {
 		st := g.Stats()
 		run := time.Since(runStart)
-		t.Logf("gate: %d windows in %v; loops held %v after reporting (%.3f%% of the run, longest %v); waits for their reports %v (longest %v)",
+		t.Logf("gate: %d windows in %v; loops held %v (%.3f%% of the run, longest %v); waits for their reports %v (longest %v)",
 			st.Windows, run.Round(time.Millisecond), st.Held, 100*float64(st.Held)/float64(run), st.MaxHeld, st.Wait, st.MaxWait)
 	}
 	if rx != total {
