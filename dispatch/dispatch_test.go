@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/cephdpdkd/cephdpdkd/consumer"
 	"github.com/cephdpdkd/cephdpdkd/dispatch"
@@ -13,8 +14,10 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/pmd"
 )
 
+var testEAL *pmd.EAL
+
 func TestMain(m *testing.M) {
-	os.Exit(testenv.RunWithEAL(m, "dispatch", nil))
+	os.Exit(testenv.RunWithEAL(m, "dispatch", &testEAL))
 }
 
 // The test services: UDP to port 1000 is "a", to 2000 "b", the rest
@@ -601,5 +604,50 @@ func TestRewire(t *testing.T) {
 	if _, err := p.Rewire(dispatch.PollerConfig{Lcore: 1, Port: port.ID(), Queues: []uint16{0}, Lane: 1, BurstSize: 32,
 		Classifier: cls, Services: []*dispatch.Service{svcs[svcA], svcs[svcOther], closed}}); err == nil {
 		t.Error("a rewire to another lane was accepted")
+	}
+}
+
+// A loop behind the interrupt-thread gate receives everything, in the
+// windows between the gate's holds; driven by hand (PollOnce), it is
+// offline between calls, so the gate does not wait for a caller that
+// has stopped calling and the interrupt thread keeps its rounds.
+func TestGatedPollerDrivenByHand(t *testing.T) {
+	g, err := testEAL.HoldGate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := testEAL.ReleaseGate(); err != nil {
+			t.Error(err)
+		}
+	})
+	pool := testenv.Pool(t, "dsp_gate", 4095)
+	port := testenv.LoopPort(t, "net_ring22", pool, 1)
+	svcs := services(t, "dsp_gate", 1, 64, 64)
+	rec := newRecorder(t, testenv.RingSet(t, svcs[svcA].Rings...))
+	svcs[svcA].Consumer = rec
+	p := poller(t, dispatch.PollerConfig{Lcore: 1, Port: port.ID(), Queues: []uint16{0}, BurstSize: 32,
+		Classifier: classifier(t), Services: svcs, Owned: []int{svcA}, Gate: g})
+	var frames [][]byte
+	for i := range 20 {
+		frames = append(frames, frame(svcA, 0, uint32(i)))
+	}
+	testenv.Send(t, port, pool, 0, frames)
+	// A held call handles nothing, so idle() cannot tell when it is done.
+	deadline := time.Now().Add(5 * time.Second)
+	for len(rec.got) < len(frames) && time.Now().Before(deadline) {
+		p.PollOnce()
+	}
+	if len(rec.got) != len(frames) {
+		t.Fatalf("consumer got %d packets, want %d", len(rec.got), len(frames))
+	}
+	checkOrder(t, "gated", rec.got)
+	w := g.Stats().Windows
+	waitWindows := time.Now().Add(5 * time.Second)
+	for g.Stats().Windows < w+3 {
+		if time.Now().After(waitWindows) {
+			t.Fatalf("the gate stalled with the loop idle between calls: %+v", g.Stats())
+		}
+		time.Sleep(pmd.GatePeriod)
 	}
 }

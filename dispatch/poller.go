@@ -137,6 +137,9 @@ type Poller struct {
 	// the last table published, and older ones the loop may still use.
 	latest  *table
 	retired []*table
+	// gate, when set, holds the loop while DPDK's interrupt thread runs
+	// (pmd.Gate): the port's driver may unmap its queues then.
+	gate *pmd.GateSlot
 
 	// The loop counts in plain fields and publishes them to the atomic
 	// counters when idle or every publishEvery busy iterations: locked
@@ -177,6 +180,9 @@ type PollerConfig struct {
 	// their lanes are empty: the local consumer of this loop's lane, or
 	// the single Consumer, which the caller lists on its owner only.
 	Retiring []*Service
+	// Gate, when set, is the EAL's interrupt-thread gate: the loop takes
+	// a slot and touches no port while the gate holds it.
+	Gate *pmd.Gate
 }
 
 // NewPoller allocates a poll loop's burst and ring table.
@@ -195,6 +201,13 @@ func NewPoller(cfg PollerConfig) (*Poller, error) {
 			return nil, err
 		}
 		p.bursts = append(p.bursts, b)
+	}
+	if cfg.Gate != nil {
+		if p.gate, err = cfg.Gate.Slot(); err != nil {
+			t.free()
+			p.Free()
+			return nil, fmt.Errorf("dispatch: poller on lcore %d: %w", cfg.Lcore, err)
+		}
 	}
 	p.cur, p.latest = t, t
 	p.next.Store(t)
@@ -367,7 +380,13 @@ func (p *Poller) Run() {
 	iters, busyIters := 0, 0
 	var unpublished uint64 // iterations not yet added to p.iterations
 	for !p.stop.Load() {
-		if p.PollOnce() > 0 {
+		n := p.pollOnce()
+		if n == heldByGate {
+			// Not an iteration: a loop its gate never lets go must show
+			// as stalled (Iterations).
+			continue
+		}
+		if n > 0 {
 			busyIters++
 		}
 		if iters++; iters < timeSlice {
@@ -391,14 +410,39 @@ func (p *Poller) Run() {
 	p.loopNanos.Add(uint64(total))
 	p.iterations.Add(unpublished + uint64(iters))
 	p.publish()
+	if p.gate != nil {
+		p.gate.Offline()
+	}
 }
 
 // PollOnce runs one iteration. For each RX queue: classify the burst
 // received last time, then one cgo call dispatches it into the lanes,
 // runs the native consumers (with the last queue) and receives the next
 // burst. Then the Go consumers poll. It returns the packets handled
-// (received, dispatched or consumed): 0 when the loop is idle.
+// (received, dispatched or consumed): 0 when the loop is idle, or held by
+// its gate (PollerConfig.Gate), which it leaves offline on return.
 func (p *Poller) PollOnce() int {
+	n := p.pollOnce()
+	if p.gate != nil {
+		// Not a running loop: the gate must not wait for the caller's
+		// next call.
+		p.gate.Offline()
+	}
+	return max(n, 0)
+}
+
+// heldByGate is what pollOnce returns when the gate held the loop.
+const heldByGate = -1
+
+// pollOnce is PollOnce for Run: it leaves the gate slot online.
+func (p *Poller) pollOnce() int {
+	if p.gate != nil && !p.gate.Pass() {
+		// Held: the interrupt thread runs. Touch nothing this round;
+		// consumers may transmit on the port too. (No sched_yield: that
+		// thread runs on other CPUs, and under EEVDF each yield pushes
+		// this thread's deadline a slice further back.)
+		return heldByGate
+	}
 	if t := p.next.Load(); t != p.cur {
 		p.adopt(t)
 	}
@@ -531,13 +575,18 @@ func (p *Poller) BusyRatio() (busy, total uint64) { return p.busyNanos.Load(), p
 
 // Iterations returns how many iterations Run has made, as last
 // published: it advances about every millisecond while the loop runs,
-// and stops when the loop is stuck (in a consumer, a driver call, or a
-// stopped process). It costs the loop one atomic add per millisecond.
+// and stops when the loop is stuck (in a consumer, a driver call, held
+// by its gate, or a stopped process). It costs the loop one atomic add
+// per millisecond.
 func (p *Poller) Iterations() uint64 { return p.iterations.Load() }
 
 // Free releases the loop's C memory and frees packets still held in its
 // bursts. Run must have returned.
 func (p *Poller) Free() {
+	if p.gate != nil {
+		p.gate.Release()
+		p.gate = nil
+	}
 	for _, b := range p.bursts {
 		b.Free()
 	}

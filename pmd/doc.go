@@ -8,6 +8,10 @@
 // pointers together with each packet's data pointer and length, and Go reads
 // frames through Burst.Frame without further calls into C.
 //
+// Gate keeps poll loops out of the port while DPDK's interrupt thread runs
+// its callbacks: DPDK 22.11's net_memif unmaps a port's rings on that
+// thread when the peer leaves.
+//
 // cgo and unsafe live only in the *_cgo.go files; eal.go and port.go are
 // plain Go (option handling, validation, types).
 package pmd

@@ -55,6 +55,10 @@ type EAL struct {
 	pdump     bool          // rte_pdump_init ran
 	closeOnce sync.Once
 	closeErr  error
+
+	gateMu    sync.Mutex
+	gate      *Gate // the interrupt-thread gate, while held
+	gateHolds int
 }
 
 // ealMu serializes InitEAL; ealStarted is set once rte_eal_init succeeded,

@@ -80,3 +80,9 @@ type Info struct {
 	MaxTxQ   uint16
 	SocketID int
 }
+
+// NeedsGate reports whether a port of this driver must be polled behind
+// the EAL's interrupt-thread gate (Gate): whether the driver frees or
+// unmaps queue memory from DPDK's interrupt thread while the port runs.
+// In DPDK 22.11, net_memif does, when its peer leaves.
+func NeedsGate(driver string) bool { return driver == "net_memif" }

@@ -10,8 +10,10 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/pmd"
 )
 
+var testEAL *pmd.EAL
+
 func TestMain(m *testing.M) {
-	os.Exit(testenv.RunWithEAL(m, "pmd", nil))
+	os.Exit(testenv.RunWithEAL(m, "pmd", &testEAL))
 }
 
 // openPort hot-plugs a vdev and configures it with one queue pair.

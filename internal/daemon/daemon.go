@@ -44,6 +44,7 @@ type Daemon struct {
 	eal      *pmd.EAL
 	pool     *mempool.Pool
 	port     *pmd.Port
+	gate     *pmd.Gate // held while the port needs it (pmd.NeedsGate)
 	services []*dispatch.Service
 	counts   [][]*consumer.Counts // per service: its consumers' (one per lane if local)
 	kinds    []string
@@ -173,6 +174,18 @@ func Start(plan *Plan, opts Options) (_ *Daemon, err error) {
 	if err := d.port.Configure(pc, d.pool.Pointer()); err != nil {
 		return nil, err
 	}
+	info, err := d.port.Info()
+	if err != nil {
+		return nil, err
+	}
+	if pmd.NeedsGate(info.Driver) {
+		// The driver unmaps the queues from the interrupt thread when
+		// its peer leaves: the loops step aside for that thread.
+		if d.gate, err = d.eal.HoldGate(); err != nil {
+			return nil, err
+		}
+		d.log.Info("poll loops gated against DPDK's interrupt thread", "driver", info.Driver, "period", pmd.GatePeriod)
+	}
 
 	if cfg.Kernel != nil {
 		if err := d.openKernel(); err != nil {
@@ -219,7 +232,6 @@ func Start(plan *Plan, opts Options) (_ *Daemon, err error) {
 			return nil, err
 		}
 	}
-	info, _ := d.port.Info()
 	link, _ := d.port.Link()
 	d.log.Info("port started", "port", cfg.Port.Name, "device", pmd.DeviceName(device), "driver", info.Driver,
 		"mac", info.MAC.String(), "link", link.String(), "rx_queues", cfg.Port.RxQueues, "tx_queues", cfg.Port.TxQueues)
@@ -444,7 +456,7 @@ func (d *Daemon) pollerConfig(cfg *config.Config, pi int, cls *classify.Classifi
 	pl := cfg.Pollers[pi]
 	pcfg := dispatch.PollerConfig{
 		Lcore: uint(pl.Lcore), Port: d.port.ID(), Lane: cfg.Lane(pi), BurstSize: cfg.Burst,
-		Classifier: cls, Services: services,
+		Classifier: cls, Services: services, Gate: d.gate,
 	}
 	for _, q := range pl.RxQueues {
 		pcfg.Queues = append(pcfg.Queues, uint16(q))
@@ -609,6 +621,17 @@ func (d *Daemon) teardown() error {
 		}
 		d.detach = ""
 	}
+	if d.gate != nil {
+		st := d.gate.Stats()
+		d.log.Info("interrupt-thread gate", "windows", st.Windows, "held", st.Held, "max_held", st.MaxHeld,
+			"wait", st.Wait, "max_wait", st.MaxWait)
+		// After the port: its stop and close then run with the interrupt
+		// thread parked, not beside a memif disconnect of its own.
+		if err := d.eal.ReleaseGate(); err != nil {
+			errs = append(errs, err)
+		}
+		d.gate = nil
+	}
 	if d.pool != nil {
 		if err := d.pool.Close(); err != nil {
 			d.log.Error("MBUF LEAK", "err", err)
@@ -677,6 +700,10 @@ func (d *Daemon) Pool() *mempool.Pool { return d.pool }
 
 // Port returns the port.
 func (d *Daemon) Port() *pmd.Port { return d.port }
+
+// Gate returns the interrupt-thread gate the poll loops pass, or nil when
+// the port's driver needs none.
+func (d *Daemon) Gate() *pmd.Gate { return d.gate }
 
 // Snapshot reads every counter for metrics and the status line.
 func (d *Daemon) Snapshot() metrics.Snapshot {

@@ -295,39 +295,10 @@ func TestTestpmdGeneratorOverMemif(t *testing.T) {
 		o := out.String()
 		return txPackets.MatchString(o) && strings.Contains(o[strings.LastIndex(o, "TX-packets"):], "\n")
 	})
-	// Everything testpmd sent is in our RX ring by now; wait for the loop
-	// to take it all, then stop the daemon before testpmd disconnects:
-	// DPDK's memif PMD unmaps the shared rings on disconnect while a
-	// concurrent rx_burst may still read them.
-	last := ^uint64(0)
-	waitFor(t, 10*time.Second, "the receive count to settle", func() bool {
-		n := received(d)
-		settled := n == last
-		last = n
-		time.Sleep(50 * time.Millisecond)
-		return settled
-	})
-	var roce, others uint64
-	for _, s := range d.Services() {
-		n := s.Stats.Packets.Load() + s.Stats.Drops.Load()
-		if s.Name == "roce" {
-			roce = n
-		} else {
-			others += n
-		}
-	}
-	if err := d.Stop(context.Background()); err != nil {
-		t.Errorf("stop: %v", err)
-	}
-	send("quit")
-	stdin.Close()
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("testpmd: %v\n%s", err, out.String())
-	}
+	// The per-port block after "stop" is the total for the run.
 	sent := uint64(0)
 	sc := bufio.NewScanner(strings.NewReader(out.String()))
 	for sc.Scan() {
-		// The per-port block after "stop" is the total for the run.
 		if m := txPackets.FindStringSubmatch(sc.Text()); m != nil {
 			n, _ := strconv.ParseUint(m[1], 10, 64)
 			sent = max(sent, n)
@@ -335,6 +306,34 @@ func TestTestpmdGeneratorOverMemif(t *testing.T) {
 	}
 	if sent == 0 {
 		t.Fatalf("testpmd sent nothing:\n%s", out.String())
+	}
+	// Everything testpmd sent is in our RX ring by now; wait for the loop
+	// to take it all (its thread may wait seconds for a busy CPU). The
+	// daemon may outlive its peer: its loops pass pmd.Gate, see
+	// TestMemifPeerLeavesUnderLoad.
+	counts := func() (roce, others uint64) {
+		for _, s := range d.Services() {
+			n := s.Stats.Packets.Load() + s.Stats.Drops.Load()
+			if s.Name == "roce" {
+				roce = n
+			} else {
+				others += n
+			}
+		}
+		return roce, others
+	}
+	waitFor(t, 30*time.Second, "the roce service to count what testpmd sent", func() bool {
+		roce, _ := counts()
+		return roce >= sent
+	})
+	roce, others := counts() // Stop lets the services go
+	send("quit")
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("testpmd: %v\n%s", err, out.String())
+	}
+	if err := d.Stop(context.Background()); err != nil {
+		t.Errorf("stop: %v", err)
 	}
 	t.Logf("testpmd sent %d packets; roce service got %d", sent, roce)
 	if roce != sent || others != 0 {
