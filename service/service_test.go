@@ -24,6 +24,7 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/internal/config"
 	"github.com/cephdpdkd/cephdpdkd/internal/daemon"
 	"github.com/cephdpdkd/cephdpdkd/internal/hugepages/hugepagestest"
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv/logbuf"
 )
 
 // The test binary doubles as the service process: with CDD_SVC_HELPER
@@ -73,7 +74,7 @@ type node struct {
 	cfg     *config.Config
 	plan    *daemon.Plan
 	cmd     *exec.Cmd
-	logs    *logBuffer
+	logs    *logbuf.Buffer
 	done    chan struct{}
 	err     error
 	metrics string
@@ -109,7 +110,7 @@ func startNode(t *testing.T, device string, process ...string) *node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := &node{t: t, prefix: fmt.Sprintf("cdd-svc-%d", os.Getpid()), logs: &logBuffer{}, done: make(chan struct{}), dir: dir}
+	n := &node{t: t, prefix: fmt.Sprintf("cdd-svc-%d", os.Getpid()), logs: &logbuf.Buffer{}, done: make(chan struct{}), dir: dir}
 	if device == "" {
 		device = "net_pcap0,rx_pcap={dir}/s.pcap,infinite_rx=1"
 	}
@@ -556,22 +557,4 @@ func TestReceiveRate(t *testing.T) {
 		t.Logf("in-daemon count consumer: %.0f pps", (b-a)/window.Seconds())
 		c.stop()
 	})
-}
-
-// logBuffer collects a process's output for concurrent reading.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -2,18 +2,17 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv/logbuf"
 	"github.com/cephdpdkd/cephdpdkd/pmd"
 )
 
@@ -44,29 +43,11 @@ func sampleConfig(t *testing.T, name string, edits ...string) string {
 	return path
 }
 
-// logBuffer collects a process's output for concurrent reading.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // daemonProc is a cephdpdkd run process.
 type daemonProc struct {
 	t    *testing.T
 	cmd  *exec.Cmd
-	logs *logBuffer // stdout and stderr, unless the test redirected them
+	logs *logbuf.Buffer // stdout and stderr, unless the test redirected them
 	done chan struct{}
 	err  error // Wait's, once done is closed
 }
@@ -75,7 +56,7 @@ type daemonProc struct {
 // cleanup if it is still running. setup may redirect its output.
 func startDaemon(t *testing.T, config string, setup func(*exec.Cmd)) *daemonProc {
 	t.Helper()
-	p := &daemonProc{t: t, logs: &logBuffer{}, done: make(chan struct{})}
+	p := &daemonProc{t: t, logs: &logbuf.Buffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(binary(t), "run", "--config", config, "--status=off")
 	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
 	// What a killed or forced exit leaves there goes with the test.

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv/logbuf"
 	"github.com/cephdpdkd/cephdpdkd/pmd"
 )
 
@@ -18,7 +19,7 @@ import (
 // socket, generating RoCEv2-port UDP at full speed until it is killed.
 type memifPeer struct {
 	cmd  *exec.Cmd
-	out  lockedBuffer
+	out  logbuf.Buffer
 	done chan error
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cephdpdkd/cephdpdkd/internal/sdnotify"
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv/logbuf"
 )
 
 // The systemd watchdog over real poll loops: their iteration counters
@@ -21,7 +22,7 @@ func TestWatchdogOverRealPollLoops(t *testing.T) {
 	for _, p := range d.Pollers() {
 		loops = append(loops, sdnotify.Loop{Name: fmt.Sprintf("lcore %d", p.Lcore()), Progress: p.Iterations})
 	}
-	var logs lockedBuffer
+	var logs logbuf.Buffer
 	w := sdnotify.NewWatchdog(loops, slog.New(slog.NewTextHandler(&logs, nil)))
 	for i := range 3 {
 		time.Sleep(200 * time.Millisecond) // the loop thread may wait for a shared CPU

@@ -3,7 +3,6 @@
 package qemuvm
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv/logbuf"
 )
 
 // Binary is the qemu system emulator the guests run in.
@@ -49,7 +50,7 @@ type Process struct {
 	// and the leader of its process group.
 	Pid int
 
-	stderr lockedBuffer // qemu's own messages
+	stderr logbuf.Buffer // qemu's own messages
 	exited chan struct{}
 
 	killOnce sync.Once
@@ -137,22 +138,3 @@ func (p *Process) Exited() <-chan struct{} { return p.exited }
 
 // Stderr returns what qemu itself printed so far.
 func (p *Process) Stderr() string { return p.stderr.String() }
-
-// lockedBuffer is a bytes.Buffer that exec's copying goroutine writes while
-// Stderr reads.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
