@@ -118,6 +118,7 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"os"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -169,6 +170,7 @@ type Process struct {
 
 	// The supervisor's state (Check's caller only).
 	session   uint64
+	claims    uint64 // the control block's claims at the last Check
 	pidfd     int
 	dying     bool
 	lastBeat  uint64
@@ -224,6 +226,13 @@ func NewProcess(cfg ProcessConfig) (_ *Process, err error) {
 		d.lanes[i] = (*C.struct_rte_ring)(r.Pointer())
 	}
 	c.nlanes, c.burst = C.uint16_t(len(lanes)), C.uint16_t(cfg.Burst)
+	// A process tells by this that the daemon it attached to is gone.
+	self := os.Getpid()
+	start, err := service.StartTime(self)
+	if err != nil {
+		return nil, fmt.Errorf("consumer: service %s: own start time: %w", cfg.Service, err)
+	}
+	c.daemon = C.uint64_t(service.Owner(self, start))
 	d.c = c
 	d.tx, d.ret, d.buf = (*C.struct_rte_ring)(p.rings[0].Pointer()), (*C.struct_rte_ring)(p.rings[1].Pointer()), (*C.struct_rte_ring)(p.rings[2].Pointer())
 	d.mp = (*C.struct_rte_mempool)(cfg.Pool.Pointer())
@@ -296,6 +305,7 @@ const (
 	Detached                   // it let go, holding nothing
 	Died                       // it is gone: the serving loop recovers
 	Recovered                  // the loop freed what it left
+	Passed                     // a process attached and detached between two checks
 )
 
 // SetClosing tells the attached process (and any that attaches later)
@@ -327,18 +337,24 @@ func (p *Process) Check(now time.Time) ProcessEvent {
 		d := p.d.last
 		return ProcessEvent{Kind: Recovered, PID: pid, Held: uint64(d.held), Unacked: uint64(d.unacked), Rings: uint64(d.rings)}
 	}
+	claims := uint64(C.cdd_svc_load64(&p.ctl.claims))
 	switch {
 	case owner == 0:
 		if p.session != 0 {
 			pid := int(uint32(p.session))
 			p.endSession()
+			p.claims = claims
 			return ProcessEvent{Kind: Detached, PID: pid}
+		}
+		if claims != p.claims {
+			p.claims = claims
+			return ProcessEvent{Kind: Passed, PID: int(uint32(C.cdd_svc_load64(&p.ctl.last_owner)))}
 		}
 	case owner != p.session:
 		if p.session != 0 {
 			p.endSession()
 		}
-		p.session = owner
+		p.session, p.claims = owner, claims
 		pid := int(uint32(owner))
 		fd, err := unix.PidfdOpen(pid, 0)
 		if err == nil {

@@ -48,7 +48,7 @@
 #include <rte_ethdev.h>
 
 #define CDD_SVC_MAGIC 0x63646473u /* "cdds" */
-#define CDD_SVC_VERSION 1u
+#define CDD_SVC_VERSION 2u
 #define CDD_SVC_NAMESIZE 32
 #define CDD_SVC_MAX_LANES 128 /* RTE_MAX_LCORE: at most one lane per poll loop */
 #define CDD_SVC_MAX_BURST 512 /* CDD_MAX_BURST */
@@ -70,6 +70,7 @@ struct cdd_svc_ctl {
 	uint32_t magic, version;
 	uint16_t nlanes, burst;
 	uint32_t data_room; /* bytes an mbuf holds after its headroom */
+	uint64_t daemon;    /* the daemon's pid | (start time & 0xffffffff) << 32 */
 	char pool[CDD_SVC_NAMESIZE];
 	char txname[CDD_SVC_NAMESIZE], retname[CDD_SVC_NAMESIZE], bufname[CDD_SVC_NAMESIZE];
 	char lanes[CDD_SVC_MAX_LANES][CDD_SVC_NAMESIZE];
@@ -80,6 +81,10 @@ struct cdd_svc_ctl {
 	 * it detaches with nothing held. */
 	uint64_t owner __rte_cache_aligned;
 	uint64_t heartbeat; /* bumped by the process on every call */
+	/* Sessions claimed so far, and the last claimant, written by the
+	 * process after its claim: the daemon checks sessions periodically
+	 * and learns from these of one that began and ended in between. */
+	uint64_t claims, last_owner;
 	uint32_t closing;   /* daemon stopping: drain, give back, detach */
 	uint32_t recover;   /* owner gone: the serving loop recovers, then 0 */
 	uint64_t rx_pkts, rx_bytes, tx_pkts, fwd_pkts; /* the process's counts */

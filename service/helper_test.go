@@ -18,6 +18,7 @@ import (
 //	hold         receive a burst, print "holding N", keep it until killed
 //	send N       send N frames (helperFrame), then detach
 //	rate D       receive for D, print the packets per second
+//	untilgone    receive until the daemon is gone (exit 0) or another error
 func helper(role string, args []string) int {
 	if err := runHelper(role, args); err != nil {
 		fmt.Fprintln(os.Stderr, "helper:", err)
@@ -107,6 +108,18 @@ func runHelper(role string, args []string) (err error) {
 		}
 		fmt.Printf("attached in %v, sent %d\n", attach.Round(time.Microsecond), sent)
 		return nil
+	case "untilgone":
+		// Receive until the session fails; print why.
+		fmt.Println("attached")
+		for {
+			if _, err := s.Recv(s.Burst()); err != nil && !errors.Is(err, service.ErrBusy) {
+				fmt.Printf("recv: %v\n", err)
+				if errors.Is(err, service.ErrDaemonGone) {
+					return nil
+				}
+				return err
+			}
+		}
 	case "rate":
 		window, err := time.ParseDuration(args[2])
 		if err != nil {

@@ -60,8 +60,11 @@ static int cdd_svc_lookup(const char *zone, struct cdd_svc_proc *p, const char *
 static int cdd_svc_claim(struct cdd_svc_ctl *c, uint64_t owner, uint64_t *holder)
 {
 	uint64_t exp = 0;
-	if (__atomic_compare_exchange_n(&c->owner, &exp, owner, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+	if (__atomic_compare_exchange_n(&c->owner, &exp, owner, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+		__atomic_store_n(&c->last_owner, owner, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&c->claims, 1, __ATOMIC_RELEASE);
 		return 0;
+	}
 	*holder = exp;
 	return -EBUSY;
 }
@@ -192,6 +195,10 @@ var (
 	// ErrBusy: the daemon has not yet taken what the session gave it
 	// (its ret or tx ring is full); call again.
 	ErrBusy = errors.New("service: the daemon's ring is full; try again")
+	// ErrDaemonGone: the daemon the session attached to has exited (a
+	// crash, or a kill): Close the session and the Daemon, and Join the
+	// one that replaces it.
+	ErrDaemonGone = errors.New("service: the daemon has exited")
 	// ErrAttached: another process holds the service.
 	ErrAttached = errors.New("service: another process is attached to the service")
 	// ErrNoService: the daemon has no process service of that name.
@@ -259,7 +266,16 @@ type Session struct {
 	length []uint16
 	pktLen []uint32
 	n      int
+	// idle counts the empty Recvs since the daemon was last seen alive;
+	// gone is set once it was seen dead.
+	idle int
+	gone bool
 }
+
+// daemonCheckEvery is how many empty Recvs pass between two checks that
+// the daemon still runs (a /proc read): a few milliseconds of idle
+// polling, and nothing while packets flow.
+const daemonCheckEvery = 1 << 14
 
 // attachWait bounds how long Attach waits for a control block the
 // daemon is still filling in.
@@ -318,6 +334,14 @@ func (d *Daemon) Attach(name string) (*Session, error) {
 	return s, nil
 }
 
+// daemonAlive reports whether the daemon that published the control
+// block still runs: its pid, with the start time it recorded.
+func (s *Session) daemonAlive() bool {
+	d := uint64(s.p.c.daemon)
+	st, err := StartTime(int(uint32(d)))
+	return err == nil && uint32(st) == uint32(d>>32)
+}
+
 // Name returns the service's name.
 func (s *Session) Name() string { return s.name }
 
@@ -331,18 +355,32 @@ func (s *Session) MaxFrame() int { return int(s.p.c.data_room) }
 // most Burst) from the service's lanes, and returns how many. Frame reads
 // them until the next Recv, Release, Forward or Close. It returns 0 when
 // nothing waits, ErrBusy when the daemon has not yet taken the last burst
-// back, and ErrClosing once the daemon stops and nothing is left.
+// back, ErrClosing once the daemon stops and nothing is left, and
+// ErrDaemonGone when, after a while without packets, the daemon is found
+// to have exited without stopping (killed, crashed).
 func (s *Session) Recv(max int) (int, error) {
 	s.n = 0
 	rc := int(C.cdd_svc_recv(s.p, C.uint(max)))
-	switch {
-	case rc == -int(C.ENOBUFS):
+	if rc > 0 {
+		s.n, s.idle = rc, 0
+		return rc, nil
+	}
+	// Nothing: an idle service, a daemon that has not taken the last
+	// burst back yet, or one that is gone.
+	if s.idle++; s.idle >= daemonCheckEvery {
+		s.idle = 0
+		if !s.daemonAlive() {
+			s.gone = true
+			return 0, ErrDaemonGone
+		}
+	}
+	switch rc {
+	case -int(C.ENOBUFS):
 		return 0, ErrBusy
-	case rc == -int(C.ESHUTDOWN):
+	case -int(C.ESHUTDOWN):
 		return 0, ErrClosing
 	}
-	s.n = rc
-	return rc, nil
+	return 0, nil
 }
 
 // Len returns the number of packets held.
@@ -412,6 +450,13 @@ func (s *Session) Close() error {
 		return nil
 	}
 	s.n = 0
+	if s.gone {
+		// Nobody to give anything back to: the daemon's memory goes
+		// with this process's mappings.
+		C.free(unsafe.Pointer(s.p))
+		s.p = nil
+		return nil
+	}
 	var rc C.int
 	for deadline := time.Now().Add(time.Second); ; runtime.Gosched() {
 		if rc = C.cdd_svc_detach(s.p, C.uint64_t(s.owner)); rc != -C.ENOBUFS || time.Now().After(deadline) {

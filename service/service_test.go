@@ -25,6 +25,7 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/internal/daemon"
 	"github.com/cephdpdkd/cephdpdkd/internal/hugepages/hugepagestest"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/logbuf"
+	"github.com/cephdpdkd/cephdpdkd/service"
 )
 
 // The test binary doubles as the service process: with CDD_SVC_HELPER
@@ -311,8 +312,11 @@ func TestReceive(t *testing.T) {
 		t.Fatalf("%d frames received, want 2000", len(frames))
 	}
 	n.checkFrames(frames, "osd")
-	if v := n.metric("cephdpdkd_service_attached", "osd"); v != 0 {
-		t.Errorf("attached %v after the helper detached", v)
+	// The daemon notices within a check period.
+	for deadline := time.Now().Add(time.Second); n.metric("cephdpdkd_service_attached", "osd") != 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("attached 1 a second after the helper detached")
+		}
 	}
 
 	// cephdpdk-dump, the real program.
@@ -349,7 +353,9 @@ func TestReceive(t *testing.T) {
 	}
 	n.checkFrames(dumped, "osd")
 	logs := n.stop()
-	if !strings.Contains(logs, `msg="service process attached" service=osd`) || !strings.Contains(logs, `msg="service process detached" service=osd`) {
+	// The daemon checks sessions every few milliseconds: one as short as
+	// a dump's may fall between two checks, and is logged as one line.
+	if !regexp.MustCompile(`msg="service process attached" service=osd(?s:.*)msg="service process detached" service=osd|msg="service process attached and detached" service=osd`).MatchString(logs) {
 		t.Errorf("the daemon logged no attach and detach:\n%s", logs)
 	}
 }
@@ -493,6 +499,45 @@ func TestReloadWhileAttached(t *testing.T) {
 	}
 	t.Logf("service process across two reloads: %s", strings.TrimSpace(stdout.String()))
 	n.stop()
+}
+
+// A daemon killed under a service process: the process's Recv returns
+// ErrDaemonGone instead of polling a dead daemon's rings for ever.
+func TestDaemonGone(t *testing.T) {
+	n := startNode(t, "", "osd")
+	cmd := n.helperCmd("untilgone", "osd")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	r := bufio.NewReader(stdout)
+	if line, err := r.ReadString('\n'); err != nil || line != "attached\n" {
+		t.Fatalf("helper: %q, %v\n%s", line, err, &stderr)
+	}
+	n.cmd.Process.Kill()
+	<-n.done
+	killed := time.Now()
+	var rest []byte
+	done := make(chan error, 1)
+	go func() {
+		rest, _ = io.ReadAll(r) // all of it before Wait closes the pipe
+		done <- cmd.Wait()
+	}()
+	select {
+	case err := <-done:
+		if err != nil || !strings.Contains(string(rest), service.ErrDaemonGone.Error()) {
+			t.Fatalf("helper after the daemon's kill: %v, %q\n%s", err, rest, &stderr)
+		}
+		t.Logf("the process saw the daemon gone %v after its kill: %s", time.Since(killed).Round(time.Millisecond), strings.TrimSpace(string(rest)))
+	case <-time.After(10 * time.Second):
+		t.Fatal("the process still polls 10 s after the daemon's kill")
+	}
 }
 
 // Frames a service process sends go out the daemon's port: net_pcap

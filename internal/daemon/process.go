@@ -50,6 +50,8 @@ func (d *Daemon) logProcessEvent(service string, e consumer.ProcessEvent) {
 		d.log.Info("service process attached", "service", service, "pid", e.PID)
 	case consumer.Detached:
 		d.log.Info("service process detached", "service", service, "pid", e.PID)
+	case consumer.Passed:
+		d.log.Info("service process attached and detached", "service", service, "pid", e.PID)
 	case consumer.Died:
 		d.log.Warn("service process gone without detaching: recovering its mbufs", "service", service, "pid", e.PID)
 	case consumer.Recovered:
