@@ -6,22 +6,15 @@
 // byte streams both ways through a flow-controlled session.Session. msgr2
 // sees the address it dialled, so its identity check passes.
 //
-// Everything but the TCP dials and reads runs on the goroutine that
-// polls the connection manager. A REQ is answered once its dial ends
-// (the connection manager's deferred accept), so a daemon slow to
-// accept never stalls the poll loop. Each connection has a reader
-// goroutine for its TCP socket, and a fixed number of chunks per
+// Everything but the TCP dials, reads and writes runs on the goroutine
+// that polls the connection manager. A REQ is answered once its dial
+// ends (the connection manager's deferred accept), so a daemon slow to
+// accept never stalls the poll loop. Each connection has a reader and a
+// writer goroutine for its TCP socket, and a fixed number of chunk credits per
 // direction: its memory is bounded, and a slow side stalls the other
 // instead of buffering without end. Chunks come from a bridge-wide free
 // list only while they hold data (the reader waits for the socket to be
 // readable before taking one), so an idle connection holds none.
-//
-// The client's bytes go to the daemon's socket from the poll loop, in
-// non-blocking writes of whole chunks: no goroutine hand-off and wake-up
-// per chunk, and the receive buffers go back to the SRQ as soon as the
-// socket takes their bytes. A full socket leaves the bytes in the
-// connection's chunks, and a connection whose chunks are all full takes
-// no more from its receive buffers: the backpressure below.
 //
 // The connections' registered buffers are shared, as Ceph's own RDMA
 // messenger shares them through an SRQ: one session.Pool holds
@@ -50,7 +43,6 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"os"
 	"sync"
 	"syscall"
 	"time"
@@ -255,12 +247,6 @@ func (b *Bridge) completeDials() int {
 
 func (b *Bridge) completeDial(d dialed) {
 	nc, err, sess, target := d.nc, d.err, d.sess, d.target
-	var raw syscall.RawConn
-	if err == nil {
-		if raw, err = rawConn(nc); err != nil {
-			nc.Close()
-		}
-	}
 	if err != nil {
 		releaseSession(sess)
 		reason := refusedDialFailed
@@ -281,7 +267,7 @@ func (b *Bridge) completeDial(d dialed) {
 		b.m.Complete(d.cc, cm.Accept{}, cm.Reject(cm.RejInvalidServiceID, nil))
 		return
 	}
-	c := b.newConn(target, sess, nc, raw)
+	c := b.newConn(target, sess, nc)
 	c.cc, c.idx = d.cc, len(b.live)
 	b.conns[d.cc] = c
 	b.live = append(b.live, c)
@@ -497,18 +483,10 @@ type conn struct {
 	out     []byte
 	tcpDone bool // the reader ended (in closed and drained)
 
-	// RoCE → TCP: chunks filled from the session, oldest first, at most
-	// b.cfg.Chunks; outOff bytes of outq[0] are written. The poll loop
-	// writes them to raw without blocking (writeChunk, through
-	// writeFn, which is made once so a write allocates nothing).
-	outq    [][]byte
-	outOff  int
-	raw     syscall.RawConn
-	writeFn func(fd uintptr) bool
-	wbuf    []byte // writeFn's argument
-	wn      int    // and results
-	werr    error
-	wfailed bool // a write failed: the client's bytes are discarded
+	// RoCE → TCP: for each credit from toFree a chunk is filled from the
+	// session and handed to the writer on toTCP.
+	toTCP  chan []byte
+	toFree chan []byte
 
 	stalled    [numStalls]bool // a stall is counted when it starts
 	drainSince time.Time
@@ -518,34 +496,21 @@ type conn struct {
 	peek     [1]byte // the reader's readiness probe
 }
 
-func (b *Bridge) newConn(target netip.AddrPort, sess *session.Session, nc net.Conn, raw syscall.RawConn) *conn {
+func (b *Bridge) newConn(target netip.AddrPort, sess *session.Session, nc net.Conn) *conn {
 	k := b.cfg.Chunks
-	c := &conn{b: b, target: target, tcp: nc, raw: raw, sess: sess, qp: sess.QP(),
+	c := &conn{b: b, target: target, tcp: nc, sess: sess, qp: sess.QP(),
 		in: make(chan []byte, k), inFree: make(chan []byte, k),
-		outq: make([][]byte, 0, k),
+		toTCP: make(chan []byte, k), toFree: make(chan []byte, k),
 		quit: make(chan struct{}),
 	}
-	c.writeFn = c.writeOnce
 	for range k {
 		c.inFree <- nil
+		c.toFree <- nil
 	}
-	b.wg.Add(1)
+	b.wg.Add(2)
 	go c.read()
+	go c.write()
 	return c
-}
-
-// rawConn returns the socket under a dialled connection, for the poll
-// loop's non-blocking writes.
-func rawConn(nc net.Conn) (syscall.RawConn, error) {
-	sc, ok := nc.(syscall.Conn)
-	if !ok {
-		return nil, fmt.Errorf("bridge: %T is not a socket", nc)
-	}
-	raw, err := sc.SyscallConn()
-	if err != nil {
-		return nil, fmt.Errorf("bridge: socket of %v: %w", nc.RemoteAddr(), err)
-	}
-	return raw, nil
 }
 
 // pump moves data both ways without blocking and returns the bytes moved.
@@ -558,44 +523,31 @@ func (c *conn) pump() (int, error) {
 	return moved + n, err
 }
 
-// pumpToTCP writes what the client sent to the daemon's socket until
-// the socket is full, taking it out of the session's receive buffers as
-// far as the connection's chunks go, and returns the bytes written.
+// pumpToTCP hands what the client sent to the writer, as far as free
+// chunks go.
 func (c *conn) pumpToTCP() (int, error) {
+	cnt := &c.b.cnt
 	moved := 0
-	for {
-		n, full := c.flushTCP()
-		moved += n
-		filled, err := c.fillChunks()
-		if err != nil {
-			return moved, err
+	for c.sess.Readable() {
+		select {
+		case <-c.toFree:
+			c.stalled[stallTCPWrite] = false
+		default:
+			if c.sess.Buffered() > 0 && !c.stalled[stallTCPWrite] {
+				c.stalled[stallTCPWrite] = true
+				cnt.stalls[stallTCPWrite].Add(1)
+			}
+			return moved, nil
 		}
-		if full || !filled {
-			break
-		}
-	}
-	switch stalled := len(c.outq) == cap(c.outq) && c.sess.Buffered() > 0; {
-	case stalled && !c.stalled[stallTCPWrite]:
-		c.b.cnt.stalls[stallTCPWrite].Add(1)
-		c.stalled[stallTCPWrite] = true
-	case !stalled:
-		c.stalled[stallTCPWrite] = false
-	}
-	return moved, nil
-}
-
-// fillChunks copies the session's received bytes into chunks while the
-// connection has chunks to spare, and reports whether it copied any.
-func (c *conn) fillChunks() (bool, error) {
-	filled := false
-	for len(c.outq) < cap(c.outq) && c.sess.Readable() {
 		buf := c.b.chunks.get()
 		n, err := c.sess.Recv(buf)
-		if n > 0 && !c.wfailed {
-			c.outq = append(c.outq, buf[:n])
-			filled = true
+		if n > 0 {
+			c.toTCP <- buf[:n] // never blocks: as many slots as credits
+			moved += n
+			cnt.toTCP.Add(uint64(n))
 		} else {
 			c.b.chunks.put(buf)
+			c.toFree <- nil
 		}
 		if errors.Is(err, roce.ErrWouldBlock) {
 			break
@@ -604,77 +556,10 @@ func (c *conn) fillChunks() (bool, error) {
 			if errors.Is(err, io.EOF) {
 				err = fmt.Errorf("bridge: unexpected zero-length SEND from the client: %w", err)
 			}
-			return filled, err
+			return moved, err
 		}
 	}
-	return filled, nil
-}
-
-// flushTCP writes the chunks to the socket, oldest first, until they
-// are all written or the socket takes no more (full), and frees the
-// written chunks.
-func (c *conn) flushTCP() (moved int, full bool) {
-	for len(c.outq) > 0 && !c.wfailed {
-		n, err := c.writeChunk(c.outq[0][c.outOff:])
-		if n > 0 {
-			moved += n
-			c.b.cnt.toTCP.Add(uint64(n))
-			c.outOff += n
-			if c.outOff == len(c.outq[0]) {
-				c.popChunk()
-			}
-		}
-		switch {
-		case err == syscall.EAGAIN:
-			return moved, true
-		case err == syscall.EINTR:
-		case err != nil:
-			// As a daemon that stopped reading: the client's bytes go
-			// nowhere, and the daemon's side ends the connection.
-			c.wfailed = true
-			if !errors.Is(err, net.ErrClosed) {
-				c.b.cnt.errors[errTCPWrite].Add(1)
-			}
-		}
-	}
-	c.freeChunks()
-	return moved, false
-}
-
-// writeChunk makes one non-blocking write of p to the socket.
-func (c *conn) writeChunk(p []byte) (int, error) {
-	c.wbuf, c.wn, c.werr = p, 0, nil
-	if err := c.raw.Write(c.writeFn); err != nil {
-		c.wbuf = nil
-		return 0, err
-	}
-	c.wbuf = nil
-	return c.wn, c.werr
-}
-
-// writeOnce is c.writeFn. Returning true, it never waits for the socket
-// to become writable: the runtime's poller is not involved.
-func (c *conn) writeOnce(fd uintptr) bool {
-	n, err := syscall.Write(int(fd), c.wbuf)
-	c.wn, c.werr = max(n, 0), err
-	return true
-}
-
-// popChunk frees the written chunk at the head of outq.
-func (c *conn) popChunk() {
-	c.b.chunks.put(c.outq[0])
-	copy(c.outq, c.outq[1:])
-	c.outq[len(c.outq)-1] = nil
-	c.outq = c.outq[:len(c.outq)-1]
-	c.outOff = 0
-}
-
-// freeChunks frees the chunks not written, after a write failed, or
-// when the connection is reset.
-func (c *conn) freeChunks() {
-	for len(c.outq) > 0 {
-		c.popChunk()
-	}
+	return moved, nil
 }
 
 // pumpToRoCE sends what the daemon sent, as far as the session's send
@@ -756,24 +641,22 @@ func (c *conn) read() {
 	}
 }
 
-// closeAfter writes the chunks still held to the daemon, blocking up
-// to closeTimeout, then closes the socket: the end of an orderly close,
-// off the poll loop.
-func (c *conn) closeAfter(outq [][]byte, off int) {
+// write sends the client's bytes to the daemon until toTCP is closed,
+// then closes the socket.
+func (c *conn) write() {
 	defer c.b.wg.Done()
-	c.tcp.SetWriteDeadline(time.Now().Add(closeTimeout))
-	failed := c.wfailed
-	for _, buf := range outq {
+	failed := false
+	for buf := range c.toTCP {
 		if !failed {
-			if _, err := c.tcp.Write(buf[off:]); err != nil {
+			if _, err := c.tcp.Write(buf); err != nil {
 				failed = true
-				if !errors.Is(err, net.ErrClosed) && !errors.Is(err, os.ErrDeadlineExceeded) {
+				if !errors.Is(err, net.ErrClosed) {
 					c.b.cnt.errors[errTCPWrite].Add(1)
 				}
 			}
 		}
-		off = 0
 		c.b.chunks.put(buf)
+		c.toFree <- nil
 	}
 	c.tcp.Close()
 }
@@ -834,26 +717,16 @@ func (c *conn) close(reset bool) {
 		return
 	}
 	c.released = true
-	switch {
-	case reset:
+	if reset {
 		if tc, ok := c.tcp.(*net.TCPConn); ok {
 			tc.SetLinger(0)
 		}
 		c.tcp.Close()
-		c.freeChunks()
-	case len(c.outq) > 0 && !c.wfailed:
-		// The last bytes go out on a goroutine that owns the chunks
-		// from now on.
-		outq, off := append([][]byte(nil), c.outq...), c.outOff
-		clear(c.outq)
-		c.outq, c.outOff = c.outq[:0], 0
-		c.b.wg.Add(1)
-		go c.closeAfter(outq, off)
-	default:
-		c.freeChunks()
-		c.tcp.Close()
+	} else {
+		c.tcp.SetWriteDeadline(time.Now().Add(closeTimeout))
 	}
 	close(c.quit)
+	close(c.toTCP)
 	c.releaseRoCE()
 }
 

@@ -28,7 +28,7 @@ var (
 // testNet is a client endpoint and a bridging endpoint on a memlink; the
 // bridge dials real loopback TCP, so everything runs on the wall clock.
 type testNet struct {
-	t       testing.TB
+	t       *testing.T
 	cliM    *cm.Manager
 	srvM    *cm.Manager
 	cliPD   *roce.PD
@@ -38,7 +38,7 @@ type testNet struct {
 	tcpPort uint16 // where the test's TCP server listens on 127.0.0.1
 }
 
-func newTestNet(t testing.TB, cfg Config) *testNet {
+func newTestNet(t *testing.T, cfg Config) *testNet {
 	// Code 11 (about 8 ms): a SEND the bridge drops unanswered is sent
 	// again soon, and six of them outlast a poll loop slowed by a
 	// loaded machine or the race detector.
@@ -47,7 +47,7 @@ func newTestNet(t testing.TB, cfg Config) *testNet {
 
 // newTestNetTimeout sets the client's transport timeout code: the time
 // it waits before sending again a SEND the bridge dropped unanswered.
-func newTestNetTimeout(t testing.TB, cfg Config, timeout uint8) *testNet {
+func newTestNetTimeout(t *testing.T, cfg Config, timeout uint8) *testNet {
 	t.Helper()
 	la, lb := memlink.New(memlink.Config{Seed: 3})
 	epC, err := roce.NewEndpoint(roce.EndpointConfig{MAC: macC, IP: ipC, IO: la})
