@@ -177,7 +177,8 @@ func Start(plan *Plan, opts Options) (_ *Daemon, err error) {
 	if strings.HasPrefix(device, "net_af_packet") && pc.MTU > afPacketMaxMTU {
 		// DPDK 22.11's net_af_packet reports a 1518-byte max_rx_pktlen,
 		// so ethdev refuses a larger MTU, though its ring frames carry
-		// what framesz holds: the kernel interface's MTU is the port's.
+		// what framesz holds: the interface's own MTU (ip link) and
+		// framesz bound the frames instead.
 		d.log.Info("net_af_packet: port MTU left to the kernel interface", "mtu", pc.MTU)
 		pc.MTU = 0
 	}
