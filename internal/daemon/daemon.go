@@ -36,6 +36,10 @@ const SamplePcapToken = config.SamplePcapToken
 // longer argument string is cut and the secondary fails to probe.
 const pcapArgMax = 64
 
+// afPacketMaxMTU is the largest MTU DPDK 22.11's net_af_packet lets
+// ethdev set (RTE_ETHER_MAX_LEN less the Ethernet header and CRC).
+const afPacketMaxMTU = 1500
+
 // Daemon is a running data path.
 type Daemon struct {
 	plan *Plan
@@ -170,6 +174,14 @@ func Start(plan *Plan, opts Options) (_ *Daemon, err error) {
 		RxQueues: uint16(cfg.Port.RxQueues), TxQueues: uint16(cfg.Port.TxQueues),
 		RxDescriptors: uint16(cfg.Port.RxDescriptors), TxDescriptors: uint16(cfg.Port.TxDescriptors),
 		MTU: uint16(cfg.Port.MTU), Promiscuous: *cfg.Port.Promiscuous,
+	}
+	if strings.HasPrefix(device, "net_af_packet") && pc.MTU > afPacketMaxMTU {
+		// DPDK 22.11's net_af_packet reports a 1518-byte max_rx_pktlen,
+		// so ethdev refuses a larger MTU, though its ring frames carry
+		// what framesz holds: the interface's own MTU (ip link) and
+		// framesz bound the frames instead.
+		d.log.Info("net_af_packet: port MTU left to the kernel interface", "mtu", pc.MTU)
+		pc.MTU = 0
 	}
 	if err := d.port.Configure(pc, d.pool.Pointer()); err != nil {
 		return nil, err

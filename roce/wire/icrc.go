@@ -41,10 +41,10 @@ func ICRC(p []byte) uint32 {
 	bth4 := ipLen + header.UDPMinimumSize + 4
 	hdrEnd := min(bth4+1, len(p))
 
-	// The header bytes go through the CRC table one at a time, ORed with
-	// their mask, so the packet is neither modified nor copied (a copy
-	// on the stack would escape through hash/crc32). The payload is then
-	// hashed in place.
+	// The header bytes go through the CRC tables eight at a time, ORed
+	// with their mask, so the packet is neither modified nor copied (a
+	// copy on the stack would escape through hash/crc32). The payload is
+	// then hashed in place, with PCLMULQDQ where the CPU has it.
 	var mask []byte
 	switch {
 	case ipv6:
@@ -55,8 +55,18 @@ func ICRC(p []byte) uint32 {
 	tab := crc32.IEEETable
 	s := ^uint32(icrcPrefix)
 	if mask != nil {
-		for i, b := range p[:hdrEnd] {
-			s = tab[byte(s)^(b|mask[i])] ^ s>>8
+		h := p[:hdrEnd]
+		i := 0
+		t := &icrcSlicing8
+		for ; i+8 <= len(h); i += 8 {
+			v := binary.LittleEndian.Uint64(h[i:]) | binary.LittleEndian.Uint64(mask[i:])
+			s ^= uint32(v)
+			hi := uint32(v >> 32)
+			s = t[7][byte(s)] ^ t[6][byte(s>>8)] ^ t[5][byte(s>>16)] ^ t[4][s>>24] ^
+				t[3][byte(hi)] ^ t[2][byte(hi>>8)] ^ t[1][byte(hi>>16)] ^ t[0][hi>>24]
+		}
+		for ; i < len(h); i++ {
+			s = tab[byte(s)^(h[i]|mask[i])] ^ s>>8
 		}
 	} else {
 		// IPv4 with options, which rxe never sends.
@@ -70,6 +80,20 @@ func ICRC(p []byte) uint32 {
 	}
 	return crc32.Update(^s, tab, p[hdrEnd:])
 }
+
+// icrcSlicing8 holds the slicing-by-8 tables of crc32.IEEE: entry k of
+// a byte is its CRC followed by k zero bytes. Computed once, never
+// written again.
+var icrcSlicing8 = func() (t [8][256]uint32) {
+	t[0] = *crc32.IEEETable
+	for i := range 256 {
+		for k := 1; k < 8; k++ {
+			c := t[k-1][i]
+			t[k][i] = c>>8 ^ t[0][byte(c)]
+		}
+	}
+	return t
+}()
 
 // ICRC masks: bits forced to one in the IP, UDP and BTH headers.
 var (
