@@ -17,19 +17,16 @@ import (
 
 // TestBridgeThroughput measures the RoCE⇄TCP bridge without a guest: the
 // daemon's own active side, `cephdpdkd roce-ping --mode stream` in a
-// second DPDK process, streams to a bridged port over a veth pair that
-// both processes drive with net_af_packet; the bridge relays the stream
-// to a TCP sink on the node's address in the kernel interface's
-// namespace. The link carries 8000-byte jumbo frames, so that rows at
-// path MTU 4096 (four times fewer frames, each a kernel trip through
-// net_af_packet and the veth) stand beside the 1024 ones. The same
-// bytes then cross kernel TCP between two namespaces, for the ratio.
-// "drops" counts the client's SENDs that found no receive buffer at the
-// bridge (dropped unanswered, each costing the client a transport
-// timeout): 0 unless the sink stalls. (Over net_memif, which spares the
-// kernel's veth, the client outran the bridge's TCP writer on two cores:
-// in one run 14–30 MB/s at path MTU 1024, every SEND dropped for want of
-// a receive buffer costing the client a 1-second timeout.)
+// second DPDK process, streams to a bridged port; the bridge relays the
+// stream to a TCP sink on the node's address in the kernel interface's
+// namespace. Two links between the processes: a veth pair both drive
+// with net_af_packet, carrying 8000-byte jumbo frames so that rows at
+// path MTU 4096 (four times fewer frames, each a kernel trip) stand
+// beside the 1024 ones; and net_memif, shared memory with no kernel on
+// the path, at path MTU 1024. The same bytes then cross kernel TCP
+// between two namespaces, for the ratio. "drops" counts the client's
+// SENDs that found no receive buffer at the bridge (dropped unanswered,
+// each costing the client a 1-second transport timeout).
 func TestBridgeThroughput(t *testing.T) {
 	if testing.Short() {
 		t.Skip("two DPDK processes: not in -short")
@@ -100,36 +97,6 @@ func TestBridgeThroughput(t *testing.T) {
 		}
 	}()
 
-	metricsAddr := freePort(t)
-	cfgPath := filepath.Join(t.TempDir(), "node.yaml")
-	writeFile(t, cfgPath, fmt.Sprintf(`
-eal: {lcores: "0-1", no_huge: true, memory_mb: 1024, file_prefix: cdd-tp-node-%[1]s}
-port: {name: tpnode, device: "net_af_packet1,iface=%[2]s,%[7]s", mtu: %[8]d}
-mempool: {data_room: %[9]d}
-services:
-  - {name: roce, ring_size: 4096, consumer: {type: roce}}
-  - {name: other, ring_size: 1024, consumer: {type: kernel}}
-default_service: other
-kernel: {interface: cddt%[1]s, netns: %[3]s, addresses: [%[4]s/24]}
-roce:
-  service: roce
-  address: %[4]s
-  bridge: {ports: ["%[5]d"]}
-metrics: {listen: "%[6]s"}
-shutdown: {drain_timeout: 1s}
-`, sfx, ifDaemon, node.Name, nodeIP, sinkPort, metricsAddr, jumboRing, jumboMTU, jumboDataRoom))
-	d := startDaemon(t, bin, cfgPath, metricsAddr)
-	// A NIC bound to DPDK has no kernel stack behind it; these veth ends
-	// do, and ran every frame addressed to them through IP routing to be
-	// discarded (11% of the client's CPU in perf). Frames for a MAC the
-	// kernel interface does not own stop at its first check, and
-	// net_af_packet still takes them in promiscuous mode: the daemon's
-	// interface changes its MAC once the port has its own, and the
-	// client's RoCE endpoint (roce.mac) uses one its interface lacks.
-	if out, err := exec.Command("ip", "link", "set", "dev", ifDaemon, "address", "02:cd:d0:00:00:99").CombinedOutput(); err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
-
 	type result struct {
 		name             string
 		mtu, window      int
@@ -138,94 +105,163 @@ shutdown: {drain_timeout: 1s}
 	}
 	var results []result
 	var stalled string
-	for i, c := range []struct {
+	type row struct {
 		name        string
 		mtu, window int
 		pause       time.Duration
-	}{
-		{"path MTU 1024, window 128 packets (Ceph over Soft-RoCE: rxe's limits)", 1024, 128, 0},
-		{"path MTU 1024, window 1024 packets", 1024, 1024, 0},
-		{"path MTU 4096, window 128 packets", 4096, 128, 0},
-		{"path MTU 4096, window 1024 packets", 4096, 1024, 0},
-		{"window 1024, the TCP sink stops reading for 3 s after 16 MiB", 1024, 1024, 3 * time.Second},
-	} {
-		pauses <- c.pause
-		peakRSS := make(chan int64, 1)
-		stopRSS := make(chan struct{})
-		go func() { peakRSS <- watchRSS(d.cmd.Process.Pid, stopRSS) }()
-		// The bridged QP's counters go with the QP: sample them while it
-		// lives.
-		qpPeak := make(chan map[string]float64, 1)
-		go func() { qpPeak <- watchQPCounters(d, stopRSS) }()
-		pingCfg := filepath.Join(t.TempDir(), fmt.Sprintf("ping%d.yaml", i))
-		// The client's poll loop runs on lcore 0, the daemon's on 1. Its
-		// transport timeout is what rdma_cm gives Ceph's clients over
-		// RoCE (code 18, about 1 s): the stalled case rides on it.
-		writeFile(t, pingCfg, fmt.Sprintf(`
+	}
+	// Each transport gets a daemon of its own, and the client of each row
+	// the same link's other end.
+	for _, tr := range []struct {
+		name, daemonPort, clientPort string
+		mempool, roce, bridge        string // extra settings of the daemon's
+		setup                        func(t *testing.T)
+		rows                         []row
+	}{{
+		name:       "net_af_packet",
+		daemonPort: fmt.Sprintf(`{name: tpnode, device: "net_af_packet1,iface=%s,%s", mtu: %d}`, ifDaemon, jumboRing, jumboMTU),
+		clientPort: fmt.Sprintf(`{name: tpcli, device: "net_af_packet2,iface=%s,%s", mtu: %d}`, ifPeer, jumboRing, jumboMTU),
+		mempool:    fmt.Sprintf("{data_room: %d}", jumboDataRoom),
+		// A NIC bound to DPDK has no kernel stack behind it; these veth
+		// ends do, and ran every frame addressed to them through IP
+		// routing to be discarded (11% of the client's CPU in perf).
+		// Frames for a MAC the kernel interface does not own stop at its
+		// first check, and net_af_packet still takes them in promiscuous
+		// mode: the daemon's interface changes its MAC once the port has
+		// its own, and the client's RoCE endpoint (roce.mac) uses one its
+		// interface lacks.
+		setup: func(t *testing.T) {
+			if out, err := exec.Command("ip", "link", "set", "dev", ifDaemon, "address", "02:cd:d0:00:00:99").CombinedOutput(); err != nil {
+				t.Fatalf("%v: %s", err, out)
+			}
+		},
+		rows: []row{
+			{"net_af_packet, path MTU 1024, window 128 packets (Ceph over Soft-RoCE: rxe's limits)", 1024, 128, 0},
+			{"net_af_packet, path MTU 1024, window 1024 packets", 1024, 1024, 0},
+			{"net_af_packet, path MTU 4096, window 128 packets", 4096, 128, 0},
+			{"net_af_packet, path MTU 4096, window 1024 packets", 4096, 1024, 0},
+			{"net_af_packet, window 1024, the TCP sink stops reading for 3 s after 16 MiB", 1024, 1024, 3 * time.Second},
+		},
+	}, {
+		// Shared memory between the two processes, no kernel on the
+		// path: the client no longer limits the bridge, and outruns the
+		// bridge's TCP writer, which shares the two CPUs with both poll
+		// loops. With the defaults (32 receive buffers, 16 chunks: 6 MiB)
+		// a lag of a few milliseconds left SENDs without a buffer, each
+		// costing the client a 1-second timeout (14-30 MB/s in one run);
+		// here the connection may hold 512 receive buffers and 64 chunks
+		// (72 MiB).
+		name:       "net_memif",
+		daemonPort: fmt.Sprintf(`{name: tpnode, device: "net_memif1,role=server,socket=/tmp/cddtp%s.sock"}`, sfx),
+		clientPort: fmt.Sprintf(`{name: tpcli, device: "net_memif2,role=client,socket=/tmp/cddtp%s.sock"}`, sfx),
+		mempool:    "{}",
+		roce:       "recv_buffers: 512\n  memory_mb: 512",
+		bridge:     "recv_pool: 2048, chunks: 64",
+		setup:      func(t *testing.T) {},
+		rows: []row{
+			{"net_memif, path MTU 1024, window 128 packets (Ceph over Soft-RoCE: rxe's limits)", 1024, 128, 0},
+			{"net_memif, path MTU 1024, window 1024 packets", 1024, 1024, 0},
+		},
+	}} {
+		metricsAddr := freePort(t)
+		cfgPath := filepath.Join(t.TempDir(), "node.yaml")
+		writeFile(t, cfgPath, fmt.Sprintf(`
+eal: {lcores: "0-1", no_huge: true, memory_mb: 1024, file_prefix: cdd-tp-node-%[1]s}
+port: %[2]s
+mempool: %[7]s
+services:
+  - {name: roce, ring_size: 4096, consumer: {type: roce}}
+  - {name: other, ring_size: 1024, consumer: {type: kernel}}
+default_service: other
+kernel: {interface: cddt%[1]s, netns: %[3]s, addresses: [%[4]s/24]}
+roce:
+  service: roce
+  address: %[4]s
+  bridge: {ports: ["%[5]d"], %[9]s}
+  %[8]s
+metrics: {listen: "%[6]s"}
+shutdown: {drain_timeout: 1s}
+`, sfx, tr.daemonPort, node.Name, nodeIP, sinkPort, metricsAddr, tr.mempool, tr.roce, tr.bridge))
+		d := startDaemon(t, bin, cfgPath, metricsAddr)
+		tr.setup(t)
+		for i, c := range tr.rows {
+			pauses <- c.pause
+			peakRSS := make(chan int64, 1)
+			stopRSS := make(chan struct{})
+			go func() { peakRSS <- watchRSS(d.cmd.Process.Pid, stopRSS) }()
+			// The bridged QP's counters go with the QP: sample them while it
+			// lives.
+			qpPeak := make(chan map[string]float64, 1)
+			go func() { qpPeak <- watchQPCounters(d, stopRSS) }()
+			pingCfg := filepath.Join(t.TempDir(), fmt.Sprintf("ping%d.yaml", i))
+			// The client's poll loop runs on lcore 0, the daemon's on 1. Its
+			// transport timeout is what rdma_cm gives Ceph's clients over
+			// RoCE (code 18, about 1 s): the stalled case rides on it.
+			writeFile(t, pingCfg, fmt.Sprintf(`
 eal: {lcores: "0-1", main_lcore: 1, no_huge: true, memory_mb: 512, file_prefix: cdd-tp-cli-%[1]s}
-port: {name: tpcli, device: "net_af_packet2,iface=%[2]s,%[6]s", mtu: %[7]d}
-mempool: {data_room: %[8]d}
+port: %[2]s
+mempool: %[6]s
 services:
   - {name: roce, ring_size: 4096, consumer: {type: roce}}
   - {name: other}
 default_service: other
 roce: {service: roce, address: %[3]s, mac: "02:cd:d0:00:00:01", mtu: %[4]d, window: %[5]d, timeout: 18, max_sessions: 2, memory_mb: 64}
-`, sfx, ifPeer, peerIP, c.mtu, c.window, jumboRing, jumboMTU, jumboDataRoom))
-		cmd := exec.Command(bin, "roce-ping", "--config", pingCfg, "--target", nodeIP, "--port", strconv.Itoa(sinkPort),
-			"--mode", "stream", "-n", strconv.Itoa(streamBytes>>17), "-s", strconv.Itoa(1<<17), "--timeout", "120s")
-		out, err := cmd.CombinedOutput()
+`, sfx, tr.clientPort, peerIP, c.mtu, c.window, tr.mempool))
+			cmd := exec.Command(bin, "roce-ping", "--config", pingCfg, "--target", nodeIP, "--port", strconv.Itoa(sinkPort),
+				"--mode", "stream", "-n", strconv.Itoa(streamBytes>>17), "-s", strconv.Itoa(1<<17), "--timeout", "120s")
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("%s: roce-ping: %v\n%s\ndaemon:\n%s\n%s", c.name, err, out, tail(d.Log()), roceMetrics(d))
+			}
+			m := regexp.MustCompile(`([0-9.]+) MB/s`).FindSubmatch(out)
+			if m == nil {
+				t.Fatalf("%s: no figure in\n%s", c.name, out)
+			}
+			clientMBps, _ := strconv.ParseFloat(string(m[1]), 64)
+			var s sunk
+			select {
+			case s = <-sinks:
+			case <-time.After(30 * time.Second):
+				t.Fatalf("%s: the sink never saw the stream end", c.name)
+			}
+			if s.n != streamBytes {
+				t.Fatalf("%s: the sink got %d bytes of %d", c.name, s.n, streamBytes)
+			}
+			close(stopRSS)
+			rss, qp := <-peakRSS, <-qpPeak
+			results = append(results, result{c.name, c.mtu, c.window, clientMBps, float64(s.n) / s.to.Sub(s.from).Seconds() / 1e6,
+				qp["cephdpdkd_roce_rnr_silent_drops_total"]})
+			t.Logf("%s: %s", c.name, strings.TrimSpace(string(out)))
+			if c.pause > 0 {
+				stalled = fmt.Sprintf("backpressure, the sink stalled %v: the stream completed; the client's SENDs found no receive "+
+					"%v times (dropped unanswered, no RNR NAK: %v sent) and came again on its transport timer "+
+					"(%v requests seen again, %v ahead of sequence); the daemon's peak RSS %.0f MiB",
+					c.pause, qp["cephdpdkd_roce_rnr_silent_drops_total"], qp["cephdpdkd_roce_rnr_naks_total"],
+					qp["cephdpdkd_roce_duplicate_requests_total"], qp["cephdpdkd_roce_out_of_sequence_total"], float64(rss)/(1<<20))
+			}
+		}
+		m, err := d.Metrics()
 		if err != nil {
-			t.Fatalf("%s: roce-ping: %v\n%s\ndaemon:\n%s\n%s", c.name, err, out, tail(d.Log()), roceMetrics(d))
+			t.Fatal(err)
 		}
-		m := regexp.MustCompile(`([0-9.]+) MB/s`).FindSubmatch(out)
-		if m == nil {
-			t.Fatalf("%s: no figure in\n%s", c.name, out)
+		if v := sum(m, "cephdpdkd_roce_rnr_naks_total", "direction=sent"); v != 0 {
+			t.Errorf("%s: the bridge sent %v RNR NAKs", tr.name, v)
 		}
-		clientMBps, _ := strconv.ParseFloat(string(m[1]), 64)
-		var s sunk
-		select {
-		case s = <-sinks:
-		case <-time.After(30 * time.Second):
-			t.Fatalf("%s: the sink never saw the stream end", c.name)
-		}
-		if s.n != streamBytes {
-			t.Fatalf("%s: the sink got %d bytes of %d", c.name, s.n, streamBytes)
-		}
-		close(stopRSS)
-		rss, qp := <-peakRSS, <-qpPeak
-		results = append(results, result{c.name, c.mtu, c.window, clientMBps, float64(s.n) / s.to.Sub(s.from).Seconds() / 1e6,
-			qp["cephdpdkd_roce_rnr_silent_drops_total"]})
-		t.Logf("%s: %s", c.name, strings.TrimSpace(string(out)))
-		if c.pause > 0 {
-			stalled = fmt.Sprintf("backpressure, the sink stalled %v: the stream completed; the client's SENDs found no receive "+
-				"%v times (dropped unanswered, no RNR NAK: %v sent) and came again on its transport timer "+
-				"(%v requests seen again, %v ahead of sequence); the daemon's peak RSS %.0f MiB",
-				c.pause, qp["cephdpdkd_roce_rnr_silent_drops_total"], qp["cephdpdkd_roce_rnr_naks_total"],
-				qp["cephdpdkd_roce_duplicate_requests_total"], qp["cephdpdkd_roce_out_of_sequence_total"], float64(rss)/(1<<20))
+		if log, err := d.Stop(20 * time.Second); err != nil || !strings.Contains(log, "all mbufs returned") {
+			t.Fatalf("%s: stop: %v\n%s", tr.name, err, tail(log))
 		}
 	}
 	kernel := testenv.KernelTCPThroughput(t, streamBytes)
 
-	m, err := d.Metrics()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v := sum(m, "cephdpdkd_roce_rnr_naks_total", "direction=sent"); v != 0 {
-		t.Errorf("the bridge sent %v RNR NAKs", v)
-	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "FIGURES bridge throughput, %d MiB each, one run:\n", streamBytes>>20)
-	fmt.Fprintf(&b, "  %-72s %10s %10s %7s %6s\n", "", "client", "TCP sink", "÷kernel", "drops")
+	fmt.Fprintf(&b, "  %-88s %10s %10s %7s %6s\n", "", "client", "TCP sink", "÷kernel", "drops")
 	for _, r := range results {
-		fmt.Fprintf(&b, "  %-72s %7.1f MB/s %7.1f MB/s %6.2f %6.0f\n", r.name, r.clientMBps, r.sink, r.sink/kernel, r.silentDrops)
+		fmt.Fprintf(&b, "  %-88s %7.1f MB/s %7.1f MB/s %6.2f %6.0f\n", r.name, r.clientMBps, r.sink, r.sink/kernel, r.silentDrops)
 	}
-	fmt.Fprintf(&b, "  %-72s %18.1f MB/s\n", "kernel TCP over a veth pair between two namespaces", kernel)
+	fmt.Fprintf(&b, "  %-88s %18.1f MB/s\n", "kernel TCP over a veth pair between two namespaces", kernel)
 	fmt.Fprintf(&b, "  %s", stalled)
 	t.Log(b.String())
-
-	if log, err := d.Stop(20 * time.Second); err != nil || !strings.Contains(log, "all mbufs returned") {
-		t.Fatalf("stop: %v\n%s", err, tail(log))
-	}
 }
 
 // watchRSS samples a process's resident memory every 50 ms until stop and
