@@ -140,6 +140,9 @@ type Poller struct {
 	// gate, when set, holds the loop while DPDK's interrupt thread runs
 	// (pmd.Gate): the port's driver may unmap its queues then.
 	gate *pmd.GateSlot
+	// quiet, when set, counts the loop's iterations, so that an RX or TX
+	// callback removed from the port (pmd.Quiescence) is known unused.
+	quiet *pmd.QuiesceSlot
 
 	// The loop counts in plain fields and publishes them to the atomic
 	// counters when idle or every publishEvery busy iterations: locked
@@ -183,6 +186,9 @@ type PollerConfig struct {
 	// Gate, when set, is the EAL's interrupt-thread gate: the loop takes
 	// a slot and touches no port while the gate holds it.
 	Gate *pmd.Gate
+	// Quiescence, when set, is told of every iteration the loop begins:
+	// a remover of an RX or TX callback (DPDK's pdump) waits on it.
+	Quiescence *pmd.Quiescence
 }
 
 // NewPoller allocates a poll loop's burst and ring table.
@@ -204,6 +210,13 @@ func NewPoller(cfg PollerConfig) (*Poller, error) {
 	}
 	if cfg.Gate != nil {
 		if p.gate, err = cfg.Gate.Slot(); err != nil {
+			t.free()
+			p.Free()
+			return nil, fmt.Errorf("dispatch: poller on lcore %d: %w", cfg.Lcore, err)
+		}
+	}
+	if cfg.Quiescence != nil {
+		if p.quiet, err = cfg.Quiescence.Slot(); err != nil {
 			t.free()
 			p.Free()
 			return nil, fmt.Errorf("dispatch: poller on lcore %d: %w", cfg.Lcore, err)
@@ -413,6 +426,9 @@ func (p *Poller) Run() {
 	if p.gate != nil {
 		p.gate.Offline()
 	}
+	if p.quiet != nil {
+		p.quiet.Offline()
+	}
 }
 
 // PollOnce runs one iteration. For each RX queue: classify the burst
@@ -423,10 +439,13 @@ func (p *Poller) Run() {
 // its gate (PollerConfig.Gate), which it leaves offline on return.
 func (p *Poller) PollOnce() int {
 	n := p.pollOnce()
+	// Not a running loop: the gate and callback removers must not wait
+	// for the caller's next call.
 	if p.gate != nil {
-		// Not a running loop: the gate must not wait for the caller's
-		// next call.
 		p.gate.Offline()
+	}
+	if p.quiet != nil {
+		p.quiet.Offline()
 	}
 	return max(n, 0)
 }
@@ -436,6 +455,9 @@ const heldByGate = -1
 
 // pollOnce is PollOnce for Run: it leaves the gate slot online.
 func (p *Poller) pollOnce() int {
+	if p.quiet != nil {
+		p.quiet.Pass()
+	}
 	if p.gate != nil && !p.gate.Pass() {
 		// Held: the interrupt thread runs. Touch nothing this round;
 		// consumers may transmit on the port too. (No sched_yield: that
@@ -586,6 +608,10 @@ func (p *Poller) Free() {
 	if p.gate != nil {
 		p.gate.Release()
 		p.gate = nil
+	}
+	if p.quiet != nil {
+		p.quiet.Release()
+		p.quiet = nil
 	}
 	for _, b := range p.bursts {
 		b.Free()

@@ -56,6 +56,9 @@ type EAL struct {
 	closeOnce sync.Once
 	closeErr  error
 
+	quiesceOnce sync.Once
+	quiesce     *Quiescence
+
 	gateMu    sync.Mutex
 	gate      *Gate // the interrupt-thread gate, while held
 	gateHolds int

@@ -92,8 +92,9 @@ func TestDumpcap(t *testing.T) {
 			t.Fatal(err)
 		}
 		// It copies every frame while it runs (over half a million a
-		// second here): stop it once the file has some.
-		for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		// second here): stop it once the file has some. Its EAL start
+		// takes seconds on a loaded machine.
+		for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
 			if fi, err := os.Stat(rx); err == nil && fi.Size() > 1<<20 {
 				break
 			}
@@ -106,6 +107,9 @@ func TestDumpcap(t *testing.T) {
 		case <-time.After(20 * time.Second):
 			cmd.Process.Kill()
 			t.Fatalf("dpdk-pdump did not stop on SIGINT:\n%s", &log)
+		}
+		if _, serr := os.Stat(rx); serr != nil {
+			t.Fatalf("dpdk-pdump (%v) wrote no %s in 30 s:\n%s\ndaemon:\n%s", err, rx, &log, p.logs)
 		}
 		frames := readFrames(t, rx, false)
 		if err != nil || len(frames) == 0 {
@@ -123,6 +127,14 @@ func TestDumpcap(t *testing.T) {
 	if code := p.wait(30 * time.Second); code != 0 || !strings.Contains(p.logs.String(), "all mbufs returned") {
 		t.Fatalf("stop: exit %d\n%s", code, p.logs)
 	}
+	// Each tool's stop removed pdump's callbacks through the daemon's
+	// wrapper, which waited for the poll loop to leave them (pmd.Quiescence):
+	// without it the daemon crashed now and then as a tool freed its pool.
+	m = regexp.MustCompile(`msg="capture callbacks removed after the poll loops left them" removals=(\d+) waited=(\S+) timed_out=0`).FindStringSubmatch(p.logs.String())
+	if m == nil {
+		t.Fatalf("the daemon did not wait out pdump's callback removals:\n%s", p.logs)
+	}
+	t.Logf("pdump removed %s callbacks; the daemon waited %s in all for its poll loop to leave them", m[1], m[2])
 }
 
 // readFrames returns every frame of a pcap or pcapng file.

@@ -45,15 +45,18 @@ type Daemon struct {
 	plan *Plan
 	log  *slog.Logger
 
-	eal      *pmd.EAL
-	pool     *mempool.Pool
-	port     *pmd.Port
-	gate     *pmd.Gate // held while the port needs it (pmd.NeedsGate)
-	services []*dispatch.Service
-	counts   [][]*consumer.Counts // per service: its consumers' (one per lane if local)
-	kinds    []string
-	sets     []*dispatch.RingSet                       // every ring set made, freed after the consumers
-	setsOf   map[*dispatch.Service][]*dispatch.RingSet // the sets each service's consumers drain
+	eal  *pmd.EAL
+	pool *mempool.Pool
+	port *pmd.Port
+	gate *pmd.Gate // held while the port needs it (pmd.NeedsGate)
+	// quiescence lets DPDK's pdump know when a capture callback it
+	// removed is out of use (pmd.Quiescence); set while capture is served.
+	quiescence *pmd.Quiescence
+	services   []*dispatch.Service
+	counts     [][]*consumer.Counts // per service: its consumers' (one per lane if local)
+	kinds      []string
+	sets       []*dispatch.RingSet                       // every ring set made, freed after the consumers
+	setsOf     map[*dispatch.Service][]*dispatch.RingSet // the sets each service's consumers drain
 	// mu guards what a reload replaces (plan, services, counts, kinds,
 	// owned) against readers on other goroutines (Snapshot). Only the
 	// goroutine that runs Start, Reload and Stop writes them.
@@ -149,6 +152,9 @@ func Start(plan *Plan, opts Options) (_ *Daemon, err error) {
 		d.ownEAL = true
 	}
 	d.log.Info("EAL up", "lcores", cfg.EAL.Lcores, "hugepages", d.eal.HasHugepages())
+	if d.eal.Pdump() {
+		d.quiescence = d.eal.Quiescence()
+	}
 	if d.ownEAL && d.eal.Pdump() {
 		d.log.Info("live capture served", "command", "dpdk-dumpcap --file-prefix="+cfg.EAL.FilePrefix+" -i "+devargs.Name(device)+" -w FILE.pcapng")
 		if name, args, _ := strings.Cut(device, ","); strings.HasPrefix(name, "net_pcap") && len(args) >= pcapArgMax {
@@ -468,7 +474,7 @@ func (d *Daemon) pollerConfig(cfg *config.Config, pi int, cls *classify.Classifi
 	pl := cfg.Pollers[pi]
 	pcfg := dispatch.PollerConfig{
 		Lcore: uint(pl.Lcore), Port: d.port.ID(), Lane: cfg.Lane(pi), BurstSize: cfg.Burst,
-		Classifier: cls, Services: services, Gate: d.gate,
+		Classifier: cls, Services: services, Gate: d.gate, Quiescence: d.quiescence,
 	}
 	for _, q := range pl.RxQueues {
 		pcfg.Queues = append(pcfg.Queues, uint16(q))
@@ -632,6 +638,12 @@ func (d *Daemon) teardown() error {
 			errs = append(errs, err)
 		}
 		d.detach = ""
+	}
+	if d.quiescence != nil {
+		if st := d.quiescence.Stats(); st.Removals > 0 {
+			d.log.Info("capture callbacks removed after the poll loops left them", "removals", st.Removals,
+				"waited", st.Waited, "timed_out", st.TimedOut)
+		}
 	}
 	if d.gate != nil {
 		st := d.gate.Stats()
