@@ -779,6 +779,14 @@ func (d *Daemon) Snapshot() metrics.Snapshot {
 	if d.pool != nil {
 		s.Pools = append(s.Pools, metrics.Pool{Name: d.pool.Name(), Size: d.pool.Size(), Available: d.pool.Available(), InUse: d.pool.InUse()})
 	}
+	if d.gate != nil {
+		st := d.gate.Stats()
+		s.Gate = &metrics.Gate{Windows: st.Windows, Held: st.Held}
+	}
+	if d.quiescence != nil {
+		st := d.quiescence.Stats()
+		s.Capture = &metrics.Capture{Removals: st.Removals, TimedOut: st.TimedOut, Waited: st.Waited}
+	}
 	for r := classify.Reason(1); r < classify.NumReasons; r++ {
 		var n uint64
 		for _, p := range d.pollers {

@@ -17,6 +17,24 @@ type Snapshot struct {
 	Pollers   []Poller
 	Kernel    []Kernel
 	Processes []Process
+	// Gate is set while the poll loops pass an interrupt-thread gate
+	// (net_memif ports); Capture while DPDK's capture tools are served.
+	Gate    *Gate
+	Capture *Capture
+}
+
+// Gate holds the interrupt-thread gate's totals: windows the interrupt
+// thread ran in, and the time the poll loops spent held for them.
+type Gate struct {
+	Windows uint64
+	Held    time.Duration
+}
+
+// Capture holds the capture callbacks DPDK's pdump removed, and how long
+// the daemon waited for its poll loops to leave them.
+type Capture struct {
+	Removals, TimedOut uint64
+	Waited             time.Duration
 }
 
 // Process is the session of a service left to a service process.
@@ -104,6 +122,7 @@ type descs struct {
 	busy, loop, busyRatio                                                                             *prometheus.Desc
 	kFromPkts, kFromBytes, kFromDrops, kIfRx, kIfTx, kIfErr                                           *prometheus.Desc
 	procAttached, procBeat, procSentPkts, procSentBytes, procRecovered                                *prometheus.Desc
+	gateWindows, gateHeld, capRemovals, capWaited, capTimedOut                                        *prometheus.Desc
 }
 
 // NewCollector returns a collector that calls snapshot on every scrape.
@@ -160,6 +179,12 @@ func NewCollector(snapshot func() Snapshot) *Collector {
 		procSentPkts:  d("service_process_tx_packets_total", "Frames the service process sent that went out the port.", "service"),
 		procSentBytes: d("service_process_tx_bytes_total", "Bytes of the frames the service process sent that went out the port.", "service"),
 		procRecovered: d("service_process_recovered_mbufs_total", "Mbufs the daemon freed after a service process died: held, being taken, and left in its rings.", "service"),
+
+		gateWindows: d("interrupt_gate_windows_total", "Times the poll loops stepped aside for DPDK's interrupt thread (net_memif ports)."),
+		gateHeld:    d("interrupt_gate_held_seconds_total", "Time the poll loops spent held for DPDK's interrupt thread."),
+		capRemovals: d("capture_callback_removals_total", "Capture callbacks DPDK's pdump removed as a capture tool stopped, each waited out."),
+		capWaited:   d("capture_callback_wait_seconds_total", "Time spent waiting for the poll loops to leave removed capture callbacks."),
+		capTimedOut: d("capture_callback_wait_timeouts_total", "Removals whose wait was given up on a poll loop stalled 5 s."),
 	}}
 }
 
@@ -248,5 +273,14 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(d.procSentPkts, p.SentPackets, p.Service)
 		counter(d.procSentBytes, p.SentBytes, p.Service)
 		counter(d.procRecovered, p.Recovered, p.Service)
+	}
+	if g := s.Gate; g != nil {
+		counter(d.gateWindows, g.Windows)
+		ch <- prometheus.MustNewConstMetric(d.gateHeld, prometheus.CounterValue, g.Held.Seconds())
+	}
+	if c := s.Capture; c != nil {
+		counter(d.capRemovals, c.Removals)
+		ch <- prometheus.MustNewConstMetric(d.capWaited, prometheus.CounterValue, c.Waited.Seconds())
+		counter(d.capTimedOut, c.TimedOut)
 	}
 }

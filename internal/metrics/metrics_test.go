@@ -80,3 +80,31 @@ func TestStatusLine(t *testing.T) {
 		t.Errorf("status line\n got %q\nwant %q", got, want)
 	}
 }
+
+// The gate's and the capture waits' totals are exported only while the
+// daemon has them.
+func TestGateAndCaptureMetrics(t *testing.T) {
+	snap := Snapshot{}
+	c := NewCollector(func() Snapshot { return snap })
+	names := []string{"cephdpdkd_interrupt_gate_windows_total", "cephdpdkd_capture_callback_removals_total"}
+	if n := testutil.CollectAndCount(c, names...); n != 0 {
+		t.Fatalf("%d series without a gate or capture", n)
+	}
+	snap.Gate = &Gate{Windows: 190, Held: 44 * time.Millisecond}
+	snap.Capture = &Capture{Removals: 3, Waited: 213 * time.Microsecond}
+	want := `
+# HELP cephdpdkd_capture_callback_removals_total Capture callbacks DPDK's pdump removed as a capture tool stopped, each waited out.
+# TYPE cephdpdkd_capture_callback_removals_total counter
+cephdpdkd_capture_callback_removals_total 3
+# HELP cephdpdkd_interrupt_gate_held_seconds_total Time the poll loops spent held for DPDK's interrupt thread.
+# TYPE cephdpdkd_interrupt_gate_held_seconds_total counter
+cephdpdkd_interrupt_gate_held_seconds_total 0.044
+# HELP cephdpdkd_interrupt_gate_windows_total Times the poll loops stepped aside for DPDK's interrupt thread (net_memif ports).
+# TYPE cephdpdkd_interrupt_gate_windows_total counter
+cephdpdkd_interrupt_gate_windows_total 190
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "cephdpdkd_capture_callback_removals_total",
+		"cephdpdkd_interrupt_gate_held_seconds_total", "cephdpdkd_interrupt_gate_windows_total"); err != nil {
+		t.Error(err)
+	}
+}
