@@ -139,24 +139,33 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 	}
 }
 
-// Every frame of a generated Ceph-node capture replayed once through
-// net_pcap lands in the service its kind belongs to, and every mbuf comes
-// back at shutdown.
-func TestPcapReplayLandsInServices(t *testing.T) {
-	frames := trafficgen.Generate(7, 3000, trafficgen.DefaultMix())
-	path := filepath.Join(t.TempDir(), "mix.pcap")
+// mixCapture writes n frames of a generated Ceph-node capture (seed
+// seed) to a pcap file, and returns them, the file, and how many each
+// service should get.
+func mixCapture(t *testing.T, seed int64, n int) (frames []trafficgen.Frame, path string, want map[string]uint64) {
+	t.Helper()
+	frames = trafficgen.Generate(seed, n, trafficgen.DefaultMix())
+	path = filepath.Join(t.TempDir(), "mix.pcap")
 	f, err := os.Create(path)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer f.Close()
 	if err := trafficgen.WritePcap(f, frames); err != nil {
 		t.Fatal(err)
 	}
-	f.Close()
-	want := map[string]uint64{}
+	want = map[string]uint64{}
 	for _, fr := range frames {
 		want[serviceOf(fr)]++
 	}
+	return frames, path, want
+}
+
+// Every frame of a generated Ceph-node capture replayed once through
+// net_pcap lands in the service its kind belongs to, and every mbuf comes
+// back at shutdown.
+func TestPcapReplayLandsInServices(t *testing.T) {
+	frames, path, want := mixCapture(t, 7, 3000)
 
 	d := start(t, cephConfig(t, "replay", "net_pcap10,rx_pcap="+path, 4096))
 	// Loop counters are published when the loop goes idle: wait for both

@@ -3,8 +3,6 @@ package daemon_test
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -12,7 +10,6 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/dispatch"
 	"github.com/cephdpdkd/cephdpdkd/internal/config"
 	"github.com/cephdpdkd/cephdpdkd/internal/daemon"
-	"github.com/cephdpdkd/cephdpdkd/internal/trafficgen"
 )
 
 // reloadConfig is the Ceph rule set with roce drained by the loop
@@ -41,20 +38,7 @@ func reloadConfig(t *testing.T, device string, roceRing int, extra bool) *config
 // once, dispatched or dropped while its service was closed; every mbuf
 // comes back.
 func TestReloadUnderTraffic(t *testing.T) {
-	frames := trafficgen.Generate(11, 200000, trafficgen.DefaultMix())
-	path := filepath.Join(t.TempDir(), "reload.pcap")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := trafficgen.WritePcap(f, frames); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
-	want := map[string]uint64{}
-	for _, fr := range frames {
-		want[serviceOf(fr)]++
-	}
+	frames, path, want := mixCapture(t, 11, 200000)
 	device := "net_pcap15,rx_pcap=" + path
 	cfgs := []*config.Config{reloadConfig(t, device, 2048, false), reloadConfig(t, device, 1024, true)}
 	d := start(t, cfgs[0])
