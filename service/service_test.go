@@ -226,6 +226,23 @@ func (n *node) helperCmd(role string, args ...string) *exec.Cmd {
 	return cmd
 }
 
+// startHelper starts a service process, killed when the test ends, and
+// returns it with a reader of its standard output.
+func (n *node) startHelper(role string, args ...string) (*exec.Cmd, *bufio.Reader) {
+	n.t.Helper()
+	cmd := n.helperCmd(role, args...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		n.t.Fatal(err)
+	}
+	n.t.Cleanup(func() { cmd.Process.Kill() })
+	return cmd, bufio.NewReader(stdout)
+}
+
 // runHelper runs a helper to completion and returns its stdout.
 func (n *node) runHelper(role string, args ...string) string {
 	n.t.Helper()
@@ -401,17 +418,8 @@ func TestTwoServices(t *testing.T) {
 // at stop.
 func TestKilledProcess(t *testing.T) {
 	n := startNode(t, "", "osd")
-	cmd := n.helperCmd("hold", "osd")
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	line, err := bufio.NewReader(stdout).ReadString('\n')
+	cmd, stdout := n.startHelper("hold", "osd")
+	line, err := stdout.ReadString('\n')
 	var holding int
 	if _, serr := fmt.Sscanf(line, "holding %d", &holding); err != nil || serr != nil {
 		t.Fatalf("helper: %q, %v\n%s", line, err, n.logs)
@@ -505,20 +513,9 @@ func TestReloadWhileAttached(t *testing.T) {
 // ErrDaemonGone instead of polling a dead daemon's rings for ever.
 func TestDaemonGone(t *testing.T) {
 	n := startNode(t, "", "osd")
-	cmd := n.helperCmd("untilgone", "osd")
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	r := bufio.NewReader(stdout)
+	cmd, r := n.startHelper("untilgone", "osd")
 	if line, err := r.ReadString('\n'); err != nil || line != "attached\n" {
-		t.Fatalf("helper: %q, %v\n%s", line, err, &stderr)
+		t.Fatalf("helper: %q, %v", line, err)
 	}
 	n.cmd.Process.Kill()
 	<-n.done
@@ -532,7 +529,7 @@ func TestDaemonGone(t *testing.T) {
 	select {
 	case err := <-done:
 		if err != nil || !strings.Contains(string(rest), service.ErrDaemonGone.Error()) {
-			t.Fatalf("helper after the daemon's kill: %v, %q\n%s", err, rest, &stderr)
+			t.Fatalf("helper after the daemon's kill: %v, %q", err, rest)
 		}
 		t.Logf("the process saw the daemon gone %v after its kill: %s", time.Since(killed).Round(time.Millisecond), strings.TrimSpace(string(rest)))
 	case <-time.After(10 * time.Second):
