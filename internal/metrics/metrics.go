@@ -197,12 +197,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	s := c.snapshot()
 	d := &c.descs
-	counter := func(desc *prometheus.Desc, v uint64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(v), labels...)
-	}
-	gauge := func(desc *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, labels...)
-	}
+	counter, gauge := emitter(ch).counter, emitter(ch).gauge
 	for _, p := range s.Ports {
 		up := 0.0
 		if p.Up {

@@ -96,12 +96,7 @@ func (c *RoCECollector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (c *RoCECollector) Collect(ch chan<- prometheus.Metric) {
-	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
-	}
-	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
-	}
+	counter, gauge := emitter(ch).counter, emitter(ch).gauge
 	for _, e := range c.eps {
 		ep := e.addr
 		es := e.stats()

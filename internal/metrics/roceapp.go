@@ -59,15 +59,13 @@ func (c *AppCollector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (c *AppCollector) Collect(ch chan<- prometheus.Metric) {
-	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
-	}
+	counter, gauge := emitter(ch).counter, emitter(ch).gauge
 	for i, src := range c.srcs {
 		name, s := c.names[i], src.Stats()
 		counter(c.conns, s.Accepted, name, "accepted")
 		counter(c.conns, s.Completed, name, "completed")
 		counter(c.conns, s.Failed, name, "failed")
-		ch <- prometheus.MustNewConstMetric(c.active, prometheus.GaugeValue, float64(s.Active), name)
+		gauge(c.active, float64(s.Active), name)
 		counter(c.msgs, s.MessagesIn, name, "in")
 		counter(c.msgs, s.MessagesOut, name, "out")
 		counter(c.bytes, s.BytesIn, name, "in")

@@ -45,13 +45,8 @@ func (c *BridgeCollector) Describe(ch chan<- *prometheus.Desc) { prometheus.Desc
 // Collect implements prometheus.Collector.
 func (c *BridgeCollector) Collect(ch chan<- prometheus.Metric) {
 	s := c.stats()
-	counter := func(d *prometheus.Desc, v uint64, l ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), l...)
-	}
-	gauge := func(d *prometheus.Desc, v int64, l ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v), l...)
-	}
-	gauge(c.conns, s.Active)
+	counter, gauge := emitter(ch).counter, emitter(ch).gauge
+	gauge(c.conns, float64(s.Active))
 	counter(c.accepted, s.Accepted)
 	counter(c.closed, s.Closed)
 	counter(c.bytes, s.BytesToTCP, "to_tcp")
@@ -63,9 +58,9 @@ func (c *BridgeCollector) Collect(ch chan<- prometheus.Metric) {
 	for k, v := range s.Errors {
 		counter(c.errors, v, k)
 	}
-	gauge(c.poolFree, s.RecvBuffersFree, "recv")
-	gauge(c.poolFree, s.SendBuffersFree, "send")
-	gauge(c.registered, s.RegisteredBytes)
+	gauge(c.poolFree, float64(s.RecvBuffersFree), "recv")
+	gauge(c.poolFree, float64(s.SendBuffersFree), "send")
+	gauge(c.registered, float64(s.RegisteredBytes))
 	counter(c.sendPoolEmpty, s.SendPoolEmpty)
 	for k, v := range s.Stalls {
 		counter(c.stalls, v, k)

@@ -68,9 +68,7 @@ func (c *CMCollector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (c *CMCollector) Collect(ch chan<- prometheus.Metric) {
-	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
-	}
+	counter := emitter(ch).counter
 	for _, m := range c.ms {
 		ep := m.addr
 		s := m.stats()
