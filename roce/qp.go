@@ -66,9 +66,12 @@ type QPInitAttr struct {
 	// OnEvent, if set, receives the QP's asynchronous events, from Poll.
 	OnEvent func(ev Event)
 	// NoRNR makes the responder drop a request that finds no receive
-	// posted without answering, instead of sending an RNR NAK: the
-	// requester's retransmit timer sends it again. For peers that treat
-	// an RNR NAK as fatal (Ceph's rdma_cm clients ask for rnr_retry 0).
+	// posted without answering, instead of sending an RNR NAK. For peers
+	// that treat an RNR NAK as fatal (Ceph's rdma_cm clients ask for
+	// rnr_retry 0). Once a receive is ready again, one PSN sequence NAK
+	// for the dropped request has the requester resend it at once rather
+	// than on its transport timer (about a second under rdma_cm): it
+	// costs one of the requester's retries, which progress restores.
 	// With an SRQ, an empty SRQ counts as no receive posted.
 	NoRNR bool
 	// SRQ, if set, is the shared receive queue the QP takes its receives

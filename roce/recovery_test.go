@@ -198,6 +198,49 @@ func TestNoRNRSilentDrop(t *testing.T) {
 	checkDelivered(t, n, p, src, dst)
 }
 
+// TestNoRNRSequenceNAK: once a NoRNR responder that dropped a SEND for
+// want of a receive has one again, a single sequence NAK has the
+// requester resend at once instead of on its transport timer (about a
+// second for Ceph's clients), and none goes out while it still has none.
+func TestNoRNRSequenceNAK(t *testing.T) {
+	n := newTestNet(t, testLink(0), EndpointConfig{})
+	o := defaultQPOpts()
+	o.noRNR = true
+	o.timeout = 8 // about 1 ms
+	timer := 4096 * time.Nanosecond << o.timeout
+	p := n.newPair(o)
+	fromA := n.capture(n.la, nil)
+	src, dst := sendSetup(t, n, p, 3000, false)
+	n.run(100000, func() bool { return p.b.Stats().RNRSilentDrops > 0 })
+	for range 100 {
+		n.poll()
+	}
+	if sb := p.b.Stats(); sb.NaksSent[NakSequence] != 0 || p.a.Stats().Timeouts != 0 {
+		t.Fatalf("before a receive is posted: %d sequence NAKs sent, %d timeouts", sb.NaksSent[NakSequence], p.a.Stats().Timeouts)
+	}
+	posted := n.now
+	if err := p.b.PostRecv(&RecvWR{ID: 1, SGList: []SGE{dst.SGE(0, dst.Len())}}); err != nil {
+		t.Fatal(err)
+	}
+	checkDelivered(t, n, p, src, dst)
+	if k := p.b.Stats().NaksSent[NakSequence]; k != 1 {
+		t.Errorf("%d sequence NAKs sent, want 1", k)
+	}
+	if k := p.a.Stats().Timeouts; k != 0 {
+		t.Errorf("%d timeouts: the requester waited for its timer", k)
+	}
+	var resent time.Time
+	for _, c := range *fromA {
+		if c.bth.Opcode == wire.OpRCSendFirst && c.at.After(posted) {
+			resent = c.at
+			break
+		}
+	}
+	if resent.IsZero() || resent.Sub(posted) >= timer/2 {
+		t.Errorf("resent %v after the receive was posted; want well within the %v timer", resent.Sub(posted), timer)
+	}
+}
+
 // TestMaxRNRWait: a responder advertising RNR timer 0 (655 ms, what
 // rdma_cm leaves Linux peers with) is retried after MaxRNRWait instead.
 func TestMaxRNRWait(t *testing.T) {

@@ -34,6 +34,9 @@ type responder struct {
 	ePSN    uint32 // next PSN expected
 	msn     uint32 // messages completed (24 bits)
 	nakSent bool   // a sequence NAK went out for ePSN; drop until it arrives
+	// starved: the request at ePSN was dropped for want of a receive
+	// (QPInitAttr.NoRNR); a sequence NAK goes out once one is ready.
+	starved bool
 
 	inSend  bool // a multi-packet SEND fills the head receive WQE
 	sendOff int
@@ -62,7 +65,7 @@ func (r *responder) start(epsn uint32) {
 // stop abandons work in progress; a pending fatal NAK survives so that the
 // peer learns why the QP went to ERROR.
 func (r *responder) stop() {
-	r.nakSent, r.inSend, r.inWrite, r.wbuf = false, false, false, nil
+	r.nakSent, r.starved, r.inSend, r.inWrite, r.wbuf = false, false, false, false, nil
 	r.reads = [len(r.reads)]readJob{}
 	r.rHead, r.rN, r.newReads = 0, 0, 0
 	if r.ctl != ctlFatal {
@@ -120,7 +123,7 @@ func (qp *QP) respInput(p *wire.Packet) {
 		r.queueCtl(ctlAck, wire.AETHAck, wire.PSNAdd(r.ePSN, -1))
 		return
 	}
-	r.nakSent = false
+	r.nakSent, r.starved = false, false
 	if r.ctl == ctlNakSeq && r.ctlPSN == psn {
 		r.ctl = ctlNone // what the NAK asks for arrived in the same burst
 	}
@@ -154,10 +157,11 @@ func (qp *QP) respInput(p *wire.Packet) {
 		// when to try again, or let its retransmit timer tell it.
 		if qp.noRNR {
 			// No NAK for the rest of the burst either: a sequence NAK
-			// would have the requester resend at once, into the same
-			// empty queue, spending its retries in microseconds.
+			// now would have the requester resend at once, into the
+			// same empty queue, spending its retries in microseconds.
+			// respOutput sends it once a receive is ready.
 			qp.cnt.rnrSilent.Add(1)
-			r.nakSent = true
+			r.nakSent, r.starved = true, true
 			return
 		}
 		r.queueCtl(ctlRNR, wire.RNRNakSyndrome(qp.attr.MinRNRTimer), psn)
@@ -337,6 +341,10 @@ func (qp *QP) respFail(code uint8, psn uint32, st WCStatus, wqe bool, err error)
 // responses go first because the acknowledgement may cover their PSNs.
 func (qp *QP) respOutput(buf []byte) int {
 	r := &qp.resp
+	if r.starved && qp.recvReady() && (qp.state == QPStateRTR || qp.state == QPStateRTS) {
+		r.starved = false
+		r.queueCtl(ctlNakSeq, wire.NakPSNSeq, r.ePSN)
+	}
 	p := &qp.ep.txPkt
 	var payload []byte
 	switch {

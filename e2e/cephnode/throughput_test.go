@@ -23,10 +23,10 @@ import (
 // with net_af_packet, carrying 8000-byte jumbo frames so that rows at
 // path MTU 4096 (four times fewer frames, each a kernel trip) stand
 // beside the 1024 ones; and net_memif, shared memory with no kernel on
-// the path, at path MTU 1024. The same bytes then cross kernel TCP
-// between two namespaces, for the ratio. "drops" counts the client's
-// SENDs that found no receive buffer at the bridge (dropped unanswered,
-// each costing the client a 1-second transport timeout).
+// the path, at both. The same bytes then cross kernel TCP between two
+// namespaces, for the ratio. "drops" counts the client's SENDs that
+// found no receive buffer at the bridge: dropped unanswered, and resent
+// when the bridge's sequence NAK follows once a buffer is free.
 func TestBridgeThroughput(t *testing.T) {
 	if testing.Short() {
 		t.Skip("two DPDK processes: not in -short")
@@ -144,23 +144,23 @@ func TestBridgeThroughput(t *testing.T) {
 		},
 	}, {
 		// Shared memory between the two processes, no kernel on the
-		// path: the client no longer limits the bridge, and outruns the
-		// bridge's TCP writer, which shares the two CPUs with both poll
-		// loops. With the defaults (32 receive buffers, 16 chunks: 6 MiB)
-		// a lag of a few milliseconds left SENDs without a buffer, each
-		// costing the client a 1-second timeout (14-30 MB/s in one run);
-		// here the connection may hold 512 receive buffers and 64 chunks
-		// (72 MiB).
+		// path. The buffers are the bridge's defaults (32 receive
+		// buffers per connection, 16 chunks each way): the client
+		// outruns the bridge's TCP writer, which shares the two CPUs
+		// with both poll loops, and the SENDs that find no buffer are
+		// resent on the bridge's sequence NAK once one is free. memif
+		// chains its 8 KiB buffers for nothing here: each frame fits
+		// one, and one mbuf.
 		name:       "net_memif",
-		daemonPort: fmt.Sprintf(`{name: tpnode, device: "net_memif1,role=server,socket=/tmp/cddtp%s.sock"}`, sfx),
-		clientPort: fmt.Sprintf(`{name: tpcli, device: "net_memif2,role=client,socket=/tmp/cddtp%s.sock"}`, sfx),
-		mempool:    "{}",
-		roce:       "recv_buffers: 512\n  memory_mb: 512",
-		bridge:     "recv_pool: 2048, chunks: 64",
+		daemonPort: fmt.Sprintf(`{name: tpnode, device: "net_memif1,role=server,bsize=8192,socket=/tmp/cddtp%s.sock", mtu: %d}`, sfx, jumboMTU),
+		clientPort: fmt.Sprintf(`{name: tpcli, device: "net_memif2,role=client,bsize=8192,socket=/tmp/cddtp%s.sock", mtu: %d}`, sfx, jumboMTU),
+		mempool:    fmt.Sprintf("{data_room: %d}", jumboDataRoom),
 		setup:      func(t *testing.T) {},
 		rows: []row{
 			{"net_memif, path MTU 1024, window 128 packets (Ceph over Soft-RoCE: rxe's limits)", 1024, 128, 0},
 			{"net_memif, path MTU 1024, window 1024 packets", 1024, 1024, 0},
+			{"net_memif, path MTU 4096, window 128 packets", 4096, 128, 0},
+			{"net_memif, path MTU 4096, window 1024 packets", 4096, 1024, 0},
 		},
 	}} {
 		metricsAddr := freePort(t)
@@ -234,9 +234,9 @@ roce: {service: roce, address: %[3]s, mac: "02:cd:d0:00:00:01", mtu: %[4]d, wind
 			t.Logf("%s: %s", c.name, strings.TrimSpace(string(out)))
 			if c.pause > 0 {
 				stalled = fmt.Sprintf("backpressure, the sink stalled %v: the stream completed; the client's SENDs found no receive "+
-					"%v times (dropped unanswered, no RNR NAK: %v sent) and came again on its transport timer "+
-					"(%v requests seen again, %v ahead of sequence); the daemon's peak RSS %.0f MiB",
-					c.pause, qp["cephdpdkd_roce_rnr_silent_drops_total"], qp["cephdpdkd_roce_rnr_naks_total"],
+					"%v times (dropped unanswered, no RNR NAK: %v sent) and came again on its transport timer or on the "+
+					"%v sequence NAKs sent once a buffer was free (%v requests seen again, %v ahead of sequence); the daemon's peak RSS %.0f MiB",
+					c.pause, qp["cephdpdkd_roce_rnr_silent_drops_total"], qp["cephdpdkd_roce_rnr_naks_total"], qp["sequence_naks"],
 					qp["cephdpdkd_roce_duplicate_requests_total"], qp["cephdpdkd_roce_out_of_sequence_total"], float64(rss)/(1<<20))
 			}
 		}
@@ -297,6 +297,7 @@ func watchQPCounters(d *daemonProc, stop <-chan struct{}) map[string]float64 {
 				peak[k] = max(peak[k], sum(m, k))
 			}
 			peak["cephdpdkd_roce_rnr_naks_total"] = max(peak["cephdpdkd_roce_rnr_naks_total"], sum(m, "cephdpdkd_roce_rnr_naks_total", "direction=sent"))
+			peak["sequence_naks"] = max(peak["sequence_naks"], sum(m, "cephdpdkd_roce_naks_total", "direction=sent", "code=psn_sequence"))
 		}
 		select {
 		case <-stop:

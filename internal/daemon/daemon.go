@@ -36,9 +36,16 @@ const SamplePcapToken = config.SamplePcapToken
 // longer argument string is cut and the secondary fails to probe.
 const pcapArgMax = 64
 
-// afPacketMaxMTU is the largest MTU DPDK 22.11's net_af_packet lets
-// ethdev set (RTE_ETHER_MAX_LEN less the Ethernet header and CRC).
-const afPacketMaxMTU = 1500
+// vdevMaxMTU is the largest MTU DPDK 22.11's net_af_packet and net_memif
+// let ethdev set: they report RTE_ETHER_MAX_LEN as their largest frame
+// (1518 bytes, less the Ethernet header and CRC), though both carry
+// larger frames (see jumboVdevs).
+const vdevMaxMTU = 1500
+
+// jumboVdevs are the drivers whose frames are bounded by something other
+// than ethdev's MTU: net_af_packet's by its ring's framesz and the kernel
+// interface's MTU, net_memif's by nothing, as it chains its buffers.
+var jumboVdevs = []string{"net_af_packet", "net_memif"}
 
 // Daemon is a running data path.
 type Daemon struct {
@@ -181,13 +188,14 @@ func Start(plan *Plan, opts Options) (_ *Daemon, err error) {
 		RxDescriptors: uint16(cfg.Port.RxDescriptors), TxDescriptors: uint16(cfg.Port.TxDescriptors),
 		MTU: uint16(cfg.Port.MTU), Promiscuous: *cfg.Port.Promiscuous,
 	}
-	if strings.HasPrefix(device, "net_af_packet") && pc.MTU > afPacketMaxMTU {
-		// DPDK 22.11's net_af_packet reports a 1518-byte max_rx_pktlen,
-		// so ethdev refuses a larger MTU, though its ring frames carry
-		// what framesz holds: the interface's own MTU (ip link) and
-		// framesz bound the frames instead.
-		d.log.Info("net_af_packet: port MTU left to the kernel interface", "mtu", pc.MTU)
-		pc.MTU = 0
+	if pc.MTU > vdevMaxMTU {
+		for _, drv := range jumboVdevs {
+			if strings.HasPrefix(device, drv) {
+				d.log.Info(drv+": port MTU above what DPDK 22.11 lets ethdev set; the driver carries larger frames anyway",
+					"mtu", pc.MTU, "ethdev_max", vdevMaxMTU)
+				pc.MTU = 0
+			}
+		}
 	}
 	if err := d.port.Configure(pc, d.pool.Pointer()); err != nil {
 		return nil, err

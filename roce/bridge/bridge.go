@@ -31,8 +31,10 @@
 //
 // The RoCE side never sends an RNR NAK (Ceph's clients allow none): when
 // the TCP side lags, a connection at its receive cap takes no more and
-// the requests that find none are dropped unanswered, so the client's
-// retransmit timer paces it.
+// the requests that find none are dropped unanswered. Once the writer
+// frees a buffer, one sequence NAK has the client resend (roce's
+// QPInitAttr.NoRNR); while none frees, the client's retransmit timer
+// paces it.
 package bridge
 
 import (
