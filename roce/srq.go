@@ -22,6 +22,9 @@ type SRQ struct {
 	head, tail uint64
 	users      int
 	destroyed  bool
+	// reserve: a QP at its SetSRQLimit may take more receives while
+	// more than reserve stay posted (0: never).
+	reserve int
 }
 
 // CreateSRQ creates a shared receive queue on pd.
@@ -73,6 +76,13 @@ func (s *SRQ) PostRecv(wr *RecvWR) error {
 	return nil
 }
 
+// SetLendingReserve lets a QP at its SetSRQLimit take more receives
+// while more than n stay posted, so that one connection's burst uses the
+// slack of a mostly idle queue instead of being dropped, while the
+// others keep n to take up to their own limits from. 0, the default,
+// lends nothing. Not a verbs attribute, like SetSRQLimit.
+func (s *SRQ) SetLendingReserve(n int) { s.reserve = max(n, 0) }
+
 // Destroy releases the queue; no QP may still use it. Receive work
 // requests still posted are discarded without completions.
 func (s *SRQ) Destroy() error {
@@ -120,8 +130,8 @@ func (qp *QP) SRQ() *SRQ { return qp.srq }
 // SRQ: taken for a message and not yet given back with ReleaseSRQ. At
 // the limit a request that needs one finds none, as with an empty
 // receive queue (an RNR NAK, or with NoRNR a silent drop), so one
-// connection whose data is not read cannot take the whole SRQ. 0 means
-// no limit. This is not a verbs attribute: the SRQ's consumer, which
+// connection whose data is not read cannot take the whole SRQ (beyond
+// what SRQ.SetLendingReserve lends). 0 means no limit. This is not a verbs attribute: the SRQ's consumer, which
 // knows when a buffer is free again, enforces fairness with it.
 func (qp *QP) SetSRQLimit(n int) { qp.srqLimit = max(n, 0) }
 
@@ -139,7 +149,8 @@ func (qp *QP) recvReady() bool {
 	if qp.srq == nil {
 		return qp.rqHead != qp.rqTail
 	}
-	return qp.srqCur || qp.srq.Len() > 0 && (qp.srqLimit == 0 || qp.srqHeld < qp.srqLimit)
+	s := qp.srq
+	return qp.srqCur || s.Len() > 0 && (qp.srqLimit == 0 || qp.srqHeld < qp.srqLimit || s.reserve > 0 && s.Len() > s.reserve)
 }
 
 // hasRecvHead reports whether a receive WQE is at the head, taken.

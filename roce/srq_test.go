@@ -124,6 +124,28 @@ func TestSRQ(t *testing.T) {
 	}
 }
 
+// TestSRQLending: a QP at its SRQ limit takes more while more than the
+// SRQ's lending reserve stay posted, and no more once it is reached.
+func TestSRQLending(t *testing.T) {
+	o := defaultQPOpts()
+	o.noRNR = true
+	s := newSRQNet(t, o)
+	n, srq, rcq := s.n, s.srq, s.rcq
+	for i := range 6 {
+		s.post(i)
+	}
+	srq.SetLendingReserve(2)
+	sender, recver, _ := s.pair()
+	recver.SetSRQLimit(2)
+	for id := range uint64(6) {
+		s.send(sender, id)
+	}
+	n.run(100_000, func() bool { return recver.Stats().RNRSilentDrops > 0 && rcq.Len() == 4 })
+	if recver.SRQHeld() != 4 || srq.Len() != 2 {
+		t.Errorf("held %d, %d left on the SRQ; want 4 (2 lent), 2", recver.SRQHeld(), srq.Len())
+	}
+}
+
 // TestSRQLimit: a QP at its SRQ limit takes no more receives, as with
 // an empty receive queue (with NoRNR the request is dropped unanswered
 // and sent again on the requester's timer), though the SRQ has more;

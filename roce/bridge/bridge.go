@@ -23,8 +23,9 @@
 // connections. Flow control stays per connection. Fairness: a connection
 // holds at most Session.SendBuffers send buffers and Session.RecvBuffers
 // receive buffers (being filled or not yet relayed to TCP), each capped
-// at a quarter of its pool, so one stalled daemon cannot starve the
-// others of receive buffers. A new connection is refused (REJ, counted
+// at a quarter of its pool, and more receive buffers only while the
+// pool lends them (more than half of it free, see session.Pool), so one
+// stalled daemon cannot starve the others of receive buffers. A new connection is refused (REJ, counted
 // as no_resources) when fewer receive buffers are free than its cap,
 // when the pool is at MaxConns, or when no file descriptor is left for
 // its TCP side (no_fds); an empty send pool only stalls the senders.

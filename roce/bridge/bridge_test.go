@@ -310,12 +310,15 @@ func TestBridgeDaemonCloses(t *testing.T) {
 
 // TestBridgeBackpressure: the daemon reads nothing for 150 ms; the
 // client's stream stalls without a single RNR NAK (its SENDs are dropped
-// unanswered and sent again on its 67 ms timer, within its 7 retries),
-// the bridge holds no more than its chunks, and every byte arrives once
-// the daemon reads. A daemon that stalls longer than the client's retry
+// unanswered and sent again on its 67 ms timer, within its 7 retries, or
+// on a sequence NAK once a buffer is free), the bridge holds no more
+// than its chunks and receive buffers, and every byte arrives once the
+// daemon reads. A daemon that stalls longer than the client's retry
 // budget fails the client's connection.
 func TestBridgeBackpressure(t *testing.T) {
-	n := newTestNetTimeout(t, Config{Chunks: 2}, 14)
+	// 64 receive buffers of 16 KiB: the connection holds at most 32 of
+	// them (its cap and the pool's loan), far less than the stream.
+	n := newTestNetTimeout(t, Config{Chunks: 2, RecvPool: 64}, 14)
 	release := make(chan struct{})
 	var received bytes.Buffer
 	done := make(chan struct{})

@@ -100,11 +100,13 @@ func TestBridgeManyConns(t *testing.T) {
 	}
 }
 
-// TestBridgePoolFairness: connections whose daemons stop reading hold at
-// most their cap of receive buffers (a quarter of the pool): with one
-// stalled, another still echoes; with four, the receive pool is drained
-// and the next connection is refused with a REJ counted as no_resources,
-// then admitted again once a stalled one goes.
+// TestBridgePoolFairness: connections whose daemons stop reading hold
+// their cap of receive buffers (a quarter of the pool), and beyond it
+// only what the pool lends while more than half of it is free: with one
+// stalled (its cap and a loan: half the pool), another still echoes; with
+// three, the receive pool is drained and the next connection is refused
+// with a REJ counted as no_resources, then admitted again once a stalled
+// one goes.
 func TestBridgePoolFairness(t *testing.T) {
 	small := func(c *net.TCPConn) { c.SetWriteBuffer(4096) }
 	n := newTestNetTimeout(t, Config{Chunks: 1, RecvPool: 8, SendPool: 8, Dial: loopbackDialer(small)}, 14)
@@ -150,7 +152,7 @@ func TestBridgePoolFairness(t *testing.T) {
 	}
 	data := make([]byte, 1<<20)
 	var stalled []*client
-	stall := func() {
+	stall := func(holds int) {
 		t.Helper()
 		c := n.dial(stallPort)
 		n.run(5*time.Second, func() bool { return c.connected })
@@ -170,8 +172,14 @@ func TestBridgePoolFairness(t *testing.T) {
 				t.Fatal(err)
 			}
 			sent += k
-			return bc.qp.SRQHeld() == capRecv
+			return bc.qp.SRQHeld() == holds
 		})
+		for range 20 { // and no more
+			n.poll()
+		}
+		if held := bc.qp.SRQHeld(); held != holds {
+			t.Fatalf("a stalled connection holds %d receive buffers, want %d", held, holds)
+		}
 		stalled = append(stalled, c)
 	}
 	echo := func() {
@@ -203,13 +211,13 @@ func TestBridgePoolFairness(t *testing.T) {
 		n.cliM.Disconnect(c.conn)
 		n.run(5*time.Second, func() bool { return c.disconnected })
 	}
-	stall()
-	echo() // beside a stalled connection
-	for range 3 {
-		stall()
+	stall(4) // its cap of 2 and 2 lent, until 4 of the 8 are left
+	echo()   // beside a stalled connection
+	for range 2 {
+		stall(capRecv) // no loan with half the pool taken
 	}
 	if st := n.b.Stats(); st.RecvBuffersFree != 0 {
-		t.Fatalf("four stalled connections leave %d receive buffers", st.RecvBuffersFree)
+		t.Fatalf("three stalled connections leave %d receive buffers", st.RecvBuffersFree)
 	}
 	c := n.dial(echoPort)
 	n.run(5*time.Second, func() bool { return c.connected })

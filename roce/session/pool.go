@@ -61,11 +61,13 @@ func (c PoolConfig) withDefaults() (PoolConfig, error) {
 // memory is then the pool's, fixed, whatever the number of sessions.
 //
 // Flow control stays per session. A session holds at most
-// Config.SendBuffers send buffers (posted, not yet acknowledged) and at
-// most Config.RecvBuffers receive buffers (being filled, or received and
-// not yet read out, see roce.QP.SetSRQLimit): a connection
-// whose reader stalls stops taking receive buffers at its cap, and the
-// others keep theirs. When the send pool is empty, Send returns
+// Config.SendBuffers send buffers (posted, not yet acknowledged) and
+// Config.RecvBuffers receive buffers (being filled, or received and not
+// yet read out, see roce.QP.SetSRQLimit), and beyond that only while
+// more than half the pool's stay free (roce.SRQ.SetLendingReserve): a
+// connection whose reader lags a moment borrows the idle pool's slack
+// instead of having the client's SENDs dropped, and one whose reader
+// stalls stops at half the pool, leaving the others theirs. When the send pool is empty, Send returns
 // roce.ErrWouldBlock like a session out of its own buffers.
 //
 // Like everything a roce.Endpoint owns, a pool and its sessions belong
@@ -126,6 +128,7 @@ func NewPool(pd *roce.PD, cfg PoolConfig) (_ *Pool, err error) {
 	if p.srq, err = pd.CreateSRQ(&roce.SRQInitAttr{MaxWR: cfg.RecvBuffers}); err != nil {
 		return nil, err
 	}
+	p.srq.SetLendingReserve(cfg.RecvBuffers / 2)
 	if p.sendMem, err = cfg.Allocator.Alloc(cfg.SendBuffers * cfg.BufferSize); err != nil {
 		return nil, err
 	}

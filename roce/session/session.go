@@ -648,13 +648,26 @@ func (s *Session) deliverRecv(wc *roce.WorkCompletion) error {
 		return bad(fmt.Sprintf("length %d exceeds the %d-byte buffer", wc.ByteLen, s.cfg.BufferSize))
 	case s.rdN > 0 && s.ready[(s.rdHd+s.rdN-1)%len(s.ready)].fin:
 		return bad("data after the peer closed")
-	case s.rdN == len(s.ready):
-		// Only in shared mode, if the QP's SRQ limit were not kept.
+	case s.rdN == len(s.ready) && (!shared || len(s.ready) >= s.pool.cfg.RecvBuffers):
+		// The QP's receive queue or SRQ limit was not kept.
 		return bad("more buffers than the session's cap")
+	case s.rdN == len(s.ready):
+		s.growReady() // borrowing from the pool beyond the cap
 	}
 	s.ready[(s.rdHd+s.rdN)%len(s.ready)] = readyBuf{idx: int(wc.WRID), n: int(wc.ByteLen), fin: wc.ByteLen == 0}
 	s.rdN++
 	return nil
+}
+
+// growReady doubles the ready ring, up to the pool's receive buffers,
+// for a session that borrows beyond its cap (see Pool): once per
+// doubling in the session's life, not per message.
+func (s *Session) growReady() {
+	r := make([]readyBuf, min(2*len(s.ready), s.pool.cfg.RecvBuffers))
+	for i := range s.rdN {
+		r[i] = s.ready[(s.rdHd+i)%len(s.ready)]
+	}
+	s.ready, s.rdHd = r, 0
 }
 
 // Close closes the session for sending: it posts the zero-length SEND
