@@ -47,8 +47,7 @@ func NewRingIO(lanes *dispatch.RingSet, port, queue uint16, pool *mempool.Pool, 
 // RecvBurst frees the previous burst and fills frames with the next one.
 func (io *RingIO) RecvBurst(frames [][]byte) int {
 	b := io.burst
-	b.FreeAll()
-	n := io.lanes.Dequeue(b, len(frames))
+	n := io.lanes.Dequeue(b, len(frames)) // frees the previous burst first
 	for i := 0; i < n; i++ {
 		frames[i] = b.Frame(i)
 	}

@@ -114,10 +114,12 @@ static uint32_t cdd_step(struct cdd_burst *b, struct cdd_loop *l, uint16_t port,
 	return work;
 }
 
-// cdd_ringset_burst fills b (emptied by the caller) from a ring set, as
-// cdd_rx_burst fills it from a port queue.
+// cdd_ringset_burst frees what b still holds and fills it from a ring
+// set, as cdd_rx_burst fills it from a port queue: one call a burst.
 static uint16_t cdd_ringset_burst(struct cdd_burst *b, struct cdd_ringset *s, uint16_t max)
 {
+	if (b->n > 0)
+		cdd_burst_free(b);
 	if (max > b->cap)
 		max = b->cap;
 	uint16_t n = (uint16_t)cdd_ringset_dequeue(s, b->pkts, max);
@@ -251,8 +253,8 @@ func (s *RingSet) Count() int {
 // Pointer returns the struct cdd_ringset for cgo consumers.
 func (s *RingSet) Pointer() unsafe.Pointer { return unsafe.Pointer(s.c) }
 
-// Dequeue replaces b's contents (which must have been handed on or
-// freed) with up to max packets from the set's rings: one cgo call.
+// Dequeue frees what b still holds and replaces it with up to max
+// packets from the set's rings: one cgo call.
 func (s *RingSet) Dequeue(b *pmd.Burst, max int) int {
 	return int(C.cdd_ringset_burst((*C.struct_cdd_burst)(b.C()), s.c, C.uint16_t(min(max, pmd.MaxBurst))))
 }

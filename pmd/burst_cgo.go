@@ -85,7 +85,11 @@ func (b *Burst) Verdicts() []uint8 { return b.svc[:b.c.n] }
 func (b *Burst) C() unsafe.Pointer { return unsafe.Pointer(b.c) }
 
 // FreeAll frees every packet in the burst.
-func (b *Burst) FreeAll() { C.cdd_burst_free(b.c) }
+func (b *Burst) FreeAll() {
+	if b.c.n > 0 { // an idle loop's empty burst costs no cgo call
+		C.cdd_burst_free(b.c)
+	}
+}
 
 // SetLen records how many packets remain after a sibling package consumed
 // them (0 once all were handed on).

@@ -51,7 +51,7 @@ func TestBridgeThroughput(t *testing.T) {
 	}
 	sfx := node.Name[len(node.Name)-6:]
 	const nodeIP, peerIP, sinkPort = "10.86.0.2", "10.86.0.1", 6800
-	const streamBytes = 128 << 20
+	const streamBytes = 512 << 20
 
 	// The Ceph daemon's stand-in: a sink on the node's address.
 	var ln net.Listener
