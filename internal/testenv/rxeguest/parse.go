@@ -48,6 +48,14 @@ type PerftestBW struct {
 	MsgRateMpps float64 // "MsgRate[Mpps]"
 }
 
+// PerftestUncalibrated reports whether perftest said it could not
+// measure its clock's rate (a regression of its timing samples with r² <
+// 0.9, common under TCG on a busy host): it then reports 0 MB/s, as it
+// cannot turn cycles into time.
+func PerftestUncalibrated(out string) bool {
+	return strings.Contains(out, "Correlation coefficient r^2")
+}
+
 // ParsePerftestBW returns the first result line under perftest's
 // "#bytes #iterations BW peak[MB/sec] BW average[MB/sec] MsgRate[Mpps]"
 // header.
@@ -64,6 +72,11 @@ func ParsePerftestBW(out string) (PerftestBW, error) {
 			}
 			if len(f) < 5 {
 				break
+			}
+			if _, err := strconv.Atoi(f[0]); err != nil && strings.Contains(l, "Correlation coefficient") {
+				// perftest's warning that it could not time its clock
+				// (see PerftestUncalibrated), before the result line.
+				continue
 			}
 			var r PerftestBW
 			var errs [5]error

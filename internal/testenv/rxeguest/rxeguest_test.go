@@ -475,8 +475,9 @@ func pairs(server string) []pair {
 						continue
 					}
 					// perftest's server side sometimes reports 0.00 MB/s for a
-					// short run under TCG: only the client's rate is checked.
-					if r.Bytes != 65536 || r.Iterations != 200 || side == "client" && r.AvgMBps <= 0 {
+					// short run under TCG: only the client's rate is checked,
+					// and only when perftest could time its clock.
+					if r.Bytes != 65536 || r.Iterations != 200 || side == "client" && r.AvgMBps <= 0 && !PerftestUncalibrated(out) {
 						t.Errorf("%s: result %+v", side, r)
 					}
 					t.Logf("figure: ib_send_bw -R %s: %d x %d B, peak %.2f MB/s, average %.2f MB/s (%v)",
