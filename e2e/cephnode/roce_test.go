@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -180,6 +181,63 @@ shutdown: {drain_timeout: 1s}
 		}
 	}
 	bg.Wait(ctx)
+
+	// A Ceph daemon that stalls: the OSD is stopped for 4 s in the middle
+	// of a 64 MiB put, written as one op (-b) so that the client has more
+	// in flight than the bridge and the OSD's socket buffer take; rados
+	// put otherwise waits for each 4 MiB op's reply, and the stall costs
+	// only time. The bridge's TCP writer blocks, its chunks and the
+	// connection's receive buffers fill, and the client's SENDs that find
+	// none are dropped unanswered (never an RNR NAK); once the OSD reads
+	// again, a sequence NAK or the client's own timer has them resent, and
+	// the object arrives whole.
+	osd := cl.OSDPid()
+	if osd == 0 {
+		t.Fatal("no OSD running")
+	}
+	m0, _ := d.Metrics()
+	const toTCP = "cephdpdkd_roce_bridge_bytes_total{direction=to_tcp}"
+	bytes0 := m0[toTCP]
+	const stalledObj, stallFor = "roce-67108864", 4 * time.Second
+	putStart := time.Now()
+	stalledPut, err := g.Start(fmt.Sprintf("rados -p %s -b %d put stalled /mnt/host/%s", cl.Pool(), 64<<20, stalledObj))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitMetric(t, d, toTCP, func(v float64) bool { return v >= bytes0+8<<20 }, 60*time.Second)
+	stopRSS := make(chan struct{})
+	peakRSS := make(chan int64, 1)
+	go func() { peakRSS <- watchRSS(d.cmd.Process.Pid, stopRSS) }()
+	qpPeak := make(chan map[string]float64, 1)
+	go func() { qpPeak <- watchQPCounters(d, stopRSS) }()
+	if err := syscall.Kill(osd, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(stallFor)
+	if err := syscall.Kill(osd, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	logf("the OSD was stopped for %v in the middle of a 64 MiB put", stallFor)
+	if code, err := stalledPut.Wait(ctx); err != nil || code != 0 {
+		out, _ := stalledPut.Output(ctx)
+		t.Fatalf("the put across the OSD's stall: exit %d, %v\n%s\ndaemon's RoCE metrics:\n%s", code, err, out, roceMetrics(d))
+	}
+	close(stopRSS)
+	rss, qp := <-peakRSS, <-qpPeak
+	stalledCopy := filepath.Join(t.TempDir(), "stalled")
+	if b, err := cl.Command(ctx, br.NS, "rados", "-p", cl.Pool(), "get", "stalled", stalledCopy).CombinedOutput(); err != nil {
+		t.Fatalf("TCP client get stalled: %v\n%s", err, b)
+	}
+	got, _ := os.ReadFile(stalledCopy)
+	want, _ := os.ReadFile(filepath.Join(g.ShareDir(), stalledObj))
+	if sha256.Sum256(got) != sha256.Sum256(want) {
+		t.Fatalf("the object put across the OSD's stall reads back differently (%d bytes of %d)", len(got), len(want))
+	}
+	logf("FIGURES backpressure, the OSD stopped %v mid-put: the put took %.1f s and is byte-identical; the client's SENDs "+
+		"found no receive %v times (dropped unanswered, no RNR NAK: %v sent), %v sequence NAKs sent once a buffer was free; "+
+		"the daemon's peak RSS %.0f MiB",
+		stallFor, time.Since(putStart).Seconds(), qp["cephdpdkd_roce_rnr_silent_drops_total"], qp["cephdpdkd_roce_rnr_naks_total"],
+		qp["sequence_naks"], float64(rss)/(1<<20))
 
 	// A client killed mid-write leaves nothing behind.
 	if _, err := g.Start(fmt.Sprintf("rados -p %s put killed /mnt/host/roce-%d", cl.Pool(), 64<<20)); err != nil {
