@@ -149,6 +149,10 @@ type Poller struct {
 	// instructions per burst would cost several ns per packet.
 	local        localCounts
 	sincePublish int
+	// dirty: an iteration did work since the last publish. An idle loop
+	// publishes once, not on every empty turn: its dozens of atomic
+	// stores took 7% of a RoCE loop that was idle between bursts.
+	dirty bool
 
 	malformed [classify.NumReasons]atomic.Uint64
 	busyNanos atomic.Uint64
@@ -495,7 +499,10 @@ func (p *Poller) pollOnce() int {
 		work += c.Poll()
 	}
 	p.sincePublish++
-	if work == 0 || p.sincePublish >= publishEvery {
+	if work > 0 {
+		p.dirty = true
+	}
+	if p.dirty && (work == 0 || p.sincePublish >= publishEvery) {
 		p.publish()
 	}
 	return work
@@ -545,7 +552,7 @@ func (p *Poller) held() int {
 // services' counters are written by every loop that receives, so they
 // are added as deltas.
 func (p *Poller) publish() {
-	p.sincePublish = 0
+	p.sincePublish, p.dirty = 0, false
 	l, t := &p.local, p.cur
 	for i, s := range t.services {
 		if t.svcPackets[i]|t.svcDrops[i] == 0 {
