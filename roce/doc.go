@@ -16,14 +16,16 @@
 //     each message's last packet and every AckReqEvery packets, coalesced
 //     ACKs, duplicate detection, sequence NAKs with go-back-N resuming
 //     mid-message, a retransmit timer with retry count, RNR NAKs and RNR
-//     back-off, reassembly into posted receive buffers only, RDMA WRITE
+//     back-off (or, for peers that allow no RNR NAK, a silent drop and
+//     one sequence NAK once a receive is ready), reassembly into posted receive buffers only, RDMA WRITE
 //     and READ with R_Key and bounds checks, flush-in-error completions.
 //     Retransmissions are regenerated from the send work request and its
 //     registered memory, so a QP holds no packet copies.
 //
 // Ceph async+rdma's flow-controlled byte stream over a QP, alone or on a
 // shared pool of buffers, is built on this API in roce/session; a QP's
-// SRQ limit (SetSRQLimit, ReleaseSRQ) is there for such consumers.
+// SRQ limit (SetSRQLimit, ReleaseSRQ) and an SRQ's lending reserve
+// (SetLendingReserve) are there for such consumers.
 //
 // Packets come and go through PacketIO, a burst interface the daemon
 // implements over its DPDK port and roce/memlink implements in memory.

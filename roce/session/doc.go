@@ -18,7 +18,9 @@
 // completions of shared CQs dispatched by QP number. Flow control stays
 // per session: a pool session holds at most its Config's SendBuffers and
 // RecvBuffers of the pool's buffers (the latter kept with
-// roce.QP.SetSRQLimit and ReleaseSRQ).
+// roce.QP.SetSRQLimit and ReleaseSRQ), and more receive buffers only
+// while the pool lends them: while more than half of it is free
+// (roce.SRQ.SetLendingReserve).
 //
 // Like the roce.Endpoint it runs on, a session or pool belongs to the
 // goroutine that polls the endpoint. Only Session.Stats and a Registry,
