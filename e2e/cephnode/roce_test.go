@@ -184,9 +184,9 @@ shutdown: {drain_timeout: 1s}
 
 	// A Ceph daemon that stalls: the OSD is stopped for 4 s in the middle
 	// of a 64 MiB put, written as one op (-b) so that the client has more
-	// in flight than the bridge and the OSD's socket buffer take; rados
-	// put otherwise waits for each 4 MiB op's reply, and the stall costs
-	// only time. The bridge's TCP writer blocks, its chunks and the
+	// in flight than the bridge and the OSD's socket buffer take (rados
+	// put's default is 4 MiB ops, each waiting for its reply). The
+	// bridge's TCP writer blocks, its chunks and the
 	// connection's receive buffers fill, and the client's SENDs that find
 	// none are dropped unanswered (never an RNR NAK); once the OSD reads
 	// again, a sequence NAK or the client's own timer has them resent, and
