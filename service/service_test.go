@@ -276,10 +276,10 @@ func readFrames(t *testing.T, path string) [][]byte {
 	return frames
 }
 
-// sampleFrames returns the sample capture's frames as a set.
-func sampleFrames(t *testing.T) map[string]bool {
+// readPcap returns the frames of a capture file.
+func readPcap(t *testing.T, path string) [][]byte {
 	t.Helper()
-	f, err := os.Open("../configs/sample/ceph-node.pcap")
+	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,17 +288,27 @@ func sampleFrames(t *testing.T) map[string]bool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	set := map[string]bool{}
+	var frames [][]byte
 	for {
 		b, _, err := r.ReadPacketData()
 		if errors.Is(err, io.EOF) {
-			return set
+			return frames
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
+		frames = append(frames, b)
+	}
+}
+
+// sampleFrames returns the sample capture's frames as a set.
+func sampleFrames(t *testing.T) map[string]bool {
+	t.Helper()
+	set := map[string]bool{}
+	for _, b := range readPcap(t, "../configs/sample/ceph-node.pcap") {
 		set[string(b)] = true
 	}
+	return set
 }
 
 // checkFrames checks that every frame is one the daemon replays and
@@ -345,26 +355,7 @@ func TestReceive(t *testing.T) {
 		t.Fatalf("%s: %v\n%s", cmd, err, b)
 	}
 	t.Logf("cephdpdk-dump: %s", strings.ReplaceAll(strings.TrimSpace(string(b)), "\r", " | "))
-	f, err := os.Open(pcap)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	r, err := pcapgo.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var dumped [][]byte
-	for {
-		d, _, err := r.ReadPacketData()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		dumped = append(dumped, d)
-	}
+	dumped := readPcap(t, pcap)
 	if len(dumped) != 1000 {
 		t.Fatalf("cephdpdk-dump wrote %d frames, want 1000", len(dumped))
 	}
@@ -550,24 +541,8 @@ func TestSend(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	n.stop()
-	f, err := os.Open(filepath.Join(n.dir, "t.pcap"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	r, err := pcapgo.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
 	next := 0
-	for {
-		b, _, err := r.ReadPacketData()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, b := range readPcap(t, filepath.Join(n.dir, "t.pcap")) {
 		if bytes.Equal(b, helperFrame(next)) {
 			next++
 		}
