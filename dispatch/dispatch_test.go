@@ -612,15 +612,7 @@ func TestRewire(t *testing.T) {
 // offline between calls, so the gate does not wait for a caller that
 // has stopped calling and the interrupt thread keeps its rounds.
 func TestGatedPollerDrivenByHand(t *testing.T) {
-	g, err := testEAL.HoldGate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := testEAL.ReleaseGate(); err != nil {
-			t.Error(err)
-		}
-	})
+	g := testenv.HoldGate(t, testEAL)
 	pool := testenv.Pool(t, "dsp_gate", 4095)
 	port := testenv.LoopPort(t, "net_ring22", pool, 1)
 	svcs := services(t, "dsp_gate", 1, 64, 64)

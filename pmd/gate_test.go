@@ -7,30 +7,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv"
 	"github.com/cephdpdkd/cephdpdkd/pmd"
 )
-
-// holdGate holds the test EAL's gate until the test ends.
-func holdGate(t testing.TB) *pmd.Gate {
-	t.Helper()
-	g, err := testEAL.HoldGate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := testEAL.ReleaseGate(); err != nil {
-			t.Error(err)
-		}
-	})
-	return g
-}
 
 // Other callbacks on DPDK's interrupt thread (an alarm here; a memif
 // disconnect in production) run only while the poll loops are held:
 // every loop that polls has passed the gate since it closed, so none is
 // inside a driver call. Between those windows the loops run.
 func TestGateHoldsLoopsDuringInterruptCallbacks(t *testing.T) {
-	g := holdGate(t)
+	g := testenv.HoldGate(t, testEAL)
 	const loops = 2
 	var stop atomic.Bool
 	var passed, held [loops]atomic.Uint64
@@ -82,7 +68,7 @@ func TestGateHoldsLoopsDuringInterruptCallbacks(t *testing.T) {
 // With no loop online, the gate still holds the (absent) loops for the
 // other callbacks and lets them run within a few periods.
 func TestGateWithoutLoops(t *testing.T) {
-	g := holdGate(t)
+	g := testenv.HoldGate(t, testEAL)
 	s, err := g.Slot()
 	if err != nil {
 		t.Fatal(err)
@@ -125,7 +111,7 @@ func TestGateHolds(t *testing.T) {
 
 // Slots run out at the table's size and come back when released.
 func TestGateSlots(t *testing.T) {
-	g := holdGate(t)
+	g := testenv.HoldGate(t, testEAL)
 	var slots []*pmd.GateSlot
 	for {
 		s, err := g.Slot()
@@ -177,7 +163,7 @@ func TestGateReleaseWithSlotTaken(t *testing.T) {
 // What passing the gate costs a loop per iteration: one atomic load and
 // store and one load, no cgo call.
 func BenchmarkGatePass(b *testing.B) {
-	g := holdGate(b)
+	g := testenv.HoldGate(b, testEAL)
 	s, err := g.Slot()
 	if err != nil {
 		b.Fatal(err)

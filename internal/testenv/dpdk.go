@@ -103,3 +103,18 @@ func RingSet(tb testing.TB, rings ...*dispatch.Ring) *dispatch.RingSet {
 	tb.Cleanup(s.Free)
 	return s
 }
+
+// HoldGate holds eal's interrupt-thread gate until the test ends.
+func HoldGate(tb testing.TB, eal *pmd.EAL) *pmd.Gate {
+	tb.Helper()
+	g, err := eal.HoldGate()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		if err := eal.ReleaseGate(); err != nil {
+			tb.Error(err)
+		}
+	})
+	return g
+}
