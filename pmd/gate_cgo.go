@@ -210,13 +210,15 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
+
+// The slot table must match the C one: a difference fails to compile.
+const _ = uint(maxLoopSlots-C.CDD_GATE_SLOTS) + uint(C.CDD_GATE_SLOTS-maxLoopSlots)
 
 // GatePeriod is how long the gate keeps DPDK's interrupt thread parked
 // between two windows. It bounds the delay the gate adds to every
@@ -252,10 +254,8 @@ var ErrGateFull = errors.New("pmd: every gate slot is taken")
 // There is one interrupt thread per process, so one gate per EAL
 // (EAL.HoldGate); loops take a slot each.
 type Gate struct {
-	c *C.struct_cdd_gate
-
-	mu   sync.Mutex
-	used [C.CDD_GATE_SLOTS]bool
+	c     *C.struct_cdd_gate
+	slots slotTable
 }
 
 // GateStats describe what the gate cost the loops. Wait is from a hold's
@@ -332,34 +332,21 @@ func (g *Gate) probe(timeout time.Duration) (held bool, err error) {
 // Slot takes a slot for one poll loop. The slot starts offline: the gate
 // does not wait for it until its first Pass.
 func (g *Gate) Slot() (*GateSlot, error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for i := range g.used {
-		if !g.used[i] {
-			g.used[i] = true
-			s := &g.c.slot[i]
-			return &GateSlot{
-				g: g, i: i,
-				seen:   (*atomic.Uint64)(unsafe.Pointer(&s.seen)),
-				heldAt: (*atomic.Uint64)(unsafe.Pointer(&s.held_at)),
-				epoch:  (*atomic.Uint64)(unsafe.Pointer(&g.c.epoch)),
-				run:    (*atomic.Uint32)(unsafe.Pointer(&g.c.run)),
-			}, nil
-		}
+	i, ok := g.slots.take()
+	if !ok {
+		return nil, ErrGateFull
 	}
-	return nil, ErrGateFull
+	s := &g.c.slot[i]
+	return &GateSlot{
+		g: g, i: i,
+		seen:   (*atomic.Uint64)(unsafe.Pointer(&s.seen)),
+		heldAt: (*atomic.Uint64)(unsafe.Pointer(&s.held_at)),
+		epoch:  (*atomic.Uint64)(unsafe.Pointer(&g.c.epoch)),
+		run:    (*atomic.Uint32)(unsafe.Pointer(&g.c.run)),
+	}, nil
 }
 
-func (g *Gate) inUse() bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for _, u := range g.used {
-		if u {
-			return true
-		}
-	}
-	return false
-}
+func (g *Gate) inUse() bool { return g.slots.inUse() }
 
 // A GateSlot is one poll loop's place at the gate. Only that loop's
 // thread calls Pass.
@@ -404,9 +391,7 @@ func (s *GateSlot) Offline() { s.seen.Store(math.MaxUint64) }
 // Release takes the loop off the gate and frees the slot.
 func (s *GateSlot) Release() {
 	s.Offline()
-	s.g.mu.Lock()
-	s.g.used[s.i] = false
-	s.g.mu.Unlock()
+	s.g.slots.free(s.i)
 }
 
 // HoldGate returns the EAL's interrupt-thread gate, starting it on the

@@ -129,12 +129,14 @@ import (
 	"unsafe"
 )
 
+// The slot table must match the C one: a difference fails to compile.
+const _ = uint(maxLoopSlots-C.CDD_QUIESCE_SLOTS) + uint(C.CDD_QUIESCE_SLOTS-maxLoopSlots)
+
 // Quiescence tracks the poll loops' iterations so that a callback removed
 // from a port's RX or TX path (by DPDK's pdump, when a capture tool stops)
 // is known to be out of use before its remover frees what it uses.
 type Quiescence struct {
-	mu   sync.Mutex
-	used [C.CDD_QUIESCE_SLOTS]bool
+	slots slotTable
 }
 
 var quiescenceInit sync.Once
@@ -155,17 +157,13 @@ var ErrQuiescenceFull = errors.New("pmd: no free quiescence slot")
 
 // Slot takes a slot for one poll loop, offline until its first Pass.
 func (q *Quiescence) Slot() (*QuiesceSlot, error) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	for i := range q.used {
-		if !q.used[i] {
-			q.used[i] = true
-			s := &QuiesceSlot{q: q, i: i, n: (*atomic.Uint64)(unsafe.Pointer(C.cdd_quiesce_slot_n(C.int(i))))}
-			s.Offline()
-			return s, nil
-		}
+	i, ok := q.slots.take()
+	if !ok {
+		return nil, ErrQuiescenceFull
 	}
-	return nil, ErrQuiescenceFull
+	s := &QuiesceSlot{q: q, i: i, n: (*atomic.Uint64)(unsafe.Pointer(C.cdd_quiesce_slot_n(C.int(i))))}
+	s.Offline()
+	return s, nil
 }
 
 // A QuiesceSlot is one poll loop's iteration count. Only that loop's
@@ -193,9 +191,7 @@ func (s *QuiesceSlot) Offline() { s.n.Store(math.MaxUint64) }
 // Release frees the slot.
 func (s *QuiesceSlot) Release() {
 	s.Offline()
-	s.q.mu.Lock()
-	s.q.used[s.i] = false
-	s.q.mu.Unlock()
+	s.q.slots.free(s.i)
 }
 
 // QuiesceStats says how often a removed callback was waited for, and how
