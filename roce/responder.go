@@ -341,7 +341,8 @@ func (qp *QP) respFail(code uint8, psn uint32, st WCStatus, wqe bool, err error)
 // responses go first because the acknowledgement may cover their PSNs.
 func (qp *QP) respOutput(buf []byte) int {
 	r := &qp.resp
-	if r.starved && qp.recvReady() && (qp.state == QPStateRTR || qp.state == QPStateRTS) {
+	// starved is set only in RTR or RTS, and stop clears it on leaving.
+	if r.starved && qp.recvReady() {
 		r.starved = false
 		r.queueCtl(ctlNakSeq, wire.NakPSNSeq, r.ePSN)
 	}

@@ -39,13 +39,21 @@ const pcapArgMax = 64
 // vdevMaxMTU is the largest MTU DPDK 22.11's net_af_packet and net_memif
 // let ethdev set: they report RTE_ETHER_MAX_LEN as their largest frame
 // (1518 bytes, less the Ethernet header and CRC), though both carry
-// larger frames (see jumboVdevs).
+// larger frames (see jumboVdev).
 const vdevMaxMTU = 1500
 
-// jumboVdevs are the drivers whose frames are bounded by something other
-// than ethdev's MTU: net_af_packet's by its ring's framesz and the kernel
-// interface's MTU, net_memif's by nothing, as it chains its buffers.
-var jumboVdevs = []string{"net_af_packet", "net_memif"}
+// jumboVdev returns the driver of device if it is one whose frames are
+// bounded by something other than ethdev's MTU (see vdevMaxMTU):
+// net_af_packet's by its ring's framesz and the kernel interface's MTU,
+// net_memif's by nothing, as it chains its buffers.
+func jumboVdev(device string) (string, bool) {
+	for _, drv := range [...]string{"net_af_packet", "net_memif"} {
+		if strings.HasPrefix(device, drv) {
+			return drv, true
+		}
+	}
+	return "", false
+}
 
 // Daemon is a running data path.
 type Daemon struct {
@@ -188,14 +196,10 @@ func Start(plan *Plan, opts Options) (_ *Daemon, err error) {
 		RxDescriptors: uint16(cfg.Port.RxDescriptors), TxDescriptors: uint16(cfg.Port.TxDescriptors),
 		MTU: uint16(cfg.Port.MTU), Promiscuous: *cfg.Port.Promiscuous,
 	}
-	if pc.MTU > vdevMaxMTU {
-		for _, drv := range jumboVdevs {
-			if strings.HasPrefix(device, drv) {
-				d.log.Info(drv+": port MTU above what DPDK 22.11 lets ethdev set; the driver carries larger frames anyway",
-					"mtu", pc.MTU, "ethdev_max", vdevMaxMTU)
-				pc.MTU = 0
-			}
-		}
+	if drv, ok := jumboVdev(device); ok && pc.MTU > vdevMaxMTU {
+		d.log.Info(drv+": port MTU above what DPDK 22.11 lets ethdev set; the driver carries larger frames anyway",
+			"mtu", pc.MTU, "ethdev_max", vdevMaxMTU)
+		pc.MTU = 0
 	}
 	if err := d.port.Configure(pc, d.pool.Pointer()); err != nil {
 		return nil, err

@@ -53,8 +53,11 @@ type PerftestBW struct {
 // 0.9, common under TCG on a busy host): it then reports 0 MB/s, as it
 // cannot turn cycles into time.
 func PerftestUncalibrated(out string) bool {
-	return strings.Contains(out, "Correlation coefficient r^2")
+	return strings.Contains(out, perftestUncalibrated)
 }
+
+// perftestUncalibrated starts the warning perftest prints then.
+const perftestUncalibrated = "Correlation coefficient r^2"
 
 // ParsePerftestBW returns the first result line under perftest's
 // "#bytes #iterations BW peak[MB/sec] BW average[MB/sec] MsgRate[Mpps]"
@@ -73,9 +76,8 @@ func ParsePerftestBW(out string) (PerftestBW, error) {
 			if len(f) < 5 {
 				break
 			}
-			if _, err := strconv.Atoi(f[0]); err != nil && strings.Contains(l, "Correlation coefficient") {
-				// perftest's warning that it could not time its clock
-				// (see PerftestUncalibrated), before the result line.
+			if PerftestUncalibrated(l) {
+				// The warning comes before the result line.
 				continue
 			}
 			var r PerftestBW
