@@ -182,7 +182,7 @@ func TestForwarderKeepsOrderAndHoldsRefused(t *testing.T) {
 	junk := [][]byte{frame(9, 9, 9)}
 	var scratch pmd.TxScratch
 	queued := 0
-	for pmd.TxCopy(out.ID(), 0, pool.Pointer(), junk, &scratch) == 1 {
+	for pmd.TxCopy(out.ID(), 0, pool.C(), junk, &scratch) == 1 {
 		queued++
 	}
 	feed(t, "net_ring33", pool, 1, rings[:1], 40)

@@ -235,7 +235,7 @@ func NewProcess(cfg ProcessConfig) (_ *Process, err error) {
 	c.daemon = C.uint64_t(service.Owner(self, start))
 	d.c = c
 	d.tx, d.ret, d.buf = (*C.struct_rte_ring)(p.rings[0].Pointer()), (*C.struct_rte_ring)(p.rings[1].Pointer()), (*C.struct_rte_ring)(p.rings[2].Pointer())
-	d.mp = (*C.struct_rte_mempool)(cfg.Pool.Pointer())
+	d.mp = (*C.struct_rte_mempool)(unsafe.Pointer(cfg.Pool.C()))
 	c.data_room = C.uint32_t(C.rte_pktmbuf_data_room_size(d.mp)) - C.RTE_PKTMBUF_HEADROOM
 	d.nlanes, d.burst, d.port, d.queue = C.uint16_t(len(lanes)), C.uint16_t(cfg.Burst), C.uint16_t(cfg.Port), C.uint16_t(cfg.Queue)
 	d.grant = C.uint32_t(cfg.RingSize - 1)

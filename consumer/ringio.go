@@ -65,7 +65,7 @@ func (io *RingIO) RecvBurst(frames [][]byte) int {
 func (io *RingIO) SendBurst(frames [][]byte) int {
 	sent := 0
 	for sent < len(frames) {
-		n := pmd.TxCopy(io.port, io.queue, io.pool.Pointer(), frames[sent:], &io.scratch)
+		n := pmd.TxCopy(io.port, io.queue, io.pool.C(), frames[sent:], &io.scratch)
 		if n == 0 {
 			break
 		}

@@ -484,7 +484,7 @@ func TestLocalForwarderDirectAndBacklog(t *testing.T) {
 	// Fill the out port: its TX queue refuses everything.
 	junk := 0
 	var scratch pmd.TxScratch
-	for pmd.TxCopy(out.ID(), 0, pool.Pointer(), [][]byte{frame(svcB, 9, 9)}, &scratch) == 1 {
+	for pmd.TxCopy(out.ID(), 0, pool.C(), [][]byte{frame(svcB, 9, 9)}, &scratch) == 1 {
 		junk++
 	}
 	testenv.Send(t, in, pool, 0, frames(20, 60))

@@ -13,6 +13,8 @@ import (
 	"unsafe"
 
 	dpdkmempool "github.com/yerden/go-dpdk/mempool"
+
+	"github.com/cephdpdkd/cephdpdkd/pmd"
 )
 
 // Pool is an mbuf pool.
@@ -51,17 +53,18 @@ func (p *Pool) Name() string { return p.name }
 // Size returns the number of mbufs in the pool.
 func (p *Pool) Size() int { return p.size }
 
-// Pointer returns the struct rte_mempool for cgo callers (port setup, TX).
-func (p *Pool) Pointer() unsafe.Pointer { return unsafe.Pointer(p.mp) }
+// C returns the pool's struct rte_mempool for port setup and TX
+// (pmd.Port.Configure, pmd.TxCopy) and cgo code in other packages.
+func (p *Pool) C() *pmd.CMempool { return (*pmd.CMempool)(unsafe.Pointer(p.mp)) }
 
 // Available counts free mbufs, including those in per-lcore caches.
 func (p *Pool) Available() int {
-	return int(C.rte_mempool_avail_count((*C.struct_rte_mempool)(p.Pointer())))
+	return int(C.rte_mempool_avail_count((*C.struct_rte_mempool)(unsafe.Pointer(p.mp))))
 }
 
 // InUse counts mbufs held by queues, rings and consumers.
 func (p *Pool) InUse() int {
-	return int(C.rte_mempool_in_use_count((*C.struct_rte_mempool)(p.Pointer())))
+	return int(C.rte_mempool_in_use_count((*C.struct_rte_mempool)(unsafe.Pointer(p.mp))))
 }
 
 // Close checks that every mbuf came back, then frees the pool. On a leak it

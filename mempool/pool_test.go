@@ -37,7 +37,7 @@ func TestPoolCountsAndLeakCheck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := port.Configure(pmd.PortConfig{RxQueues: 1, TxQueues: 1, RxDescriptors: 128, TxDescriptors: 128}, pool.Pointer()); err != nil {
+	if err := port.Configure(pmd.PortConfig{RxQueues: 1, TxQueues: 1, RxDescriptors: 128, TxDescriptors: 128}, pool.C()); err != nil {
 		t.Fatal(err)
 	}
 	if err := port.Start(); err != nil {

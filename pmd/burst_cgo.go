@@ -98,7 +98,7 @@ func (b *Burst) SetLen(n int) { b.c.n = C.uint16_t(n) }
 // TxCopy transmits frames by copying them into mbufs from pool: one cgo call
 // for the burst. frames are packed into scratch first (cgo must not be
 // handed Go pointers to Go pointers). It returns how many were sent.
-func TxCopy(port, queue uint16, pool unsafe.Pointer, frames [][]byte, scratch *TxScratch) int {
+func TxCopy(port, queue uint16, pool *CMempool, frames [][]byte, scratch *TxScratch) int {
 	n := min(len(frames), MaxBurst)
 	if n == 0 {
 		return 0
@@ -109,7 +109,7 @@ func TxCopy(port, queue uint16, pool unsafe.Pointer, frames [][]byte, scratch *T
 		scratch.buf = append(scratch.buf, f...)
 		scratch.lens = append(scratch.lens, uint16(len(f)))
 	}
-	return int(C.cdd_tx_copy(C.uint16_t(port), C.uint16_t(queue), (*C.struct_rte_mempool)(pool),
+	return int(C.cdd_tx_copy(C.uint16_t(port), C.uint16_t(queue), (*C.struct_rte_mempool)(unsafe.Pointer(pool)),
 		(*C.uint8_t)(unsafe.Pointer(&scratch.buf[0])), (*C.uint16_t)(unsafe.Pointer(&scratch.lens[0])), C.uint16_t(n)))
 }
 
@@ -118,7 +118,7 @@ func TxCopy(port, queue uint16, pool unsafe.Pointer, frames [][]byte, scratch *T
 // scattered RX would hand it over. It reports whether the queue took it;
 // if not, the chain is freed. It is for tests: nothing on the data path
 // builds chains.
-func TxChain(port, queue uint16, pool unsafe.Pointer, segs [][]byte) bool {
+func TxChain(port, queue uint16, pool *CMempool, segs [][]byte) bool {
 	if len(segs) == 0 || len(segs) > MaxBurst {
 		return false
 	}
@@ -133,7 +133,7 @@ func TxChain(port, queue uint16, pool unsafe.Pointer, segs [][]byte) bool {
 	if len(scratch.buf) == 0 {
 		return false
 	}
-	return C.cdd_tx_chain(C.uint16_t(port), C.uint16_t(queue), (*C.struct_rte_mempool)(pool),
+	return C.cdd_tx_chain(C.uint16_t(port), C.uint16_t(queue), (*C.struct_rte_mempool)(unsafe.Pointer(pool)),
 		(*C.uint8_t)(unsafe.Pointer(&scratch.buf[0])), (*C.uint16_t)(unsafe.Pointer(&scratch.lens[0])), C.uint16_t(len(segs))) == 1
 }
 

@@ -13,5 +13,7 @@
 // thread when the peer leaves.
 //
 // cgo and unsafe live only in the *_cgo.go files; eal.go and port.go are
-// plain Go (option handling, validation, types).
+// plain Go (option handling, validation, types). handles.go declares the
+// typed handles by which the boundary packages pass C objects (a pool, a
+// burst, a ring) to each other.
 package pmd

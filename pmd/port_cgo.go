@@ -83,14 +83,14 @@ func (p *Port) Name() string { return p.name }
 // Configure sets up queues, descriptors, MTU and promiscuous mode; RX
 // queues take their mbufs from pool. RSS is enabled when there is more
 // than one RX queue.
-func (p *Port) Configure(cfg PortConfig, pool unsafe.Pointer) error {
+func (p *Port) Configure(cfg PortConfig, pool *CMempool) error {
 	if err := cfg.validate(); err != nil {
 		return fmt.Errorf("pmd: configure port %d (%s): %w", p.id, p.name, err)
 	}
 	var what *C.char
 	rc := C.cdd_port_setup(C.uint16_t(p.id), C.uint16_t(cfg.RxQueues), C.uint16_t(cfg.TxQueues),
 		C.uint16_t(cfg.RxDescriptors), C.uint16_t(cfg.TxDescriptors), C.uint16_t(cfg.MTU),
-		(*C.struct_rte_mempool)(pool), &what)
+		(*C.struct_rte_mempool)(unsafe.Pointer(pool)), &what)
 	if rc != 0 {
 		return fmt.Errorf("pmd: configure port %d (%s): %s: %w", p.id, p.name, C.GoString(what), Errno(-rc))
 	}

@@ -39,7 +39,7 @@ func openPort(t *testing.T, devargs string, pool *mempool.Pool) *pmd.Port {
 		}
 	})
 	cfg := pmd.PortConfig{RxQueues: 1, TxQueues: 1, RxDescriptors: 256, TxDescriptors: 256, Promiscuous: true}
-	if err := p.Configure(cfg, pool.Pointer()); err != nil {
+	if err := p.Configure(cfg, pool.C()); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.Start(); err != nil {
@@ -85,7 +85,7 @@ func TestRingLoopback(t *testing.T) {
 		frames = append(frames, f)
 	}
 	var scratch pmd.TxScratch
-	if n := pmd.TxCopy(port.ID(), 0, pool.Pointer(), frames, &scratch); n != len(frames) {
+	if n := pmd.TxCopy(port.ID(), 0, pool.C(), frames, &scratch); n != len(frames) {
 		t.Fatalf("TxCopy sent %d of %d", n, len(frames))
 	}
 	b, err := pmd.NewBurst(32)

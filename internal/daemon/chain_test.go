@@ -63,7 +63,7 @@ func TestChainedMbufsClassified(t *testing.T) {
 			segs = append(segs, tc.frame[prev:c])
 			prev = c
 		}
-		if !pmd.TxChain(d.Port().ID(), 0, d.Pool().Pointer(), segs) {
+		if !pmd.TxChain(d.Port().ID(), 0, d.Pool().C(), segs) {
 			t.Fatal("net_ring refused a chain")
 		}
 	}

@@ -201,7 +201,7 @@ func Start(plan *Plan, opts Options) (_ *Daemon, err error) {
 			"mtu", pc.MTU, "ethdev_max", vdevMaxMTU)
 		pc.MTU = 0
 	}
-	if err := d.port.Configure(pc, d.pool.Pointer()); err != nil {
+	if err := d.port.Configure(pc, d.pool.C()); err != nil {
 		return nil, err
 	}
 	info, err := d.port.Info()

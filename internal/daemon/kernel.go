@@ -71,7 +71,7 @@ func (d *Daemon) openKernel() error {
 	// sees it, after it has moved to its namespace.
 	pc := pmd.PortConfig{RxQueues: 1, TxQueues: 1,
 		RxDescriptors: uint16(k.RxDescriptors), TxDescriptors: uint16(k.TxDescriptors)}
-	return kp.port.Configure(pc, d.pool.Pointer())
+	return kp.port.Configure(pc, d.pool.C())
 }
 
 // newKernelConsumer builds the exception path's consumer over the kernel

@@ -40,7 +40,7 @@ func (p *portIO) RecvBurst(frames [][]byte) int {
 }
 
 func (p *portIO) SendBurst(frames [][]byte) int {
-	return pmd.TxCopy(p.port.ID(), 0, p.pool.Pointer(), frames, &p.scratch)
+	return pmd.TxCopy(p.port.ID(), 0, p.pool.C(), frames, &p.scratch)
 }
 
 // A Ceph async+rdma client exchanges QP records with the daemon over TCP,
@@ -207,7 +207,7 @@ func peerPort(t *testing.T, name, devargs string, descs uint16, poolSize int, st
 	if port, err = pmd.OpenPort(name); err != nil {
 		t.Fatal(err)
 	}
-	if err := port.Configure(pmd.PortConfig{RxQueues: 1, TxQueues: 1, RxDescriptors: descs, TxDescriptors: descs}, pool.Pointer()); err != nil {
+	if err := port.Configure(pmd.PortConfig{RxQueues: 1, TxQueues: 1, RxDescriptors: descs, TxDescriptors: descs}, pool.C()); err != nil {
 		t.Fatal(err)
 	}
 	if err := port.Start(); err != nil {

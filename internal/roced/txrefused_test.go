@@ -59,7 +59,7 @@ func newLoopPort(t *testing.T, name, dev string) *loopPort {
 		p.Close()
 		pmd.RemoveDevice(dev)
 	})
-	if err := p.Configure(pmd.PortConfig{RxQueues: 1, TxQueues: 1, RxDescriptors: 256, TxDescriptors: 256}, pool.Pointer()); err != nil {
+	if err := p.Configure(pmd.PortConfig{RxQueues: 1, TxQueues: 1, RxDescriptors: 256, TxDescriptors: 256}, pool.C()); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.Start(); err != nil {
@@ -86,7 +86,7 @@ func (lp *loopPort) fill(t *testing.T, room int) int {
 	t.Helper()
 	junk := [][]byte{make([]byte, 60)}
 	n := 0
-	for pmd.TxCopy(lp.port.ID(), 0, lp.pool.Pointer(), junk, &lp.scratch) == 1 {
+	for pmd.TxCopy(lp.port.ID(), 0, lp.pool.C(), junk, &lp.scratch) == 1 {
 		n++
 	}
 	if n < 64 {

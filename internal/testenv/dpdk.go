@@ -54,7 +54,7 @@ func LoopPort(tb testing.TB, dev string, pool *mempool.Pool, queues int) *pmd.Po
 		pmd.RemoveDevice(dev)
 	})
 	cfg := pmd.PortConfig{RxQueues: uint16(queues), TxQueues: uint16(queues), RxDescriptors: 256, TxDescriptors: 256}
-	if err := p.Configure(cfg, pool.Pointer()); err != nil {
+	if err := p.Configure(cfg, pool.C()); err != nil {
 		tb.Fatal(err)
 	}
 	if err := p.Start(); err != nil {
@@ -69,7 +69,7 @@ func Send(tb testing.TB, p *pmd.Port, pool *mempool.Pool, q uint16, frames [][]b
 	tb.Helper()
 	var scratch pmd.TxScratch
 	for len(frames) > 0 {
-		n := pmd.TxCopy(p.ID(), q, pool.Pointer(), frames, &scratch)
+		n := pmd.TxCopy(p.ID(), q, pool.C(), frames, &scratch)
 		if n == 0 {
 			tb.Fatalf("tx queue %d refused %d frames", q, len(frames))
 		}

@@ -37,11 +37,7 @@ var known = []string{
 	"dispatch.NativeConsumer",
 	"dispatch.Ring.Pointer",
 	"dispatch.RingSet.Pointer",
-	"mempool.Pool.Pointer",
 	"pmd.Burst.C",
-	"pmd.TxCopy",
-	"pmd.TxChain",
-	"pmd.Port.Configure",
 }
 
 func main() {
