@@ -256,7 +256,7 @@ func (s *RingSet) Pointer() unsafe.Pointer { return unsafe.Pointer(s.c) }
 // Dequeue frees what b still holds and replaces it with up to max
 // packets from the set's rings: one cgo call.
 func (s *RingSet) Dequeue(b *pmd.Burst, max int) int {
-	return int(C.cdd_ringset_burst((*C.struct_cdd_burst)(b.C()), s.c, C.uint16_t(min(max, pmd.MaxBurst))))
+	return int(C.cdd_ringset_burst((*C.struct_cdd_burst)(unsafe.Pointer(b.C())), s.c, C.uint16_t(min(max, pmd.MaxBurst))))
 }
 
 // Free releases the set; its rings are left alone.
@@ -333,7 +333,7 @@ func (l *loop) free() {
 func (l *loop) step(b *pmd.Burst, port, queue uint16, runNatives, rx bool) int {
 	var cb *C.struct_cdd_burst
 	if b != nil {
-		cb = (*C.struct_cdd_burst)(b.C())
+		cb = (*C.struct_cdd_burst)(unsafe.Pointer(b.C()))
 	}
 	return int(C.cdd_step(cb, l.c, C.uint16_t(port), C.uint16_t(queue),
 		cbool(runNatives), cbool(rx)))

@@ -80,9 +80,9 @@ func (b *Burst) PktLen(i int) int { return int(b.pktLen[i]) }
 // Verdicts returns the per-packet service slots, for the classifier to fill.
 func (b *Burst) Verdicts() []uint8 { return b.svc[:b.c.n] }
 
-// C exposes the struct cdd_burst (cdd.h) to sibling cgo packages
+// C returns the burst's struct cdd_burst (cdd.h) for sibling cgo packages
 // (dispatch), which include the same header.
-func (b *Burst) C() unsafe.Pointer { return unsafe.Pointer(b.c) }
+func (b *Burst) C() *CBurst { return (*CBurst)(unsafe.Pointer(b.c)) }
 
 // FreeAll frees every packet in the burst.
 func (b *Burst) FreeAll() {

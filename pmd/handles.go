@@ -12,3 +12,6 @@ package pmd
 
 // CMempool is DPDK's struct rte_mempool: an mbuf pool (mempool.Pool).
 type CMempool struct{ _ [0]func() }
+
+// CBurst is cdd.h's struct cdd_burst: received mbufs and their views (Burst).
+type CBurst struct{ _ [0]func() }

@@ -37,7 +37,6 @@ var known = []string{
 	"dispatch.NativeConsumer",
 	"dispatch.Ring.Pointer",
 	"dispatch.RingSet.Pointer",
-	"pmd.Burst.C",
 }
 
 func main() {
