@@ -50,10 +50,19 @@ func newNative(kind int, lanes *dispatch.RingSet, burst int) (native, error) {
 	if c == nil {
 		return native{}, fmt.Errorf("consumer: for ring %q: out of DPDK memory", lanes.Rings()[0].Name())
 	}
-	c.lanes = (*C.struct_cdd_ringset)(lanes.Pointer())
+	c.lanes = ringset(lanes)
 	c.kind = C.uint16_t(kind)
 	c.burst = C.uint16_t(burst)
 	return native{c: c}, nil
+}
+
+// ring and ringset convert dispatch's handles to this package's C types.
+func ring(r *dispatch.Ring) *C.struct_rte_ring {
+	return (*C.struct_rte_ring)(unsafe.Pointer(r.C()))
+}
+
+func ringset(s *dispatch.RingSet) *C.struct_cdd_ringset {
+	return (*C.struct_cdd_ringset)(unsafe.Pointer(s.C()))
 }
 
 // Native returns the C consumer for the poll loop.

@@ -157,7 +157,7 @@ func NewKernel(cfg KernelConfig) (*Kernel, error) {
 	c.ifport, c.port, c.txq = C.uint16_t(cfg.IfPort), C.uint16_t(cfg.Port), C.uint16_t(cfg.TxQueue)
 	c.budget, c.burst = C.uint16_t(cfg.Budget), C.uint16_t(cfg.Burst)
 	for i, set := range cfg.Services {
-		c.svc[i].lanes = (*C.struct_cdd_ringset)(set.Pointer())
+		c.svc[i].lanes = ringset(set)
 	}
 	return &Kernel{c: c, Services: make([]Counts, len(cfg.Services))}, nil
 }
@@ -194,16 +194,17 @@ func (k *Kernel) Rewire(sets []*dispatch.RingSet) error {
 	if len(sets) == 0 || len(sets) > MaxKernelServices {
 		return fmt.Errorf("consumer: kernel path for %d services; want 1..%d", len(sets), MaxKernelServices)
 	}
-	was := map[unsafe.Pointer]int{}
+	was := map[*C.struct_cdd_ringset]int{}
 	for i := range int(k.c.nsvc) {
-		was[unsafe.Pointer(k.c.svc[i].lanes)] = i
+		was[k.c.svc[i].lanes] = i
 	}
 	var svc [MaxKernelServices]C.struct_cdd_kernel_svc
 	counts := make([]Counts, len(sets))
 	for i, set := range sets {
-		j, ok := was[set.Pointer()]
+		lanes := ringset(set)
+		j, ok := was[lanes]
 		if !ok {
-			svc[i].lanes = (*C.struct_cdd_ringset)(set.Pointer())
+			svc[i].lanes = lanes
 			continue
 		}
 		svc[i] = k.c.svc[j]

@@ -223,7 +223,7 @@ func NewProcess(cfg ProcessConfig) (_ *Process, err error) {
 	setName(c.bufname[:], cfg.BufRing)
 	for i, r := range lanes {
 		setName(c.lanes[i][:], r.Name())
-		d.lanes[i] = (*C.struct_rte_ring)(r.Pointer())
+		d.lanes[i] = ring(r)
 	}
 	c.nlanes, c.burst = C.uint16_t(len(lanes)), C.uint16_t(cfg.Burst)
 	// A process tells by this that the daemon it attached to is gone.
@@ -234,7 +234,7 @@ func NewProcess(cfg ProcessConfig) (_ *Process, err error) {
 	}
 	c.daemon = C.uint64_t(service.Owner(self, start))
 	d.c = c
-	d.tx, d.ret, d.buf = (*C.struct_rte_ring)(p.rings[0].Pointer()), (*C.struct_rte_ring)(p.rings[1].Pointer()), (*C.struct_rte_ring)(p.rings[2].Pointer())
+	d.tx, d.ret, d.buf = ring(p.rings[0]), ring(p.rings[1]), ring(p.rings[2])
 	d.mp = (*C.struct_rte_mempool)(unsafe.Pointer(cfg.Pool.C()))
 	c.data_room = C.uint32_t(C.rte_pktmbuf_data_room_size(d.mp)) - C.RTE_PKTMBUF_HEADROOM
 	d.nlanes, d.burst, d.port, d.queue = C.uint16_t(len(lanes)), C.uint16_t(cfg.Burst), C.uint16_t(cfg.Port), C.uint16_t(cfg.Queue)

@@ -193,12 +193,12 @@ func (r *Ring) Count() int { return int(r.r.Count()) }
 // Capacity returns how many packets the ring holds at most.
 func (r *Ring) Capacity() int { return int(r.r.Cap()) }
 
-// Pointer returns the struct rte_ring for cgo consumers.
-func (r *Ring) Pointer() unsafe.Pointer { return unsafe.Pointer(r.r) }
+// C returns the struct rte_ring for cgo consumers.
+func (r *Ring) C() *pmd.CRing { return (*pmd.CRing)(unsafe.Pointer(r.r)) }
 
 // FreeAll frees every packet left in the ring and returns how many.
 func (r *Ring) FreeAll() int {
-	return int(C.cdd_ring_free_all((*C.struct_rte_ring)(r.Pointer())))
+	return int(C.cdd_ring_free_all((*C.struct_rte_ring)(unsafe.Pointer(r.r))))
 }
 
 // Close frees the packets left in the ring, then the ring.
@@ -233,7 +233,7 @@ func NewRingSet(rings []*Ring) (*RingSet, error) {
 	c.n = C.uint16_t(len(rings))
 	slots := unsafe.Slice((**C.struct_rte_ring)(unsafe.Add(unsafe.Pointer(c), C.sizeof_struct_cdd_ringset)), len(rings))
 	for i, r := range rings {
-		slots[i] = (*C.struct_rte_ring)(r.Pointer())
+		slots[i] = (*C.struct_rte_ring)(unsafe.Pointer(r.r))
 	}
 	return &RingSet{c: c, rings: rings}, nil
 }
@@ -250,8 +250,8 @@ func (s *RingSet) Count() int {
 	return n
 }
 
-// Pointer returns the struct cdd_ringset for cgo consumers.
-func (s *RingSet) Pointer() unsafe.Pointer { return unsafe.Pointer(s.c) }
+// C returns the struct cdd_ringset for cgo consumers.
+func (s *RingSet) C() *pmd.CRingSet { return (*pmd.CRingSet)(unsafe.Pointer(s.c)) }
 
 // Dequeue frees what b still holds and replaces it with up to max
 // packets from the set's rings: one cgo call.
@@ -299,7 +299,7 @@ func newLoop(rings []*Ring, direct, natives []NativeConsumer, burst int) (*loop,
 	}
 	for i, r := range rings {
 		if r != nil { // nil: a loop without RX queues dispatches nothing
-			unsafe.Slice(c.rings, n)[i] = (*C.struct_rte_ring)(r.Pointer())
+			unsafe.Slice(c.rings, n)[i] = (*C.struct_rte_ring)(unsafe.Pointer(r.r))
 		}
 	}
 	for i, d := range direct {

@@ -15,3 +15,10 @@ type CMempool struct{ _ [0]func() }
 
 // CBurst is cdd.h's struct cdd_burst: received mbufs and their views (Burst).
 type CBurst struct{ _ [0]func() }
+
+// CRing is DPDK's struct rte_ring: a lane (dispatch.Ring).
+type CRing struct{ _ [0]func() }
+
+// CRingSet is native.h's struct cdd_ringset: a service's lanes
+// (dispatch.RingSet).
+type CRingSet struct{ _ [0]func() }

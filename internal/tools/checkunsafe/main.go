@@ -35,8 +35,6 @@ var known = []string{
 	"consumer.Sink.Native",
 	"consumer.Forwarder.Native",
 	"dispatch.NativeConsumer",
-	"dispatch.Ring.Pointer",
-	"dispatch.RingSet.Pointer",
 }
 
 func main() {
