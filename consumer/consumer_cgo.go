@@ -66,7 +66,7 @@ func ringset(s *dispatch.RingSet) *C.struct_cdd_ringset {
 }
 
 // Native returns the C consumer for the poll loop.
-func (n native) Native() unsafe.Pointer { return unsafe.Pointer(n.c) }
+func (n native) Native() *pmd.CNative { return (*pmd.CNative)(unsafe.Pointer(n.c)) }
 
 func (n native) poll() int { return int(C.cdd_native_run(n.c)) }
 
@@ -111,7 +111,7 @@ func (s *Sink) Poll() int {
 }
 
 // Native returns the C sink, run by the poll loop.
-func (s *Sink) Native() unsafe.Pointer { return s.n.Native() }
+func (s *Sink) Native() *pmd.CNative { return s.n.Native() }
 
 // Publish makes the C counters visible through Counts.
 func (s *Sink) Publish() { s.n.load(&s.Counts) }
@@ -150,7 +150,7 @@ func (f *Forwarder) Poll() int {
 }
 
 // Native returns the C forwarder, run by the poll loop.
-func (f *Forwarder) Native() unsafe.Pointer { return f.n.Native() }
+func (f *Forwarder) Native() *pmd.CNative { return f.n.Native() }
 
 // Publish makes the C counters visible through Counts.
 func (f *Forwarder) Publish() { f.n.load(&f.Counts) }

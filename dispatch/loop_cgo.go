@@ -155,7 +155,7 @@ import (
 type NativeConsumer interface {
 	Consumer
 	// Native returns the consumer's struct cdd_native (native.h).
-	Native() unsafe.Pointer
+	Native() *pmd.CNative
 	// Publish makes counters the C side keeps visible to readers; the
 	// loop calls it when it publishes its own.
 	Publish()
@@ -304,11 +304,11 @@ func newLoop(rings []*Ring, direct, natives []NativeConsumer, burst int) (*loop,
 	}
 	for i, d := range direct {
 		if d != nil {
-			unsafe.Slice(c.direct, n)[i] = (*C.struct_cdd_native)(d.Native())
+			unsafe.Slice(c.direct, n)[i] = (*C.struct_cdd_native)(unsafe.Pointer(d.Native()))
 		}
 	}
 	for i, n := range natives {
-		unsafe.Slice(c.natives, len(natives))[i] = (*C.struct_cdd_native)(n.Native())
+		unsafe.Slice(c.natives, len(natives))[i] = (*C.struct_cdd_native)(unsafe.Pointer(n.Native()))
 	}
 	l.deltas = unsafe.Slice((*serviceDelta)(unsafe.Pointer(c.d)), n)
 	return l, nil

@@ -22,3 +22,7 @@ type CRing struct{ _ [0]func() }
 // CRingSet is native.h's struct cdd_ringset: a service's lanes
 // (dispatch.RingSet).
 type CRingSet struct{ _ [0]func() }
+
+// CNative is native.h's struct cdd_native: a consumer implemented in C
+// that a poll loop runs (dispatch.NativeConsumer).
+type CNative struct{ _ [0]func() }

@@ -31,10 +31,6 @@ var boundary = []string{"pmd", "mempool", "dispatch", "consumer", "service"}
 // 3). The check fails on any API not listed here, and on any listed here
 // that no longer uses unsafe.Pointer, so the list only shrinks.
 var known = []string{
-	"consumer.native.Native",
-	"consumer.Sink.Native",
-	"consumer.Forwarder.Native",
-	"dispatch.NativeConsumer",
 }
 
 func main() {
