@@ -35,10 +35,6 @@ type Config struct {
 	// Allow lists the packages, as directories relative to Root in
 	// slash form, whose *_cgo.go files may import "unsafe" and "C".
 	Allow []string
-	// Known lists exported APIs that still use unsafe.Pointer and are
-	// tolerated for now, by Finding.API; one that no longer does is
-	// itself a finding, so the list only shrinks.
-	Known []string
 }
 
 // Check parses every Go file of the module under c.Root, build
@@ -76,7 +72,6 @@ func Check(c Config) ([]Finding, error) {
 		return nil, fmt.Errorf("checkunsafe: walk %s: %w", c.Root, err)
 	}
 	var findings []Finding
-	seen := map[string]bool{}
 	fset := token.NewFileSet()
 	dirs := make([]string, 0, len(byDir))
 	for d := range byDir {
@@ -102,17 +97,7 @@ func Check(c Config) ([]Finding, error) {
 				files = append(files, f)
 			}
 		}
-		for _, f := range checkAPI(fset, files, path.Base(pkg)) {
-			seen[f.API] = true
-			if !slices.Contains(c.Known, f.API) {
-				findings = append(findings, f)
-			}
-		}
-	}
-	for _, k := range c.Known {
-		if !seen[k] {
-			findings = append(findings, Finding{API: k, Msg: fmt.Sprintf("%s no longer uses unsafe.Pointer in its API: remove it from the known list", k)})
-		}
+		findings = append(findings, checkAPI(fset, files, path.Base(pkg))...)
 	}
 	return findings, nil
 }

@@ -64,8 +64,7 @@ func fixture(t *testing.T) string {
 	return root
 }
 
-// wantAll are the findings in testdata/mod with pmd and dispatch allowed
-// and nothing known.
+// wantAll are the findings in testdata/mod with pmd and dispatch allowed.
 var wantAll = []string{
 	"dispatch/ring_cgo.go:9 dispatch.Ring.Pointer",
 	// Imports in the wrong place.
@@ -87,29 +86,14 @@ var wantAll = []string{
 
 func TestCheck(t *testing.T) {
 	root := fixture(t)
-	// A known API is not reported; one known but gone is, so that the
-	// list shrinks.
-	knownWant := slices.DeleteFunc(slices.Clone(wantAll), func(s string) bool { return strings.HasSuffix(s, " dispatch.Ring.Pointer") })
-	knownWant = append(knownWant, "- pmd.Gone")
-	for _, tc := range []struct {
-		name  string
-		known []string
-		want  []string
-	}{
-		{"all", nil, wantAll},
-		{"known", []string{"dispatch.Ring.Pointer", "pmd.Gone"}, knownWant},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			fs, err := Check(Config{Root: root, Allow: []string{"pmd", "dispatch"}, Known: tc.known})
-			if err != nil {
-				t.Fatal(err)
-			}
-			want := slices.Clone(tc.want)
-			slices.Sort(want)
-			if g := got(t, root, fs); !slices.Equal(g, want) {
-				t.Errorf("findings:\n%s\nwant:\n%s", strings.Join(g, "\n"), strings.Join(want, "\n"))
-			}
-		})
+	fs, err := Check(Config{Root: root, Allow: []string{"pmd", "dispatch"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := slices.Clone(wantAll)
+	slices.Sort(want)
+	if g := got(t, root, fs); !slices.Equal(g, want) {
+		t.Errorf("findings:\n%s\nwant:\n%s", strings.Join(g, "\n"), strings.Join(want, "\n"))
 	}
 }
 
@@ -144,7 +128,7 @@ func TestCheckErrors(t *testing.T) {
 // TestModule runs the check on this module, as scripts/test.sh does.
 func TestModule(t *testing.T) {
 	root := filepath.Join("..", "..", "..")
-	fs, err := Check(Config{Root: root, Allow: boundary, Known: known})
+	fs, err := Check(Config{Root: root, Allow: boundary})
 	if err != nil {
 		t.Fatal(err)
 	}
