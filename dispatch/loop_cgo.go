@@ -99,10 +99,14 @@ static void cdd_dispatch(struct cdd_burst *b, struct cdd_loop *l)
 // cdd_step is a poll loop's one cgo call per RX queue and iteration: it
 // dispatches the burst Go has just classified, runs the native consumers
 // (when run_natives), and receives the next burst into b (when rx). It
-// returns the packets the natives handled.
-static uint32_t cdd_step(struct cdd_burst *b, struct cdd_loop *l, uint16_t port, uint16_t queue,
+// returns the packets the natives handled. The burst and the loop state
+// come as integers: both are C memory, and cgo's check that a pointer
+// argument holds no Go pointer took 1.5% of a forwarding loop.
+static uint32_t cdd_step(uintptr_t burst, uintptr_t loop, uint16_t port, uint16_t queue,
 			 int run_natives, int rx)
 {
+	struct cdd_burst *b = (struct cdd_burst *)burst;
+	struct cdd_loop *l = (struct cdd_loop *)loop;
 	uint32_t work = 0;
 	if (b && b->n)
 		cdd_dispatch(b, l);
@@ -331,11 +335,11 @@ func (l *loop) free() {
 // the next burst into b if asked: one cgo call. l.deltas then holds what
 // the dispatch did per service.
 func (l *loop) step(b *pmd.Burst, port, queue uint16, runNatives, rx bool) int {
-	var cb *C.struct_cdd_burst
+	var cb uintptr
 	if b != nil {
-		cb = (*C.struct_cdd_burst)(unsafe.Pointer(b.C()))
+		cb = uintptr(unsafe.Pointer(b.C()))
 	}
-	return int(C.cdd_step(cb, l.c, C.uint16_t(port), C.uint16_t(queue),
+	return int(C.cdd_step(C.uintptr_t(cb), C.uintptr_t(uintptr(unsafe.Pointer(l.c))), C.uint16_t(port), C.uint16_t(queue),
 		cbool(runNatives), cbool(rx)))
 }
 
