@@ -508,25 +508,11 @@ func (p *Poller) pollOnce() int {
 	return work
 }
 
-// classify fills in the verdict of every packet in the burst.
+// classify fills in the verdict of every packet in the burst. A chained
+// mbuf is classified from its first segment, its lengths checked against
+// the whole packet.
 func (p *Poller) classify(b *pmd.Burst) {
-	l := &p.local
-	verdicts := b.Verdicts()
-	c := p.cur.classifier
-	for i := range verdicts {
-		f := b.Frame(i)
-		var svc int
-		var reason classify.Reason
-		if n := b.PktLen(i); n == len(f) {
-			svc, reason = c.Classify(f) // one segment: the common case, one call less
-		} else {
-			// A chained mbuf is classified from its first segment, its
-			// lengths checked against the whole packet.
-			svc, reason = c.ClassifyChain(f, n)
-		}
-		verdicts[i] = uint8(svc)
-		l.malformed[reason]++
-	}
+	p.cur.classifier.ClassifyBurst(b.Frames(), b.PktLens(), b.Verdicts(), &p.local.malformed)
 }
 
 // account adds the last dispatch's per-service deltas.

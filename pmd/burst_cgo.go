@@ -13,16 +13,24 @@ import (
 // MaxBurst is the largest burst a Burst can hold.
 const MaxBurst = C.CDD_MAX_BURST
 
-// Burst is a C-allocated array of received mbufs plus, for each, its data
-// pointer and lengths, so the classifier reads frames with no cgo call per
-// packet. A Burst belongs to one poll loop.
+// Burst is a C-allocated array of received mbufs plus, for each, its
+// first segment as a []byte and its length, so the classifier reads
+// frames with no cgo call per packet. A Burst belongs to one poll loop.
 type Burst struct {
 	c      *C.struct_cdd_burst
-	data   []unsafe.Pointer
-	length []uint16 // first segment
+	frames [][]byte // first segments, over mbuf memory
 	pktLen []uint32 // whole packet, all segments
 	svc    []uint8
 }
+
+// struct cdd_frame must be laid out as a []byte, whose headers C writes
+// for Go to read: a difference fails to compile.
+const (
+	word = unsafe.Sizeof(uintptr(0))
+	_    = uint(unsafe.Sizeof([]byte(nil))-C.sizeof_struct_cdd_frame) + uint(C.sizeof_struct_cdd_frame-unsafe.Sizeof([]byte(nil))) +
+		uint(unsafe.Offsetof(C.struct_cdd_frame{}.len)-word) + uint(word-unsafe.Offsetof(C.struct_cdd_frame{}.len)) +
+		uint(unsafe.Offsetof(C.struct_cdd_frame{}.cap)-2*word) + uint(2*word-unsafe.Offsetof(C.struct_cdd_frame{}.cap))
+)
 
 // NewBurst allocates a burst of up to size packets.
 func NewBurst(size int) (*Burst, error) {
@@ -36,8 +44,7 @@ func NewBurst(size int) (*Burst, error) {
 	c.cap = C.uint16_t(size)
 	return &Burst{
 		c:      c,
-		data:   unsafe.Slice((*unsafe.Pointer)(unsafe.Pointer(&c.data[0])), size),
-		length: unsafe.Slice((*uint16)(unsafe.Pointer(&c.len[0])), size),
+		frames: unsafe.Slice((*[]byte)(unsafe.Pointer(&c.frame[0])), size),
 		pktLen: unsafe.Slice((*uint32)(unsafe.Pointer(&c.pkt_len[0])), size),
 		svc:    unsafe.Slice((*uint8)(unsafe.Pointer(&c.svc[0])), size),
 	}, nil
@@ -70,8 +77,14 @@ func (b *Burst) Bytes() uint64 { return uint64(b.c.bytes) }
 // chain of mbufs (scattered RX, a frame larger than the data room) is
 // longer than its first segment: see PktLen.
 func (b *Burst) Frame(i int) []byte {
-	return unsafe.Slice((*byte)(b.data[i]), b.length[i])
+	return b.frames[i]
 }
+
+// Frames returns the first segments of the burst's packets (Frame).
+func (b *Burst) Frames() [][]byte { return b.frames[:b.c.n] }
+
+// PktLens returns the lengths of the burst's packets (PktLen).
+func (b *Burst) PktLens() []uint32 { return b.pktLen[:b.c.n] }
 
 // PktLen returns the length of packet i, all its segments together: the
 // mbuf's pkt_len. It equals len(Frame(i)) unless the packet is a chain.

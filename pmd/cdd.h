@@ -16,16 +16,24 @@
 
 #define CDD_MAX_BURST 512
 
+/* A packet's first segment as Go sees a []byte: data pointer, length and
+ * capacity, so that Go ranges over a burst's frames as a [][]byte with
+ * nothing to build per packet (burst_cgo.go checks the layout). */
+struct cdd_frame {
+	void *data;
+	int64_t len;
+	int64_t cap;
+};
+
 /* A burst of received packets plus what Go needs to read them without
- * calling back into C: each packet's data pointer, segment and packet
- * length, and a slot for the classifier's verdict. */
+ * calling back into C: each packet's first segment, packet length, and a
+ * slot for the classifier's verdict. */
 struct cdd_burst {
 	uint16_t n;
 	uint16_t cap;
 	uint64_t bytes;
 	struct rte_mbuf *pkts[CDD_MAX_BURST];
-	void *data[CDD_MAX_BURST];
-	uint16_t len[CDD_MAX_BURST];
+	struct cdd_frame frame[CDD_MAX_BURST];
 	uint32_t pkt_len[CDD_MAX_BURST];
 	uint8_t svc[CDD_MAX_BURST];
 };
@@ -37,10 +45,10 @@ static inline void cdd_burst_fill(struct cdd_burst *b, uint16_t n)
 	uint64_t bytes = 0;
 	for (uint16_t i = 0; i < n; i++) {
 		struct rte_mbuf *m = b->pkts[i];
-		b->data[i] = rte_pktmbuf_mtod(m, void *);
+		void *data = rte_pktmbuf_mtod(m, void *);
 		/* The classifier reads the headers next, from Go. */
-		rte_prefetch0(b->data[i]);
-		b->len[i] = m->data_len;
+		rte_prefetch0(data);
+		b->frame[i] = (struct cdd_frame){data, m->data_len, m->data_len};
 		b->pkt_len[i] = m->pkt_len;
 		bytes += m->pkt_len;
 	}

@@ -108,6 +108,44 @@ func TestClassifyChain(t *testing.T) {
 	}
 }
 
+// TestClassifyBurst classifies a burst mixing whole frames, malformed
+// ones and chains: each packet gets the service and reason
+// ClassifyChain gives it alone, and the reasons are counted once each.
+func TestClassifyBurst(t *testing.T) {
+	c := mustCompile(t, cephRules(), numCephServices, svcKernel)
+	var frames [][]byte
+	var lens []uint32
+	for _, fc := range validFrames(t) {
+		for _, f := range append([][]byte{fc.frame}, mutations(fc.frame, 40)...) {
+			frames = append(frames, f[:len(f):len(f)])
+			lens = append(lens, uint32(len(f)))
+		}
+	}
+	for _, tc := range chainCases(t) {
+		frames = append(frames, tc.first[:len(tc.first):len(tc.first)])
+		lens = append(lens, uint32(tc.pktLen))
+	}
+	services := make([]uint8, len(frames))
+	var reasons, want [NumReasons]uint64
+	c.ClassifyBurst(frames, lens, services, &reasons)
+	for i, f := range frames {
+		s, r := c.ClassifyChain(f, int(lens[i]))
+		want[r]++
+		if int(services[i]) != s {
+			t.Errorf("packet %d (%d of %d bytes, %x): service %d, ClassifyChain gives %d", i, len(f), lens[i], f, services[i], s)
+		}
+	}
+	if reasons != want {
+		t.Errorf("reasons counted %v, want %v", reasons, want)
+	}
+	if want[ReasonNone] == 0 || want[ReasonMultiSegmentHeaders] == 0 || want[ReasonTruncatedIPv4] == 0 {
+		t.Fatalf("the burst lacks a kind of packet: reasons %v", want)
+	}
+	if a := testing.AllocsPerRun(100, func() { c.ClassifyBurst(frames, lens, services, &reasons) }); a != 0 {
+		t.Errorf("ClassifyBurst: %v allocations", a)
+	}
+}
+
 func TestClassifyChainDoesNotAllocate(t *testing.T) {
 	c := mustCompile(t, cephRules(), numCephServices, svcKernel)
 	cases := chainCases(t)

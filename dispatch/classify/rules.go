@@ -255,6 +255,27 @@ func (c *Classifier) ClassifyChain(first []byte, pktLen int) (service int, reaso
 	return service, ReasonNone
 }
 
+// ClassifyBurst classifies a burst of packets: frames[i] is the first
+// segment of a packet of pktLens[i] bytes, and services[i] becomes the
+// service ClassifyChain gives it, whose reason is counted in reasons. The
+// three slices are of one length. It is the poll loop's: one call a
+// burst, and a single-segment packet costs what Classify costs.
+func (c *Classifier) ClassifyBurst(frames [][]byte, pktLens []uint32, services []uint8, reasons *[NumReasons]uint64) {
+	pktLens = pktLens[:len(frames)]
+	services = services[:len(frames)]
+	for i, f := range frames {
+		var s int
+		var r Reason
+		if int(pktLens[i]) == len(f) {
+			s, r, _, _ = c.classify(f)
+		} else {
+			s, r = c.ClassifyChain(f, int(pktLens[i]))
+		}
+		services[i] = uint8(s)
+		reasons[r]++
+	}
+}
+
 // classifySlow is Classify for any frame, through Parse and Match.
 func (c *Classifier) classifySlow(frame []byte) (service int, reason Reason) {
 	var h Headers
