@@ -53,7 +53,20 @@
 // forwarder) and receives the next burst. Consumers written in Go (the
 // RoCE endpoint) implement Consumer and are polled after. Counters are
 // kept in plain fields and published to atomics when the loop is idle or
-// every 64 iterations.
+// every 64 iterations. The burst's first segments reach Go as a [][]byte
+// whose slice headers C fills in, classified with one call a burst.
+//
+// Where a packet's time goes, at one loop replaying the sample capture
+// through net_pcap (AMD EPYC, bench/scale.sh 1): the driver's RX copy and
+// TX free about 26 ns, as in testpmd; classification about 6.5 ns; the
+// rest of the loop (cgo call, burst fill, dispatch, counters) about 6 ns.
+// Without classification the loop forwarded 31.5 Mpps where testpmd's
+// 5tswap forwards 28.4: its whole per-packet work costs about what
+// classification alone costs here. Its instructions, not cache or branch
+// misses, are that cost: with the port lookups replaced by a constant
+// the loop ran within 3% of its rate, and the classifier's benchmark ran
+// no faster on the capture sorted by kind of frame, every branch then
+// predictable.
 //
 // cgo and unsafe live in loop_cgo.go (with native.h, shared with package
 // consumer); the loop logic is plain Go.
