@@ -138,7 +138,9 @@ func dump(ctx context.Context, prefix, name, path string, count int, quiet bool,
 			next = now.Add(time.Second)
 		}
 	}
-	if err := s.Release(); err != nil {
+	// With the daemon's ring still full, Release gives nothing back
+	// (ErrBusy), and Close does, retrying: not an error.
+	if err := s.Release(); err != nil && !errors.Is(err, service.ErrBusy) {
 		return err
 	}
 	if !quiet {
