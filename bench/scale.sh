@@ -19,6 +19,9 @@
 # Environment:
 #   BENCH_SECONDS  run time per program (12)
 #   BENCH_WARMUP   per-second samples to skip (3)
+#   BENCH_ROUNDS   rounds per N (1): the three programs run in turn, each
+#                  round, and the table gives each program's median over
+#                  the rounds; every round's figures go to the log
 #   BENCH_OUT      folder for the table (scale.md) and logs (bench/out)
 #   BENCH_CARRY    a folder made by bench/carry.sh: run its dpdk-testpmd and
 #                  cephdpdkd through its own loader and libraries, loading
@@ -33,9 +36,13 @@ cd "$(dirname "$0")/.."
 [ $# -gt 0 ] || set -- 1
 secs="${BENCH_SECONDS:-12}"
 warm="${BENCH_WARMUP:-3}"
+rounds="${BENCH_ROUNDS:-1}"
 out="${BENCH_OUT:-bench/out}"
 carry="${BENCH_CARRY:-}"
 pcap=configs/sample/ceph-node.pcap
+case "$rounds" in
+'' | *[!0-9]* | 0) echo "scale.sh: BENCH_ROUNDS must be a positive number, not '$rounds'" >&2; exit 2 ;;
+esac
 for n in "$@"; do
 	case "$n" in
 	'' | *[!0-9]* | 0) echo "scale.sh: N must be a positive number, not '$n'" >&2; exit 2 ;;
@@ -141,6 +148,12 @@ cdd_mpps() {
 	awk '{print $1}' "$f.samples" | median
 }
 
+# middle prints the median of its arguments (the lower middle one of an
+# even count), or nan if any is nan.
+middle() {
+	printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} /nan/ {bad = 1} END {if (bad) print "nan"; else print v[int((NR + 1) / 2)]}'
+}
+
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (a == "nan" || b == "nan" || b == 0) print "nan"; else printf "%.2f\n", a / b}'; }
 
 # Every row's cephdpdkd configuration must pass validation before any
@@ -167,17 +180,23 @@ for n in "$@"; do
 		echo "| $n | n/a | n/a | n/a | | |" >>"$table"
 		continue
 	fi
-	io=$(testpmd_mpps "$n" io)
-	log "N=$n testpmd io:     $io Mpps"
-	tswap=$(testpmd_mpps "$n" 5tswap)
-	log "N=$n testpmd 5tswap: $tswap Mpps"
-	c=$(cdd_mpps "$n")
-	extra=$(awk 'NR > '"$warm"' {rx += $2; d += $3; k++} END {if (k) printf "rx %.3f Mpps, ring drops %d/s", rx / k, d / k}' "$out/logs/cephdpdkd-N$n.samples" 2>/dev/null)
-	log "N=$n cephdpdkd:      $c Mpps dispatched ($extra)"
+	ios=() tswaps=() cs=()
+	for ((r = 1; r <= rounds; r++)); do
+		[ "$rounds" -eq 1 ] || log "N=$n round $r of $rounds"
+		io=$(testpmd_mpps "$n" io)
+		log "N=$n testpmd io:     $io Mpps"
+		tswap=$(testpmd_mpps "$n" 5tswap)
+		log "N=$n testpmd 5tswap: $tswap Mpps"
+		c=$(cdd_mpps "$n")
+		extra=$(awk 'NR > '"$warm"' {rx += $2; d += $3; k++} END {if (k) printf "rx %.3f Mpps, ring drops %d/s", rx / k, d / k}' "$out/logs/cephdpdkd-N$n.samples" 2>/dev/null)
+		log "N=$n cephdpdkd:      $c Mpps dispatched ($extra): ÷5tswap $(ratio "$c" "$tswap"), ÷io $(ratio "$c" "$io")"
+		ios+=("$io") tswaps+=("$tswap") cs+=("$c")
+	done
+	io=$(middle "${ios[@]}") tswap=$(middle "${tswaps[@]}") c=$(middle "${cs[@]}")
 	echo "| $n | $io | $tswap | $c | $(ratio "$c" "$tswap") | $(ratio "$c" "$io") |" >>"$table"
 done
 model=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
 echo "
-bench/scale.sh $*: $cpus CPUs ($model), $secs s per program, $(date -u '+%Y-%m-%d %H:%M UTC')" >>"$table"
+bench/scale.sh $*: $cpus CPUs ($model), $secs s per program, $rounds round(s), $(date -u '+%Y-%m-%d %H:%M UTC')" >>"$table"
 log "table ($table):"
 cat "$table"
