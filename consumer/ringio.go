@@ -48,9 +48,7 @@ func NewRingIO(lanes *dispatch.RingSet, port, queue uint16, pool *mempool.Pool, 
 func (io *RingIO) RecvBurst(frames [][]byte) int {
 	b := io.burst
 	n := io.lanes.Dequeue(b, len(frames)) // frees the previous burst first
-	for i := 0; i < n; i++ {
-		frames[i] = b.Frame(i)
-	}
+	copy(frames, b.Frames())
 	if n > 0 {
 		io.Packets.Add(uint64(n))
 		io.Bytes.Add(b.Bytes())

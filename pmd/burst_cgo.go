@@ -75,7 +75,7 @@ func (b *Burst) Bytes() uint64 { return uint64(b.c.bytes) }
 // Frame returns packet i's first segment as a slice over mbuf memory. It is
 // valid until the packet is freed or enqueued elsewhere. A packet in a
 // chain of mbufs (scattered RX, a frame larger than the data room) is
-// longer than its first segment: see PktLen.
+// longer than its first segment: see PktLens.
 func (b *Burst) Frame(i int) []byte {
 	return b.frames[i]
 }
@@ -83,12 +83,10 @@ func (b *Burst) Frame(i int) []byte {
 // Frames returns the first segments of the burst's packets (Frame).
 func (b *Burst) Frames() [][]byte { return b.frames[:b.c.n] }
 
-// PktLens returns the lengths of the burst's packets (PktLen).
+// PktLens returns the lengths of the burst's packets, all segments
+// together: each mbuf's pkt_len, which equals the length of its Frame
+// unless the packet is a chain.
 func (b *Burst) PktLens() []uint32 { return b.pktLen[:b.c.n] }
-
-// PktLen returns the length of packet i, all its segments together: the
-// mbuf's pkt_len. It equals len(Frame(i)) unless the packet is a chain.
-func (b *Burst) PktLen(i int) int { return int(b.pktLen[i]) }
 
 // Verdicts returns the per-packet service slots, for the classifier to fill.
 func (b *Burst) Verdicts() []uint8 { return b.svc[:b.c.n] }
