@@ -64,18 +64,19 @@
 // 5tswap forwards 28.4: its whole per-packet work costs about what
 // classification alone costs here. Neither the port tables' cache misses
 // nor branch misses are that cost: with the port lookups replaced by a
-// constant the loop ran within 3% of its rate, and on frames copied in
-// as net_pcap copies them (classify's BenchmarkClassifyCopied, which
-// predicts the loop's figure: 6.7 ns a frame) the capture sorted by kind
-// of frame classified no faster. It is the classifier's own work, about
-// 90 instructions for an IPv4 TCP frame: 6.0 ns a frame on frames
-// already in cache. Trimming does not reach far enough: a
-// second fast path for untagged IPv4 TCP and UDP (IHL 5 only, one folded
-// table from ports to service) took 4.2 ns on a hot frame, but it fits
-// about two thirds of the sample's frames and saved 0.5 ns a frame on
-// the copied capture, within the loop's noise (0 to +1.6% in five
-// alternating runs), and was not kept. Halving the cost needs a
-// classifier of another kind.
+// constant the loop ran within 3% of its rate, and on frames copied in as
+// net_pcap copies them (classify's BenchmarkClassifyCopied, which predicts
+// the loop's figure: 6.7 ns a frame) the capture sorted by kind of frame
+// classified no faster. It is mostly the classifier's own work, about 90
+// instructions for an IPv4 TCP frame: 6.0 ns a frame on the capture's
+// frames already in cache, and on one such frame repeated. Trimming does
+// not reach far enough: a second fast path for untagged IPv4 TCP and UDP
+// (IHL 5 only, one folded table from ports to service) took 4.2 ns on a
+// hot frame, but it fits about two thirds of the sample's frames and saved
+// 0.5 ns a frame on the copied capture (less than the hot figure predicts,
+// 1.2 ns, which this VM, without PMU counters, cannot explain), within the
+// loop's noise (0 to +1.6% in five alternating runs), and was not kept.
+// Halving the cost needs a classifier of another kind.
 //
 // cgo and unsafe live in loop_cgo.go (with native.h, shared with package
 // consumer); the loop logic is plain Go.
