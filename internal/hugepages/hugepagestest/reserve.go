@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Reserve sets this machine's 2 MiB hugepage count to n and mounts
@@ -31,6 +32,26 @@ func Reserve(t testing.TB, n int) string {
 	if out, err := exec.Command("mount", "-t", "hugetlbfs", "nodev", dir).CombinedOutput(); err != nil {
 		t.Skipf("mount hugetlbfs: %v: %s", err, out)
 	}
-	t.Cleanup(func() { exec.Command("umount", dir).Run() })
+	t.Cleanup(func() { unmount(t, dir) })
 	return dir
+}
+
+// unmount unmounts the test's hugetlbfs. A process that still maps its
+// pages (a daemon or service process the test did not reap) keeps it
+// busy: it waits a little for one that is exiting, then detaches the
+// mount anyway, so that none outlives the test, and fails the test.
+func unmount(t testing.TB, dir string) {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		out, err := exec.Command("umount", dir).CombinedOutput()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			lazy := exec.Command("umount", "--lazy", dir).Run()
+			t.Errorf("umount hugetlbfs %s: %v: %s (detached lazily: %v)", dir, err, strings.TrimSpace(string(out)), lazy)
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
