@@ -234,9 +234,9 @@ func BenchmarkClassifyCopied(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(frames)), "ns/frame")
+			if classify && reasons[ReasonNone] == 0 {
+				b.Fatal("no frame classified")
+			}
 		})
-	}
-	if reasons[ReasonNone] == 0 {
-		b.Fatal("no frame classified")
 	}
 }
