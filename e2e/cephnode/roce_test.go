@@ -109,7 +109,7 @@ shutdown: {drain_timeout: 1s}
 		out, code, err := g.Rados(ctx, args...)
 		if err != nil || code != 0 {
 			tailLog, _, _ := g.Run(ctx, "tail -n 30 /tmp/ceph/log/*.log")
-			t.Fatalf("guest: rados %s: exit %d, %v\n%s\nclient log:\n%s\ndaemon log:\n%s\ndaemon's RoCE metrics:\n%s", strings.Join(args, " "), code, err, out, tailLog, tail(d.Log()), roceMetrics(d))
+			t.Fatalf("guest: rados %s: exit %d, %v\n%s\nclient log:\n%s\nguest network:\n%s\ndaemon log:\n%s\ndaemon's metrics:\n%s", strings.Join(args, " "), code, err, out, tailLog, guestNetState(ctx, g), tail(d.Log()), failureMetrics(d))
 		}
 		logf("guest: rados %s: %.2f s", strings.Join(args, " "), time.Since(start).Seconds())
 		return out
@@ -220,7 +220,7 @@ shutdown: {drain_timeout: 1s}
 	logf("the OSD was stopped for %v in the middle of a 64 MiB put", stallFor)
 	if code, err := stalledPut.Wait(ctx); err != nil || code != 0 {
 		out, _ := stalledPut.Output(ctx)
-		t.Fatalf("the put across the OSD's stall: exit %d, %v\n%s\ndaemon's RoCE metrics:\n%s", code, err, out, roceMetrics(d))
+		t.Fatalf("the put across the OSD's stall: exit %d, %v\n%s\nguest network:\n%s\ndaemon's metrics:\n%s", code, err, out, guestNetState(ctx, g), failureMetrics(d))
 	}
 	close(stopRSS)
 	rss, qp := <-peakRSS, <-qpPeak
@@ -294,21 +294,45 @@ func countSeries(m map[string]float64, prefix string) int {
 	return n
 }
 
-// roceMetrics lists the daemon's non-zero RoCE series, for a failure's
-// diagnosis.
-func roceMetrics(d *daemonProc) string {
-	m, err := d.Metrics()
+// failureMetrics returns the daemon's non-zero metrics for a failure
+// report, each with its change over two seconds: what still moves (the
+// poll loop's time, the port's counters) tells a stalled loop from a
+// silent link or peer.
+func failureMetrics(d *daemonProc) string {
+	const window = 2 * time.Second
+	m0, err := d.Metrics()
+	if err != nil {
+		return err.Error()
+	}
+	time.Sleep(window)
+	m1, err := d.Metrics()
 	if err != nil {
 		return err.Error()
 	}
 	var lines []string
-	for k, v := range m {
-		if strings.HasPrefix(k, "cephdpdkd_roce_") && v != 0 {
-			lines = append(lines, fmt.Sprintf("%s %v", k, v))
+	for k, v := range m1 {
+		if v == 0 && m0[k] == 0 {
+			continue
 		}
+		line := fmt.Sprintf("%s %v", k, v)
+		if dv := v - m0[k]; dv != 0 {
+			line += fmt.Sprintf(" (%+g in %v)", dv, window)
+		}
+		lines = append(lines, line)
 	}
 	slices.Sort(lines)
 	return strings.Join(lines, "\n")
+}
+
+// guestNetState returns what the guest's network and Soft-RoCE device
+// say of the failure: rxe's counters (retries, sequence errors, ...),
+// its neighbour table and its interfaces' counters.
+func guestNetState(ctx context.Context, g *rxeguest.Guest) string {
+	out, _, err := g.Run(ctx, "grep -H . /sys/class/infiniband/*/ports/1/hw_counters/* | sed 's|.*/||' | grep -v ':0$'; ip neigh; ip -s link")
+	if err != nil {
+		return err.Error()
+	}
+	return out
 }
 
 func benchRepeat() int {

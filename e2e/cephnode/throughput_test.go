@@ -211,7 +211,7 @@ roce: {service: roce, address: %[3]s, mac: "02:cd:d0:00:00:01", mtu: %[4]d, wind
 				"--mode", "stream", "-n", strconv.Itoa(streamBytes>>17), "-s", strconv.Itoa(1<<17), "--timeout", "120s")
 			out, err := cmd.CombinedOutput()
 			if err != nil {
-				t.Fatalf("%s: roce-ping: %v\n%s\ndaemon:\n%s\n%s", c.name, err, out, tail(d.Log()), roceMetrics(d))
+				t.Fatalf("%s: roce-ping: %v\n%s\ndaemon:\n%s\n%s", c.name, err, out, tail(d.Log()), failureMetrics(d))
 			}
 			m := regexp.MustCompile(`([0-9.]+) MB/s`).FindSubmatch(out)
 			if m == nil {
