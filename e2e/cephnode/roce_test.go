@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -102,6 +103,13 @@ shutdown: {drain_timeout: 1s}
 		t.Fatal(err)
 	}
 	logf("guest c1 (%s) up with the rdma_cm client conf", roceGuestIP)
+	// netState is what the guest and the node's side of the link say of
+	// a failure: the guest's rxe counters, neighbours and links, and the
+	// node namespace's kernel interface and neighbours (did the kernel
+	// answer the guest's ARP?).
+	netState := func() string {
+		return "guest:\n" + guestNetState(ctx, g) + "node namespace:\n" + nsNetState(node.Name, ifname) + "bridge namespace:\n" + nsNetState(br.NS, "")
+	}
 
 	rados := func(args ...string) string {
 		t.Helper()
@@ -109,7 +117,7 @@ shutdown: {drain_timeout: 1s}
 		out, code, err := g.Rados(ctx, args...)
 		if err != nil || code != 0 {
 			tailLog, _, _ := g.Run(ctx, "tail -n 30 /tmp/ceph/log/*.log")
-			t.Fatalf("guest: rados %s: exit %d, %v\n%s\nclient log:\n%s\nguest network:\n%s\ndaemon log:\n%s\ndaemon's metrics:\n%s", strings.Join(args, " "), code, err, out, tailLog, guestNetState(ctx, g), tail(d.Log()), failureMetrics(d))
+			t.Fatalf("guest: rados %s: exit %d, %v\n%s\nclient log:\n%s\nnetwork:\n%s\ndaemon log:\n%s\ndaemon's metrics:\n%s", strings.Join(args, " "), code, err, out, tailLog, netState(), tail(d.Log()), failureMetrics(d))
 		}
 		logf("guest: rados %s: %.2f s", strings.Join(args, " "), time.Since(start).Seconds())
 		return out
@@ -220,7 +228,7 @@ shutdown: {drain_timeout: 1s}
 	logf("the OSD was stopped for %v in the middle of a 64 MiB put", stallFor)
 	if code, err := stalledPut.Wait(ctx); err != nil || code != 0 {
 		out, _ := stalledPut.Output(ctx)
-		t.Fatalf("the put across the OSD's stall: exit %d, %v\n%s\nguest network:\n%s\ndaemon's metrics:\n%s", code, err, out, guestNetState(ctx, g), failureMetrics(d))
+		t.Fatalf("the put across the OSD's stall: exit %d, %v\n%s\nnetwork:\n%s\ndaemon's metrics:\n%s", code, err, out, netState(), failureMetrics(d))
 	}
 	close(stopRSS)
 	rss, qp := <-peakRSS, <-qpPeak
@@ -322,6 +330,24 @@ func failureMetrics(d *daemonProc) string {
 	}
 	slices.Sort(lines)
 	return strings.Join(lines, "\n")
+}
+
+// nsNetState returns a network namespace's links (dev, when set, alone)
+// with their counters, and its neighbours with their probe counts.
+func nsNetState(ns, dev string) string {
+	link := []string{"-n", ns, "-s", "-s", "link", "show"}
+	if dev != "" {
+		link = append(link, "dev", dev)
+	}
+	var b strings.Builder
+	for _, args := range [][]string{link, {"-n", ns, "-s", "neigh", "show"}} {
+		out, err := exec.Command("ip", args...).CombinedOutput()
+		b.Write(out)
+		if err != nil {
+			fmt.Fprintf(&b, "ip %s: %v\n", strings.Join(args, " "), err)
+		}
+	}
+	return b.String()
 }
 
 // guestNetState returns what the guest's network and Soft-RoCE device
