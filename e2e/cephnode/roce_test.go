@@ -352,9 +352,10 @@ func nsNetState(ns, dev string) string {
 
 // guestNetState returns what the guest's network and Soft-RoCE device
 // say of the failure: rxe's counters (retries, sequence errors, ...),
-// its neighbour table and its interfaces' counters.
+// its neighbour table with probe counts, its interfaces' counters, and
+// the neighbour cache's statistics (unresolved discards).
 func guestNetState(ctx context.Context, g *rxeguest.Guest) string {
-	out, _, err := g.Run(ctx, "grep -H . /sys/class/infiniband/*/ports/1/hw_counters/* | sed 's|.*/||' | grep -v ':0$'; ip neigh; ip -s link")
+	out, _, err := g.Run(ctx, "grep -H . /sys/class/infiniband/*/ports/1/hw_counters/* | sed 's|.*/||' | grep -v ':0$'; ip -s neigh; ip -s link; cat /proc/net/stat/arp_cache")
 	if err != nil {
 		return err.Error()
 	}
