@@ -79,8 +79,9 @@ done
 
 stage_lib=$work/stage/usr/lib/x86_64-linux-gnu
 bins=()
-# iproute2's rdma and ip (richer than busybox's ip), from the host: same release.
-for b in rdma ip; do
+# iproute2's rdma, ip (richer than busybox's ip) and tc (qdisc counters,
+# netem for the link-fault tests), from the host: same release.
+for b in rdma ip tc; do
 	f=$(command -v "$b" 2>/dev/null || true)
 	[ -n "$f" ] && [ -x "$(readlink -f "$f")" ] || die "host has no $b (iproute2)"
 	cp -L "$f" "$R/usr/sbin/$b"
@@ -121,11 +122,11 @@ cp -L /lib/x86_64-linux-gnu/libgcc_s.so.1 "$R/lib/x86_64-linux-gnu/"
 
 # Kernel modules: closure over each module's depends= field, then depmod.
 for m in rdma_rxe ib_core ib_uverbs ib_umad rdma_ucm rdma_cm iw_cm ib_cm udp_tunnel ip6_udp_tunnel virtio_net \
-	9p 9pnet_virtio; do
+	9p 9pnet_virtio sch_netem ifb sch_ingress act_mirred cls_matchall; do
 	[ -n "$(find "$km" -name "$m.ko" -print -quit)" ] || die "module $m missing from $kpkg"
 done
 copy_modules "$km" "$R" "$kver" virtio_pci virtio_net rdma_rxe ib_uverbs ib_umad rdma_ucm rdma_cm ib_cm iw_cm \
-	crc32_generic crc32_pclmul 9p 9pnet_virtio
+	crc32_generic crc32_pclmul 9p 9pnet_virtio sch_netem ifb sch_ingress act_mirred cls_matchall
 /bin/busybox depmod -b "$R" "$kver"
 
 # ---------------------------------------------------------------- /init

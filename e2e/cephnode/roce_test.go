@@ -352,10 +352,13 @@ func nsNetState(ns, dev string) string {
 
 // guestNetState returns what the guest's network and Soft-RoCE device
 // say of the failure: rxe's counters (retries, sequence errors, ...),
-// its neighbour table with probe counts, its interfaces' counters, and
-// the neighbour cache's statistics (unresolved discards).
+// its neighbour table with probe counts, its interfaces' counters, the
+// neighbour cache's statistics (unresolved discards), eth0's qdisc (a
+// backlog that does not drain is a transmit queue that stopped), its
+// transmit timeouts and the kernel's last messages.
 func guestNetState(ctx context.Context, g *rxeguest.Guest) string {
-	out, _, err := g.Run(ctx, "grep -H . /sys/class/infiniband/*/ports/1/hw_counters/* | sed 's|.*/||' | grep -v ':0$'; ip -s neigh; ip -s link; cat /proc/net/stat/arp_cache")
+	out, _, err := g.Run(ctx, "grep -H . /sys/class/infiniband/*/ports/1/hw_counters/* | sed 's|.*/||' | grep -v ':0$'; ip -s neigh; ip -s link; cat /proc/net/stat/arp_cache; "+
+		"/usr/sbin/tc -s qdisc show dev eth0; echo tx_timeout $(cat /sys/class/net/eth0/queues/tx-0/tx_timeout); dmesg | tail -n 20")
 	if err != nil {
 		return err.Error()
 	}
