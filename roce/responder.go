@@ -160,7 +160,7 @@ func (qp *QP) respInput(p *wire.Packet) {
 			// now would have the requester resend at once, into the
 			// same empty queue, spending its retries in microseconds.
 			// respOutput sends it once a receive is ready.
-			qp.cnt.rnrSilent.Add(1)
+			qp.countRNRSilent()
 			r.nakSent, r.starved = true, true
 			return
 		}
@@ -379,9 +379,9 @@ func (qp *QP) respOutput(buf []byte) int {
 		p.AETH = wire.AETH{Syndrome: r.ctlSyn, MSN: r.msn}
 		switch r.ctl {
 		case ctlRNR:
-			qp.cnt.rnrNakSent.Add(1)
+			qp.countRNRNakSent()
 		case ctlNakSeq, ctlFatal:
-			qp.cnt.nakSent[nakIndex(r.ctlSyn)].Add(1)
+			qp.countNakSent(nakIndex(r.ctlSyn))
 		}
 		r.ctl = ctlNone
 	default:

@@ -129,9 +129,15 @@ type endpointCounters struct {
 	tooManyVLANs, notRoCE  atomic.Uint64
 	gsiReceived, gsiSent   atomic.Uint64
 	txBusy                 atomic.Uint64
+	// The endpoint's share of its QPs' responder counters, kept here
+	// too so that they outlive the QPs (see QP.countRNRNakSent and the
+	// like).
+	rnrNaksSent, rnrSilent, seqNaksSent atomic.Uint64
 }
 
-// EndpointStats is a snapshot of an endpoint's frame counters.
+// EndpointStats is a snapshot of an endpoint's frame counters, and of
+// the responder counters of all the QPs it has had: unlike QPStats these
+// are not lost with a destroyed QP.
 type EndpointStats struct {
 	RxFrames, TxFrames uint64
 	ICRCErrors         uint64 // dropped: bad ICRC
@@ -144,6 +150,23 @@ type EndpointStats struct {
 	GSIReceived        uint64 // handed to the transport dispatcher
 	GSISent            uint64
 	TxBusy             uint64 // polls that left frames unsent because the link was full
+
+	// RNRNaksSent counts the RNR NAKs the endpoint's QPs have sent, over
+	// the endpoint's life: the sum of QPStats.RNRNaksSent, destroyed
+	// QPs included. A NoRNR QP (QPInitAttr.NoRNR) never sends one.
+	RNRNaksSent uint64
+	// RNRSilentDrops counts the requests that consume a receive (SENDs,
+	// WRITEs with immediate) that NoRNR QPs dropped unanswered because
+	// no receive was posted, over the endpoint's life: the sum of
+	// QPStats.RNRSilentDrops, destroyed QPs included. It is how a
+	// receiver that holds back its receive buffers (backpressure) shows.
+	RNRSilentDrops uint64
+	// SequenceNaksSent counts the PSN sequence error NAKs the endpoint's
+	// QPs have sent, over the endpoint's life: the sum of
+	// QPStats.NaksSent[NakSequence], destroyed QPs included. A NoRNR QP
+	// sends one after silent drops once a receive is posted again, and
+	// any QP on a request ahead of the expected PSN (a lost packet).
+	SequenceNaksSent uint64
 }
 
 // Stats returns a snapshot of the endpoint's counters; it may be called
@@ -156,6 +179,32 @@ func (e *Endpoint) Stats() EndpointStats {
 		NotLocal: c.notLocal.Load(), NoQP: c.noQP.Load(), Unsupported: c.unsupp.Load(),
 		TooManyVLANs: c.tooManyVLANs.Load(), NotRoCE: c.notRoCE.Load(),
 		GSIReceived: c.gsiReceived.Load(), GSISent: c.gsiSent.Load(), TxBusy: c.txBusy.Load(),
+		RNRNaksSent: c.rnrNaksSent.Load(), RNRSilentDrops: c.rnrSilent.Load(), SequenceNaksSent: c.seqNaksSent.Load(),
+	}
+}
+
+// The responder counters that are kept per QP and per endpoint are
+// counted only through these, so that the endpoint's figure is the sum
+// of its QPs', destroyed ones included.
+
+// countRNRNakSent counts an RNR NAK sent.
+func (qp *QP) countRNRNakSent() {
+	qp.cnt.rnrNakSent.Add(1)
+	qp.ep.cnt.rnrNaksSent.Add(1)
+}
+
+// countRNRSilent counts a request dropped unanswered for want of a
+// receive (NoRNR).
+func (qp *QP) countRNRSilent() {
+	qp.cnt.rnrSilent.Add(1)
+	qp.ep.cnt.rnrSilent.Add(1)
+}
+
+// countNakSent counts a NAK of class c sent.
+func (qp *QP) countNakSent(c NakClass) {
+	qp.cnt.nakSent[c].Add(1)
+	if c == NakSequence {
+		qp.ep.cnt.seqNaksSent.Add(1)
 	}
 }
 

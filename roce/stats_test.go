@@ -130,3 +130,78 @@ func TestEachQPStatsConcurrently(t *testing.T) {
 		t.Error("reader never ran")
 	}
 }
+
+// starve sends a SEND on p with no receive posted, runs until starved
+// reports that the responder has turned it away, then posts a receive
+// and waits for the delivery.
+func starve(t *testing.T, n *testNet, p *qpPair, starved func() bool) {
+	t.Helper()
+	src, dst := sendSetup(t, n, p, 3000, false)
+	n.run(100_000, starved)
+	if err := p.b.PostRecv(&RecvWR{ID: 1, SGList: []SGE{dst.SGE(0, dst.Len())}}); err != nil {
+		t.Fatal(err)
+	}
+	checkDelivered(t, n, p, src, dst)
+}
+
+// The endpoint's RNR NAK, silent drop and sequence NAK counters are the
+// sums of its QPs' and outlive them: a metric of backpressure sampled
+// after the connection is gone still shows it.
+func TestEndpointResponderCounters(t *testing.T) {
+	n := newTestNet(t, testLink(0), EndpointConfig{})
+	type counts struct{ rnrNaks, silent, seqNaks uint64 }
+	ofEndpoint := func(e *Endpoint) counts {
+		s := e.Stats()
+		return counts{s.RNRNaksSent, s.RNRSilentDrops, s.SequenceNaksSent}
+	}
+	ofQP := func(qp *QP) counts {
+		s := qp.Stats()
+		return counts{s.RNRNaksSent, s.RNRSilentDrops, s.NaksSent[NakSequence]}
+	}
+	// A NoRNR responder without a receive drops the SEND unanswered, and
+	// sends a sequence NAK once one is posted.
+	o := defaultQPOpts()
+	o.noRNR = true
+	o.timeout = 8 // about 1 ms
+	silent := n.newPair(o)
+	starve(t, n, silent, func() bool { return silent.b.Stats().RNRSilentDrops > 0 })
+	// Another responder NAKs the same want with its RNR timer.
+	rnr := n.newPair(defaultQPOpts())
+	starve(t, n, rnr, func() bool { return rnr.a.Stats().RNRNaksReceived >= 2 })
+
+	qs, qr := ofQP(silent.b), ofQP(rnr.b)
+	if qs.silent == 0 || qs.seqNaks != 1 || qs.rnrNaks != 0 {
+		t.Errorf("NoRNR responder counted %+v; want silent drops, 1 sequence NAK, no RNR NAK", qs)
+	}
+	if qr.rnrNaks < 2 || qr.silent != 0 || qr.seqNaks != 0 {
+		t.Errorf("RNR responder counted %+v; want 2 RNR NAKs or more, nothing else", qr)
+	}
+	want := counts{qs.rnrNaks + qr.rnrNaks, qs.silent + qr.silent, qs.seqNaks + qr.seqNaks}
+	if got := ofEndpoint(n.b); got != want {
+		t.Errorf("endpoint counted %+v; its QPs %+v", got, want)
+	}
+	if got := ofEndpoint(n.a); got != (counts{}) {
+		t.Errorf("the requesters' endpoint counted %+v; want none", got)
+	}
+
+	for _, qp := range []*QP{silent.a, silent.b, rnr.a, rnr.b} {
+		if err := qp.Destroy(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if k := len(qpStatsOf(n.b)); k != 0 {
+		t.Fatalf("%d QPs left", k)
+	}
+	if got := ofEndpoint(n.b); got != want {
+		t.Errorf("after the QPs' destruction the endpoint counts %+v; want %+v", got, want)
+	}
+
+	// A later QP adds to the figures.
+	again := n.newPair(o)
+	starve(t, n, again, func() bool { return again.b.Stats().RNRSilentDrops > 0 })
+	qa := ofQP(again.b)
+	want = counts{want.rnrNaks, want.silent + qa.silent, want.seqNaks + qa.seqNaks}
+	if got := ofEndpoint(n.b); got != want {
+		t.Errorf("with a later QP the endpoint counts %+v; want %+v", got, want)
+	}
+}

@@ -197,15 +197,23 @@ shutdown: {drain_timeout: 1s}
 	// bridge's TCP writer blocks, its chunks and the
 	// connection's receive buffers fill, and the client's SENDs that find
 	// none are dropped unanswered (never an RNR NAK); once the OSD reads
-	// again, a sequence NAK or the client's own timer has them resent, and
-	// the object arrives whole.
+	// again, a sequence NAK (or the client's own timer) has them resent,
+	// and the object arrives whole. The endpoint's counters must show
+	// both the drops and the sequence NAKs: without them the stall did
+	// not test backpressure.
 	osd := cl.OSDPid()
 	if osd == 0 {
 		t.Fatal("no OSD running")
 	}
-	m0, _ := d.Metrics()
+	m0, err := d.Metrics()
+	if err != nil {
+		t.Fatal(err)
+	}
 	const toTCP = "cephdpdkd_roce_bridge_bytes_total{direction=to_tcp}"
 	bytes0 := m0[toTCP]
+	// The connection's QP goes with its counters; the endpoint's sums of
+	// them stay, and their change over the stall is the stall's.
+	resp0 := endpointResponder(t, d)
 	const stalledObj, stallFor = "roce-67108864", 4 * time.Second
 	putStart := time.Now()
 	stalledPut, err := g.Start(fmt.Sprintf("rados -p %s -b %d put stalled /mnt/host/%s", cl.Pool(), 64<<20, stalledObj))
@@ -216,8 +224,6 @@ shutdown: {drain_timeout: 1s}
 	stopRSS := make(chan struct{})
 	peakRSS := make(chan int64, 1)
 	go func() { peakRSS <- watchRSS(d.cmd.Process.Pid, stopRSS) }()
-	qpPeak := make(chan map[string]float64, 1)
-	go func() { qpPeak <- watchQPCounters(d, stopRSS) }()
 	if err := syscall.Kill(osd, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +237,9 @@ shutdown: {drain_timeout: 1s}
 		t.Fatalf("the put across the OSD's stall: exit %d, %v\n%s\nnetwork:\n%s\ndaemon's metrics:\n%s", code, err, out, netState(), failureMetrics(d))
 	}
 	close(stopRSS)
-	rss, qp := <-peakRSS, <-qpPeak
+	rss := <-peakRSS
+	bp := endpointResponder(t, d).sub(resp0)
+	checkBackpressure(t, fmt.Sprintf("the OSD stopped %v mid-put", stallFor), bp)
 	stalledCopy := filepath.Join(t.TempDir(), "stalled")
 	if b, err := cl.Command(ctx, br.NS, "rados", "-p", cl.Pool(), "get", "stalled", stalledCopy).CombinedOutput(); err != nil {
 		t.Fatalf("TCP client get stalled: %v\n%s", err, b)
@@ -244,8 +252,7 @@ shutdown: {drain_timeout: 1s}
 	logf("FIGURES backpressure, the OSD stopped %v mid-put: the put took %.1f s and is byte-identical; the client's SENDs "+
 		"found no receive %v times (dropped unanswered, no RNR NAK: %v sent), %v sequence NAKs sent once a buffer was free; "+
 		"the daemon's peak RSS %.0f MiB",
-		stallFor, time.Since(putStart).Seconds(), qp["cephdpdkd_roce_rnr_silent_drops_total"], qp["cephdpdkd_roce_rnr_naks_total"],
-		qp["sequence_naks"], float64(rss)/(1<<20))
+		stallFor, time.Since(putStart).Seconds(), bp.silentDrops, bp.rnrNaks, bp.seqNaks, float64(rss)/(1<<20))
 
 	// A client killed mid-write leaves nothing behind.
 	if _, err := g.Start(fmt.Sprintf("rados -p %s put killed /mnt/host/roce-%d", cl.Pool(), 64<<20)); err != nil {
@@ -262,11 +269,13 @@ shutdown: {drain_timeout: 1s}
 	}
 	logf("after the kill: no bridged connection or QP left; bridge %v accepted, %v refused, errors %v",
 		sum(m, "cephdpdkd_roce_bridge_accepted_total"), sum(m, "cephdpdkd_roce_bridge_refused_total"), sum(m, "cephdpdkd_roce_bridge_errors_total"))
-	for _, k := range []string{"cephdpdkd_roce_rnr_naks_total", "cephdpdkd_roce_rnr_silent_drops_total", "cephdpdkd_roce_retransmits_total"} {
-		logf("%s: %v", k, sum(m, k))
-	}
-	if v := sum(m, "cephdpdkd_roce_rnr_naks_total", "direction=sent"); v != 0 {
-		t.Errorf("the daemon sent %v RNR NAKs to a Ceph client", v)
+	// The QPs are gone with their counters: the endpoint's sums of them
+	// cover the daemon's whole run.
+	total := endpointResponder(t, d)
+	logf("over the daemon's run: %v RNR NAKs sent, %v SENDs dropped unanswered for want of a receive buffer, %v sequence NAKs sent",
+		total.rnrNaks, total.silentDrops, total.seqNaks)
+	if total.rnrNaks != 0 {
+		t.Errorf("the daemon sent %v RNR NAKs to a Ceph client", total.rnrNaks)
 	}
 
 	log, err := d.Stop(20 * time.Second)

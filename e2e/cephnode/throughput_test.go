@@ -190,9 +190,11 @@ shutdown: {drain_timeout: 1s}
 			stopRSS := make(chan struct{})
 			go func() { peakRSS <- watchRSS(d.cmd.Process.Pid, stopRSS) }()
 			// The bridged QP's counters go with the QP: sample them while it
-			// lives.
+			// lives. The endpoint's sums of its QPs' counters stay, and
+			// their change over the row is the row's.
 			qpPeak := make(chan map[string]float64, 1)
 			go func() { qpPeak <- watchQPCounters(d, stopRSS) }()
+			before := endpointResponder(t, d)
 			pingCfg := filepath.Join(t.TempDir(), fmt.Sprintf("ping%d.yaml", i))
 			// The client's poll loop runs on lcore 0, the daemon's on 1. Its
 			// transport timeout is what rdma_cm gives Ceph's clients over
@@ -229,22 +231,23 @@ roce: {service: roce, address: %[3]s, mac: "02:cd:d0:00:00:01", mtu: %[4]d, wind
 			}
 			close(stopRSS)
 			rss, qp := <-peakRSS, <-qpPeak
+			bp := endpointResponder(t, d).sub(before)
 			results = append(results, result{c.name, c.mtu, c.window, clientMBps, float64(s.n) / s.to.Sub(s.from).Seconds() / 1e6,
-				qp["cephdpdkd_roce_rnr_silent_drops_total"]})
+				bp.silentDrops})
 			t.Logf("%s: %s", c.name, strings.TrimSpace(string(out)))
+			if bp.rnrNaks != 0 {
+				t.Errorf("%s: the bridge sent %v RNR NAKs", c.name, bp.rnrNaks)
+			}
 			if c.pause > 0 {
+				checkBackpressure(t, c.name, bp)
 				stalled = fmt.Sprintf("backpressure, the sink stalled %v: the stream completed; the client's SENDs found no receive "+
 					"%v times (dropped unanswered, no RNR NAK: %v sent) and came again on its transport timer or on the "+
 					"%v sequence NAKs sent once a buffer was free (%v requests seen again, %v ahead of sequence); the daemon's peak RSS %.0f MiB",
-					c.pause, qp["cephdpdkd_roce_rnr_silent_drops_total"], qp["cephdpdkd_roce_rnr_naks_total"], qp["sequence_naks"],
+					c.pause, bp.silentDrops, bp.rnrNaks, bp.seqNaks,
 					qp["cephdpdkd_roce_duplicate_requests_total"], qp["cephdpdkd_roce_out_of_sequence_total"], float64(rss)/(1<<20))
 			}
 		}
-		m, err := d.Metrics()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if v := sum(m, "cephdpdkd_roce_rnr_naks_total", "direction=sent"); v != 0 {
+		if v := endpointResponder(t, d).rnrNaks; v != 0 {
 			t.Errorf("%s: the bridge sent %v RNR NAKs", tr.name, v)
 		}
 		if log, err := d.Stop(20 * time.Second); err != nil || !strings.Contains(log, "all mbufs returned") {
@@ -286,23 +289,77 @@ func watchRSS(pid int, stop <-chan struct{}) int64 {
 }
 
 // watchQPCounters scrapes the daemon every 100 ms until stop and returns,
-// for a few per-QP counters, the largest sum over the QPs seen in one
-// scrape.
+// for the per-QP counters that have no endpoint-level sum (duplicate and
+// out-of-sequence requests), the largest sum over the QPs seen in one
+// scrape: the series go with their QP.
 func watchQPCounters(d *daemonProc, stop <-chan struct{}) map[string]float64 {
 	peak := map[string]float64{}
 	for {
 		if m, err := d.Metrics(); err == nil {
-			for _, k := range []string{"cephdpdkd_roce_rnr_silent_drops_total", "cephdpdkd_roce_duplicate_requests_total",
-				"cephdpdkd_roce_out_of_sequence_total"} {
+			for _, k := range []string{"cephdpdkd_roce_duplicate_requests_total", "cephdpdkd_roce_out_of_sequence_total"} {
 				peak[k] = max(peak[k], sum(m, k))
 			}
-			peak["cephdpdkd_roce_rnr_naks_total"] = max(peak["cephdpdkd_roce_rnr_naks_total"], sum(m, "cephdpdkd_roce_rnr_naks_total", "direction=sent"))
-			peak["sequence_naks"] = max(peak["sequence_naks"], sum(m, "cephdpdkd_roce_naks_total", "direction=sent", "code=psn_sequence"))
 		}
 		select {
 		case <-stop:
 			return peak
 		case <-time.After(100 * time.Millisecond):
 		}
+	}
+}
+
+// responderCounters are the daemon's RoCE endpoint counters that show
+// how its QPs answered requests that found no receive buffer. They are
+// the sums of the per-QP counters over every QP the endpoint has had, so
+// a figure taken after the QPs are gone still holds what they counted.
+type responderCounters struct {
+	rnrNaks     float64 // RNR NAKs sent (a Ceph client's QP dies of one)
+	silentDrops float64 // SENDs dropped unanswered for want of a receive buffer
+	seqNaks     float64 // sequence NAKs sent, once a buffer is free again (and on loss)
+}
+
+// endpointResponder scrapes the daemon's endpoint-level responder
+// counters; a counter missing from the scrape fails the test rather than
+// read as 0.
+func endpointResponder(t *testing.T, d *daemonProc) responderCounters {
+	t.Helper()
+	m, err := d.Metrics()
+	if err != nil {
+		t.Fatalf("scrape: %v", err)
+	}
+	get := func(name string) float64 {
+		t.Helper()
+		if countSeries(m, name+"{") == 0 {
+			t.Fatalf("the daemon exports no %s", name)
+		}
+		return sum(m, name)
+	}
+	return responderCounters{
+		rnrNaks:     get("cephdpdkd_roce_endpoint_rnr_naks_sent_total"),
+		silentDrops: get("cephdpdkd_roce_endpoint_rnr_silent_drops_total"),
+		seqNaks:     get("cephdpdkd_roce_endpoint_sequence_naks_sent_total"),
+	}
+}
+
+// sub returns the change from b to c.
+func (c responderCounters) sub(b responderCounters) responderCounters {
+	return responderCounters{c.rnrNaks - b.rnrNaks, c.silentDrops - b.silentDrops, c.seqNaks - b.seqNaks}
+}
+
+// checkBackpressure fails the test unless d, the change of the endpoint's
+// responder counters over a scenario whose Ceph side stalls, shows the
+// backpressure happening as a Ceph client needs it: SENDs that found the
+// bridge's receive buffers full were dropped unanswered, sequence NAKs
+// had them resent once buffers were free, and no RNR NAK went out.
+func checkBackpressure(t *testing.T, scenario string, d responderCounters) {
+	t.Helper()
+	if d.rnrNaks != 0 {
+		t.Errorf("%s: %v RNR NAKs sent to a Ceph client", scenario, d.rnrNaks)
+	}
+	if d.silentDrops <= 0 {
+		t.Errorf("%s: no SEND found the receive buffers full (%v dropped): the stall exerted no backpressure", scenario, d.silentDrops)
+	}
+	if d.seqNaks <= 0 {
+		t.Errorf("%s: no sequence NAK sent (%v) after SENDs were dropped: the client could only resend on its transport timer", scenario, d.seqNaks)
 	}
 }

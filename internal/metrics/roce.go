@@ -22,6 +22,8 @@ type RoCECollector struct {
 	rnrNaks, naks, icrc, dropped, duplicates    *prometheus.Desc
 	outOfSeq, stale, cqDepth, sendBufs, state   *prometheus.Desc
 	sendBufsInUse, frames, rxDropped, rnrSilent *prometheus.Desc
+	// The endpoint's sums of its QPs' counters, destroyed QPs included.
+	epRNRNaks, epRNRSilent, epSeqNaks *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*RoCECollector)(nil)
@@ -80,6 +82,9 @@ func newRoCECollector(eps []roceSource) *RoCECollector {
 		state:         d("qp_state", "QP state: 0 RESET, 1 INIT, 2 RTR, 3 RTS, 4 ERROR.", qp...),
 		frames:        d("endpoint_frames_total", "Frames received and transmitted by the endpoint.", "endpoint", "direction"),
 		rxDropped:     d("endpoint_rx_dropped_total", "Received frames the endpoint dropped, by reason.", "endpoint", "reason"),
+		epRNRNaks:     d("endpoint_rnr_naks_sent_total", "RNR NAKs sent by the endpoint's QPs, those destroyed included.", "endpoint"),
+		epRNRSilent:   d("endpoint_rnr_silent_drops_total", "Requests the endpoint's QPs dropped unanswered because no receive was posted, those destroyed included.", "endpoint"),
+		epSeqNaks:     d("endpoint_sequence_naks_sent_total", "PSN sequence error NAKs sent by the endpoint's QPs, those destroyed included.", "endpoint"),
 	}
 }
 
@@ -88,7 +93,7 @@ func (c *RoCECollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.packets, c.bytes, c.retransmits, c.timeouts, c.rnrNaks, c.naks, c.icrc, c.dropped,
 		c.duplicates, c.outOfSeq, c.stale, c.cqDepth, c.sendBufs, c.sendBufsInUse, c.state,
-		c.frames, c.rxDropped, c.rnrSilent,
+		c.frames, c.rxDropped, c.rnrSilent, c.epRNRNaks, c.epRNRSilent, c.epSeqNaks,
 	} {
 		ch <- d
 	}
@@ -109,6 +114,9 @@ func (c *RoCECollector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.rxDropped, es.Unsupported, ep, "unsupported")
 		counter(c.rxDropped, es.TooManyVLANs, ep, "too_many_vlans")
 		counter(c.rxDropped, es.NotRoCE, ep, "not_roce")
+		counter(c.epRNRNaks, es.RNRNaksSent, ep)
+		counter(c.epRNRSilent, es.RNRSilentDrops, ep)
+		counter(c.epSeqNaks, es.SequenceNaksSent, ep)
 		e.eachQ(func(s roce.QPStats) {
 			qpn := strconv.FormatUint(uint64(s.QPN), 10)
 			counter(c.packets, s.TxPackets, ep, qpn, "tx")

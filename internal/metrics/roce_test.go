@@ -32,7 +32,8 @@ func TestRoCECollector(t *testing.T) {
 		addr: "10.0.0.2",
 		stats: func() roce.EndpointStats {
 			return roce.EndpointStats{RxFrames: 100, TxFrames: 101, ICRCErrors: 102, Malformed: 103, NotLocal: 104,
-				NoQP: 105, Unsupported: 106, TooManyVLANs: 107, NotRoCE: 108, GSIReceived: 109, GSISent: 110, TxBusy: 111}
+				NoQP: 105, Unsupported: 106, TooManyVLANs: 107, NotRoCE: 108, GSIReceived: 109, GSISent: 110, TxBusy: 111,
+				RNRNaksSent: 112, RNRSilentDrops: 113, SequenceNaksSent: 114}
 		},
 		eachQ: func(f func(roce.QPStats)) { f(q) },
 		session: func(qpn uint32) session.Stats {
@@ -58,6 +59,12 @@ cephdpdkd_roce_duplicate_requests_total{endpoint="10.0.0.2",qpn="17"} 20
 # TYPE cephdpdkd_roce_endpoint_frames_total counter
 cephdpdkd_roce_endpoint_frames_total{direction="rx",endpoint="10.0.0.2"} 100
 cephdpdkd_roce_endpoint_frames_total{direction="tx",endpoint="10.0.0.2"} 101
+# HELP cephdpdkd_roce_endpoint_rnr_naks_sent_total RNR NAKs sent by the endpoint's QPs, those destroyed included.
+# TYPE cephdpdkd_roce_endpoint_rnr_naks_sent_total counter
+cephdpdkd_roce_endpoint_rnr_naks_sent_total{endpoint="10.0.0.2"} 112
+# HELP cephdpdkd_roce_endpoint_rnr_silent_drops_total Requests the endpoint's QPs dropped unanswered because no receive was posted, those destroyed included.
+# TYPE cephdpdkd_roce_endpoint_rnr_silent_drops_total counter
+cephdpdkd_roce_endpoint_rnr_silent_drops_total{endpoint="10.0.0.2"} 113
 # HELP cephdpdkd_roce_endpoint_rx_dropped_total Received frames the endpoint dropped, by reason.
 # TYPE cephdpdkd_roce_endpoint_rx_dropped_total counter
 cephdpdkd_roce_endpoint_rx_dropped_total{endpoint="10.0.0.2",reason="icrc"} 102
@@ -67,6 +74,9 @@ cephdpdkd_roce_endpoint_rx_dropped_total{endpoint="10.0.0.2",reason="not_local"}
 cephdpdkd_roce_endpoint_rx_dropped_total{endpoint="10.0.0.2",reason="not_roce"} 108
 cephdpdkd_roce_endpoint_rx_dropped_total{endpoint="10.0.0.2",reason="too_many_vlans"} 107
 cephdpdkd_roce_endpoint_rx_dropped_total{endpoint="10.0.0.2",reason="unsupported"} 106
+# HELP cephdpdkd_roce_endpoint_sequence_naks_sent_total PSN sequence error NAKs sent by the endpoint's QPs, those destroyed included.
+# TYPE cephdpdkd_roce_endpoint_sequence_naks_sent_total counter
+cephdpdkd_roce_endpoint_sequence_naks_sent_total{endpoint="10.0.0.2"} 114
 # HELP cephdpdkd_roce_icrc_errors_total Frames for the QP dropped for a bad ICRC.
 # TYPE cephdpdkd_roce_icrc_errors_total counter
 cephdpdkd_roce_icrc_errors_total{endpoint="10.0.0.2",qpn="17"} 18
@@ -202,6 +212,9 @@ func TestRoCECollectorsLive(t *testing.T) {
 		es := e.Stats()
 		check("cephdpdkd_roce_endpoint_frames_total", map[string]string{"endpoint": ep, "direction": "rx"}, float64(es.RxFrames))
 		check("cephdpdkd_roce_endpoint_frames_total", map[string]string{"endpoint": ep, "direction": "tx"}, float64(es.TxFrames))
+		check("cephdpdkd_roce_endpoint_sequence_naks_sent_total", map[string]string{"endpoint": ep}, float64(es.SequenceNaksSent))
+		check("cephdpdkd_roce_endpoint_rnr_silent_drops_total", map[string]string{"endpoint": ep}, float64(es.RNRSilentDrops))
+		check("cephdpdkd_roce_endpoint_rnr_naks_sent_total", map[string]string{"endpoint": ep}, float64(es.RNRNaksSent))
 		qps := 0
 		e.EachQPStats(func(s roce.QPStats) {
 			qps++
@@ -255,6 +268,10 @@ func TestRoCECollectorsLive(t *testing.T) {
 	if len(qpns) != 0 {
 		t.Errorf("client QPs exported after the disconnect: %v", qpns)
 	}
+	// The endpoint's sums of its QPs' counters stay.
+	es := p.cli.Stats()
+	check("cephdpdkd_roce_endpoint_sequence_naks_sent_total", map[string]string{"endpoint": cli}, float64(es.SequenceNaksSent))
+	check("cephdpdkd_roce_endpoint_rnr_naks_sent_total", map[string]string{"endpoint": cli}, float64(es.RNRNaksSent))
 }
 
 // The send-buffer gauges of QPs with sessions come from the sessions'
