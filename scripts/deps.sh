@@ -15,7 +15,7 @@ need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 for p in dpdk dpdk-dev libdpdk-dev pkg-config iproute2 ethtool gcc libc6-dev curl git tshark \
 	ceph-mon ceph-osd ceph-common socat iputils-ping prometheus \
-	qemu-system-x86 mmdebstrap zstd cpio; do
+	qemu-system-x86 mmdebstrap zstd cpio nftables; do
 	have_pkg "$p" || need+=("$p")
 done
 if ((${#need[@]})); then

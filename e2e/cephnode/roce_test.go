@@ -48,79 +48,13 @@ func TestCephOverRoCE(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 
-	br := rxeguest.NewBridge(t, netip.MustParsePrefix(roceBridgeIP+"/24"))
-	hostIf, err := br.AddVeth(t)
-	if err != nil {
-		t.Fatal(err)
-	}
-	node := testenv.NewNetNS(t)
-	ifname := "cddr" + node.Name[len(node.Name)-6:]
-	metricsAddr := freePort(t)
-	cfgPath := filepath.Join(t.TempDir(), "roce-node.yaml")
-	writeFile(t, cfgPath, fmt.Sprintf(`
-eal: {lcores: "0-1", no_huge: true, memory_mb: 1024, file_prefix: cdd-e2e-roce-%[1]s}
-port:
-  name: rnode
-  device: "net_af_packet1,iface=%[2]s,blocksz=4096,framesz=2048,framecnt=2048"
-services:
-  - {name: mon, ring_size: 1024, priority: 200, consumer: {type: kernel}}
-  - {name: osd, ring_size: 2048, priority: 100, consumer: {type: kernel}}
-  - {name: roce, ring_size: 4096, consumer: {type: roce}}
-  - {name: other, ring_size: 1024, priority: 150, consumer: {type: kernel}}
-default_service: other
-rules:
-  - {service: mon, protocol: tcp, dst_ports: [3300, 6789]}
-  - {service: mon, protocol: tcp, src_ports: [3300, 6789]}
-  - {service: osd, protocol: tcp, dst_ports: ["6800-7568"]}
-  - {service: osd, protocol: tcp, src_ports: ["6800-7568"]}
-kernel: {interface: %[3]s, netns: %[4]s, addresses: [%[5]s/24]}
-roce:
-  service: roce
-  address: %[5]s
-  send_buffers: 32
-  recv_buffers: 64
-  max_sessions: 16
-  memory_mb: 256
-  bridge: {}
-metrics: {listen: "%[6]s"}
-shutdown: {drain_timeout: 1s}
-`, node.Name[len(node.Name)-6:], hostIf, ifname, node.Name, roceNodeIP, metricsAddr))
-	d := startDaemon(t, buildDaemon(t), cfgPath, metricsAddr)
-	logf("daemon up: net_af_packet on %s (bridge %s), kernel interface %s in %s", hostIf, br.NS, ifname, node.Name)
-
-	cl := cephcluster.Start(t, cephcluster.Options{NetNS: node.Name, IP: netip.MustParseAddr(roceNodeIP)})
-	logf("cluster up on %s in the node namespace, daemons on TCP", roceNodeIP)
-
-	g, err := rxeguest.Boot(ctx, t, br, "c1", netip.MustParsePrefix(roceGuestIP+"/24"), rxeguest.WithCeph())
-	if err != nil {
-		t.Fatal(err)
-	}
-	conf, err := rxeguest.CephClientFromFiles(cl.ConfPath(), cl.KeyringPath(), rxeguest.CephRDMA)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := g.SetupCeph(ctx, conf); err != nil {
-		t.Fatal(err)
-	}
-	logf("guest c1 (%s) up with the rdma_cm client conf", roceGuestIP)
-	// netState is what the guest and the node's side of the link say of
-	// a failure: the guest's rxe counters, neighbours and links, and the
-	// node namespace's kernel interface and neighbours (did the kernel
-	// answer the guest's ARP?).
-	netState := func() string {
-		return "guest:\n" + guestNetState(ctx, g) + "node namespace:\n" + nsNetState(node.Name, ifname) + "bridge namespace:\n" + nsNetState(br.NS, "")
-	}
+	rn := startRoCENode(ctx, t, logf)
+	d, cl, g, br, node := rn.d, rn.cl, rn.g, rn.br, rn.node
+	netState := rn.netState
 
 	rados := func(args ...string) string {
 		t.Helper()
-		start := time.Now()
-		out, code, err := g.Rados(ctx, args...)
-		if err != nil || code != 0 {
-			tailLog, _, _ := g.Run(ctx, "tail -n 30 /tmp/ceph/log/*.log")
-			t.Fatalf("guest: rados %s: exit %d, %v\n%s\nclient log:\n%s\nnetwork:\n%s\ndaemon log:\n%s\ndaemon's metrics:\n%s", strings.Join(args, " "), code, err, out, tailLog, netState(), tail(d.Log()), failureMetrics(d))
-		}
-		logf("guest: rados %s: %.2f s", strings.Join(args, " "), time.Since(start).Seconds())
-		return out
+		return rn.rados(t, logf, args...)
 	}
 
 	if out := rados("lspools"); !strings.Contains(out, cl.Pool()) {
@@ -283,6 +217,104 @@ shutdown: {drain_timeout: 1s}
 		t.Fatalf("stop: %v\n%s", err, tail(log))
 	}
 	logf("daemon stopped: all mbufs returned")
+}
+
+// roceNode is a real Ceph cluster (mon and memstore OSD on TCP) in the
+// node namespace behind cephdpdkd, whose DPDK port (net_af_packet on a
+// veth) sits on a bridge with a Soft-RoCE guest configured as a Ceph
+// client in rdma_cm mode: the RoCE tests' common ground.
+type roceNode struct {
+	d      *daemonProc
+	cl     *cephcluster.Cluster
+	g      *rxeguest.Guest
+	br     *rxeguest.Bridge
+	node   *testenv.NetNS
+	ifname string
+	ctx    context.Context
+}
+
+func startRoCENode(ctx context.Context, t *testing.T, logf func(string, ...any)) *roceNode {
+	t.Helper()
+	br := rxeguest.NewBridge(t, netip.MustParsePrefix(roceBridgeIP+"/24"))
+	hostIf, err := br.AddVeth(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := testenv.NewNetNS(t)
+	ifname := "cddr" + node.Name[len(node.Name)-6:]
+	metricsAddr := freePort(t)
+	cfgPath := filepath.Join(t.TempDir(), "roce-node.yaml")
+	writeFile(t, cfgPath, fmt.Sprintf(`
+eal: {lcores: "0-1", no_huge: true, memory_mb: 1024, file_prefix: cdd-e2e-roce-%[1]s}
+port:
+  name: rnode
+  device: "net_af_packet1,iface=%[2]s,blocksz=4096,framesz=2048,framecnt=2048"
+services:
+  - {name: mon, ring_size: 1024, priority: 200, consumer: {type: kernel}}
+  - {name: osd, ring_size: 2048, priority: 100, consumer: {type: kernel}}
+  - {name: roce, ring_size: 4096, consumer: {type: roce}}
+  - {name: other, ring_size: 1024, priority: 150, consumer: {type: kernel}}
+default_service: other
+rules:
+  - {service: mon, protocol: tcp, dst_ports: [3300, 6789]}
+  - {service: mon, protocol: tcp, src_ports: [3300, 6789]}
+  - {service: osd, protocol: tcp, dst_ports: ["6800-7568"]}
+  - {service: osd, protocol: tcp, src_ports: ["6800-7568"]}
+kernel: {interface: %[3]s, netns: %[4]s, addresses: [%[5]s/24]}
+roce:
+  service: roce
+  address: %[5]s
+  send_buffers: 32
+  recv_buffers: 64
+  max_sessions: 16
+  memory_mb: 256
+  bridge: {}
+metrics: {listen: "%[6]s"}
+shutdown: {drain_timeout: 1s}
+`, node.Name[len(node.Name)-6:], hostIf, ifname, node.Name, roceNodeIP, metricsAddr))
+	d := startDaemon(t, buildDaemon(t), cfgPath, metricsAddr)
+	logf("daemon up: net_af_packet on %s (bridge %s), kernel interface %s in %s", hostIf, br.NS, ifname, node.Name)
+
+	cl := cephcluster.Start(t, cephcluster.Options{NetNS: node.Name, IP: netip.MustParseAddr(roceNodeIP)})
+	logf("cluster up on %s in the node namespace, daemons on TCP", roceNodeIP)
+
+	g, err := rxeguest.Boot(ctx, t, br, "c1", netip.MustParsePrefix(roceGuestIP+"/24"), rxeguest.WithCeph())
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf, err := rxeguest.CephClientFromFiles(cl.ConfPath(), cl.KeyringPath(), rxeguest.CephRDMA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.SetupCeph(ctx, conf); err != nil {
+		t.Fatal(err)
+	}
+	logf("guest c1 (%s) up with the rdma_cm client conf", roceGuestIP)
+	return &roceNode{d: d, cl: cl, g: g, br: br, node: node, ifname: ifname, ctx: ctx}
+}
+
+// netState is what the guest and the node's side of the link say of a
+// failure: the guest's rxe counters, neighbours and links, and the node
+// namespace's kernel interface and neighbours (did the kernel answer the
+// guest's ARP?).
+func (rn *roceNode) netState() string {
+	return "guest:\n" + guestNetState(rn.ctx, rn.g) + "node namespace:\n" + nsNetState(rn.node.Name, rn.ifname) +
+		"bridge namespace:\n" + nsNetState(rn.br.NS, "")
+}
+
+// rados runs Debian's rados in the guest and fails the test, with the
+// client's log, both sides' network state and the daemon's, if it fails.
+func (rn *roceNode) rados(t *testing.T, logf func(string, ...any), args ...string) string {
+	t.Helper()
+	start := time.Now()
+	out, code, err := rn.g.Rados(rn.ctx, args...)
+	if err != nil || code != 0 {
+		tailLog, _, _ := rn.g.Run(rn.ctx, "tail -n 30 /tmp/ceph/log/*.log")
+		t.Fatalf("guest: rados %s: exit %d, %v\n%s\nclient log:\n%s\nnetwork:\n%s\ndaemon log:\n%s\ndaemon's metrics:\n%s",
+			strings.Join(args, " "), code, err, out, tailLog, rn.netState(), tail(rn.d.Log()), failureMetrics(rn.d))
+	}
+	logf("guest: rados %s: %.2f s", strings.Join(args, " "), time.Since(start).Seconds())
+	return out
 }
 
 // waitMetric polls the daemon's metrics until name satisfies ok.
