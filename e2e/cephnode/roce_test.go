@@ -290,6 +290,22 @@ shutdown: {drain_timeout: 1s}
 		t.Fatal(err)
 	}
 	logf("guest c1 (%s) up with the rdma_cm client conf", roceGuestIP)
+	// The guest's kernel traces its neighbour entries and every ARP frame
+	// it queues, sends or frees, for a failure report: RoCE traffic never
+	// confirms a neighbour, so the guest probes the node every half
+	// minute or so, and a probe that goes unanswered cuts the client off.
+	for _, c := range []string{"mount -t tracefs nodev /sys/kernel/tracing",
+		"echo 1 > /sys/kernel/tracing/events/neigh/enable",
+		"echo 'protocol == 2054' > /sys/kernel/tracing/events/skb/kfree_skb/filter",
+		"echo 1 > /sys/kernel/tracing/events/skb/kfree_skb/enable",
+		"echo 'len == 42' > /sys/kernel/tracing/events/net/net_dev_queue/filter",
+		"echo 1 > /sys/kernel/tracing/events/net/net_dev_queue/enable",
+		"echo 'protocol == 2054' > /sys/kernel/tracing/events/net/net_dev_start_xmit/filter",
+		"echo 1 > /sys/kernel/tracing/events/net/net_dev_start_xmit/enable"} {
+		if out, code, err := g.Run(ctx, c); err != nil || code != 0 {
+			t.Fatalf("guest: %s: exit %d, %v\n%s", c, code, err, out)
+		}
+	}
 	return &roceNode{d: d, cl: cl, g: g, br: br, node: node, ifname: ifname, ctx: ctx}
 }
 
@@ -396,10 +412,14 @@ func nsNetState(ns, dev string) string {
 // its neighbour table with probe counts, its interfaces' counters, the
 // neighbour cache's statistics (unresolved discards), eth0's qdisc (a
 // backlog that does not drain is a transmit queue that stopped), its
-// transmit timeouts and the kernel's last messages.
+// transmit timeouts, the kernel's last messages, its clock (uptime
+// against the test's own time), and the last of its neighbour and ARP
+// trace (startRoCENode turns it on).
 func guestNetState(ctx context.Context, g *rxeguest.Guest) string {
 	out, _, err := g.Run(ctx, "grep -H . /sys/class/infiniband/*/ports/1/hw_counters/* | sed 's|.*/||' | grep -v ':0$'; ip -s neigh; ip -s link; cat /proc/net/stat/arp_cache; "+
-		"/usr/sbin/tc -s qdisc show dev eth0; echo tx_timeout $(cat /sys/class/net/eth0/queues/tx-0/tx_timeout); dmesg | tail -n 20")
+		"/usr/sbin/tc -s qdisc show dev eth0; echo tx_timeout $(cat /sys/class/net/eth0/queues/tx-0/tx_timeout); dmesg | tail -n 20; "+
+		"echo uptime $(cat /proc/uptime) clocksource $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource); "+
+		"grep -v '^#' /sys/kernel/tracing/trace | tail -n 60")
 	if err != nil {
 		return err.Error()
 	}
