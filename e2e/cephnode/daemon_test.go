@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -48,10 +49,27 @@ func startDaemon(t *testing.T, bin, cfg, metricsAddr string) *daemonProc {
 	t.Helper()
 	d := &daemonProc{t: t, metrics: "http://" + metricsAddr + "/metrics", exited: make(chan struct{})}
 	d.cmd = exec.Command(bin, "run", "--config", cfg, "--status=off")
-	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Pdeathsig: a test binary killed by its timeout (or by hand) must not
+	// leave a poll loop spinning behind it.
+	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	pr, pw := io.Pipe()
 	d.cmd.Stdout, d.cmd.Stderr = pw, pw
-	if err := d.cmd.Start(); err != nil {
+	started := make(chan error, 1)
+	go func() {
+		// Pdeathsig fires when the thread that forked the daemon exits,
+		// not the process: keep this thread, locked, for the daemon's life.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := d.cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		d.waitErr = d.cmd.Wait()
+		pw.Close()
+		close(d.exited)
+	}()
+	if err := <-started; err != nil {
 		t.Fatal(err)
 	}
 	ready := make(chan struct{})
@@ -67,11 +85,6 @@ func startDaemon(t *testing.T, bin, cfg, metricsAddr string) *daemonProc {
 				sent = true
 			}
 		}
-	}()
-	go func() {
-		d.waitErr = d.cmd.Wait()
-		pw.Close()
-		close(d.exited)
 	}()
 	t.Cleanup(func() {
 		select {
