@@ -101,6 +101,17 @@ func startDaemon(t *testing.T, bin, cfg, metricsAddr string) *daemonProc {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("cephdpdkd did not start in 30 s:\n%s", d.Log())
 	}
+	// The metrics server may come up a moment after the poll loop: a test
+	// that scrapes at once must not read a refused connection as a fault.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		_, err := d.Metrics()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("cephdpdkd's metrics did not answer in 30 s: %v\n%s", err, d.Log())
+		}
+	}
 	return d
 }
 
@@ -125,7 +136,8 @@ func (d *daemonProc) Stop(timeout time.Duration) (string, error) {
 	return d.Log(), d.waitErr
 }
 
-// Metrics scrapes the daemon: "name{label=value,...}" → value.
+// Metrics scrapes the daemon: "name{label=value,...}" → value, for the
+// cephdpdkd_ series and process_open_fds and go_goroutines.
 func (d *daemonProc) Metrics() (map[string]float64, error) {
 	c := http.Client{Timeout: 5 * time.Second}
 	resp, err := c.Get(d.metrics)
@@ -140,7 +152,9 @@ func (d *daemonProc) Metrics() (map[string]float64, error) {
 	}
 	out := map[string]float64{}
 	for name, f := range fams {
-		if !strings.HasPrefix(name, "cephdpdkd_") {
+		// The daemon's own series, and the process's fds and goroutines
+		// (leak checks).
+		if !strings.HasPrefix(name, "cephdpdkd_") && name != "process_open_fds" && name != "go_goroutines" {
 			continue
 		}
 		for _, m := range f.Metric {

@@ -124,17 +124,20 @@ func TestCephOverRoCE(t *testing.T) {
 	}
 	bg.Wait(ctx)
 
-	// A Ceph daemon that stalls: the OSD is stopped for 4 s in the middle
-	// of a 64 MiB put, written as one op (-b) so that the client has more
+	// A Ceph daemon that stalls: the OSD is stopped in the middle of a
+	// 64 MiB put, written as one op (-b) so that the client has more
 	// in flight than the bridge and the OSD's socket buffer take (rados
 	// put's default is 4 MiB ops, each waiting for its reply). The
 	// bridge's TCP writer blocks, its chunks and the
 	// connection's receive buffers fill, and the client's SENDs that find
 	// none are dropped unanswered (never an RNR NAK); once the OSD reads
 	// again, a sequence NAK (or the client's own timer) has them resent,
-	// and the object arrives whole. The endpoint's counters must show
-	// both the drops and the sequence NAKs: without them the stall did
-	// not test backpressure.
+	// and the object arrives whole. How long the stall must last for the
+	// client to feel it depends on how fast the client writes (a TCG guest
+	// on a loaded machine fills the socket buffer slowly), so the OSD stays
+	// stopped until the first SEND is dropped, plus a second, and at most
+	// a minute. The endpoint's counters must show both the drops and the
+	// sequence NAKs: without them the stall did not test backpressure.
 	osd := cl.OSDPid()
 	if osd == 0 {
 		t.Fatal("no OSD running")
@@ -148,7 +151,7 @@ func TestCephOverRoCE(t *testing.T) {
 	// The connection's QP goes with its counters; the endpoint's sums of
 	// them stay, and their change over the stall is the stall's.
 	resp0 := endpointResponder(t, d)
-	const stalledObj, stallFor = "roce-67108864", 4 * time.Second
+	const stalledObj, maxStall = "roce-67108864", time.Minute
 	putStart := time.Now()
 	stalledPut, err := g.Start(fmt.Sprintf("rados -p %s -b %d put stalled /mnt/host/%s", cl.Pool(), 64<<20, stalledObj))
 	if err != nil {
@@ -161,10 +164,15 @@ func TestCephOverRoCE(t *testing.T) {
 	if err := syscall.Kill(osd, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(stallFor)
+	stallStart := time.Now()
+	for time.Since(stallStart) < maxStall && endpointResponder(t, d).silentDrops == resp0.silentDrops {
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(time.Second)
 	if err := syscall.Kill(osd, syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
+	stallFor := time.Since(stallStart).Round(100 * time.Millisecond)
 	logf("the OSD was stopped for %v in the middle of a 64 MiB put", stallFor)
 	if code, err := stalledPut.Wait(ctx); err != nil || code != 0 {
 		out, _ := stalledPut.Output(ctx)
@@ -231,6 +239,8 @@ type roceNode struct {
 	node   *testenv.NetNS
 	ifname string
 	ctx    context.Context
+
+	bin, cfgPath, metricsAddr string // to start the daemon again
 }
 
 func startRoCENode(ctx context.Context, t *testing.T, logf func(string, ...any)) *roceNode {
@@ -272,7 +282,8 @@ roce:
 metrics: {listen: "%[6]s"}
 shutdown: {drain_timeout: 1s}
 `, node.Name[len(node.Name)-6:], hostIf, ifname, node.Name, roceNodeIP, metricsAddr))
-	d := startDaemon(t, buildDaemon(t), cfgPath, metricsAddr)
+	bin := buildDaemon(t)
+	d := startDaemon(t, bin, cfgPath, metricsAddr)
 	logf("daemon up: net_af_packet on %s (bridge %s), kernel interface %s in %s", hostIf, br.NS, ifname, node.Name)
 
 	cl := cephcluster.Start(t, cephcluster.Options{NetNS: node.Name, IP: netip.MustParseAddr(roceNodeIP)})
@@ -306,7 +317,8 @@ shutdown: {drain_timeout: 1s}
 			t.Fatalf("guest: %s: exit %d, %v\n%s", c, code, err, out)
 		}
 	}
-	return &roceNode{d: d, cl: cl, g: g, br: br, node: node, ifname: ifname, ctx: ctx}
+	return &roceNode{d: d, cl: cl, g: g, br: br, node: node, ifname: ifname, ctx: ctx,
+		bin: bin, cfgPath: cfgPath, metricsAddr: metricsAddr}
 }
 
 // netState is what the guest and the node's side of the link say of a
