@@ -1,0 +1,209 @@
+package cephnode
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv/rxeguest"
+)
+
+// putLoop is a Soft-RoCE client writing objects of known content, one
+// rados process each, so that a put's exit status is the client's
+// acknowledgement of that object. A put stuck across a fault is bounded
+// (90 s): Ceph's client retries its op on a new connection, but one that
+// never returned would hang the test.
+type putLoop struct {
+	t      *testing.T
+	rn     *roceNode
+	prefix string
+	sums   [][32]byte // by object number, from 1
+	acked  string     // the guest's log of acknowledgements, "ok N" or "fail N"
+	proc   *rxeguest.BackgroundCmd
+}
+
+func startPutLoop(t *testing.T, rn *roceNode, prefix string, objects, size int) *putLoop {
+	t.Helper()
+	p := &putLoop{t: t, rn: rn, prefix: prefix, sums: make([][32]byte, objects+1),
+		acked: filepath.Join(rn.g.ShareDir(), prefix+"-acked")}
+	for i := 1; i <= objects; i++ {
+		b := make([]byte, size)
+		rand.Read(b)
+		p.sums[i] = sha256.Sum256(b)
+		if err := os.WriteFile(filepath.Join(rn.g.ShareDir(), fmt.Sprintf("%s%d", prefix, i)), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var err error
+	p.proc, err = rn.g.Start(fmt.Sprintf("for i in $(seq 1 %[1]d); do if timeout 90 rados -p %[2]s put %[3]s$i /mnt/host/%[3]s$i; then echo ok $i; else echo fail $i; fi >> /mnt/host/%[3]s-acked; done",
+		objects, rn.cl.Pool(), prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// state returns the acknowledged and failed puts so far, and the last
+// line of the log.
+func (p *putLoop) state() (ok []int, failed int, last string) {
+	b, _ := os.ReadFile(p.acked)
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if n, found := strings.CutPrefix(l, "ok "); found {
+			i, _ := strconv.Atoi(n)
+			ok = append(ok, i)
+		} else if strings.HasPrefix(l, "fail ") {
+			failed++
+		}
+		last = l
+	}
+	return ok, failed, last
+}
+
+// waitAcked waits until at least n puts are acknowledged.
+func (p *putLoop) waitAcked(ctx context.Context, n int, within time.Duration) {
+	p.t.Helper()
+	for deadline := time.Now().Add(within); ; time.Sleep(500 * time.Millisecond) {
+		if ok, _, _ := p.state(); len(ok) >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			out, _ := p.proc.Output(ctx)
+			p.t.Fatalf("%s: fewer than %d puts acknowledged in %v:\n%s", p.prefix, n, within, out)
+		}
+	}
+}
+
+// finish waits for the loop to end and checks that the client recovered
+// from the fault (the last put, and one after okAtFault, succeeded) and
+// that every acknowledged object reads back byte-identical through a TCP
+// client.
+func (p *putLoop) finish(ctx context.Context, logf func(string, ...any), okAtFault int) {
+	t := p.t
+	t.Helper()
+	if code, err := p.proc.Wait(ctx); err != nil || code != 0 {
+		t.Fatalf("%s: the writer: exit %d, %v", p.prefix, code, err)
+	}
+	ok, failed, last := p.state()
+	logf("%s: the client acknowledged %d of %d puts, %d failed across the fault; the last: %q", p.prefix, len(ok), len(p.sums)-1, failed, last)
+	if !strings.HasPrefix(last, "ok ") {
+		t.Errorf("%s: the last put failed (%q): the client did not recover\n%s", p.prefix, last, p.rn.netState())
+	}
+	if len(ok) <= okAtFault {
+		t.Errorf("%s: no put succeeded after the fault (%d acknowledged at the fault, %d at the end)", p.prefix, okAtFault, len(ok))
+	}
+	dir := t.TempDir()
+	for _, i := range ok {
+		name := fmt.Sprintf("%s%d", p.prefix, i)
+		out := filepath.Join(dir, name)
+		if b, err := p.rn.cl.Command(ctx, p.rn.br.NS, "rados", "-p", p.rn.cl.Pool(), "get", name, out).CombinedOutput(); err != nil {
+			t.Fatalf("acknowledged object %s: TCP get: %v\n%s", name, err, b)
+		}
+		if got, _ := os.ReadFile(out); sha256.Sum256(got) != p.sums[i] {
+			t.Errorf("acknowledged object %s reads back differently", name)
+		}
+	}
+	logf("%s: all %d acknowledged objects read back byte-identical", p.prefix, len(ok))
+}
+
+// checkIdle checks that the daemon, its clients gone, holds nothing for
+// them: no bridged connection or QP, no RNR NAK sent, and no fd or
+// goroutine more than in base (give or take the scrape's own).
+func (rn *roceNode) checkIdle(t *testing.T, base map[string]float64) {
+	t.Helper()
+	waitMetric(t, rn.d, "cephdpdkd_roce_bridge_connections", func(v float64) bool { return v == 0 }, 60*time.Second)
+	m, err := rn.d.Metrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := countSeries(m, "cephdpdkd_roce_qp_state{"); n != 0 {
+		t.Errorf("%d QPs left after the clients exited", n)
+	}
+	if v := endpointResponder(t, rn.d).rnrNaks; v != 0 {
+		t.Errorf("the daemon sent %v RNR NAKs", v)
+	}
+	for _, k := range []string{"process_open_fds", "go_goroutines"} {
+		if v, v0 := m[k], base[k]; v > v0+2 {
+			t.Errorf("%s: %v with the clients gone, %v before they connected", k, v, v0)
+		}
+	}
+}
+
+// TestCephOverRoCEFaults: a Soft-RoCE client writes objects through the
+// bridge while
+//   - the daemon is killed (SIGKILL) and started again, as systemd would:
+//     the client's connections die with it, and it reconnects to the new
+//     one;
+//   - the OSD is stopped cleanly and started again: the bridge's TCP side
+//     sees the resets, and the client's ops resume on the new OSD.
+//
+// After each, the writes succeed again and every object the client was
+// told was written reads back byte-identical; the daemon ends with no QP
+// or bridged connection, no RNR NAK, every mbuf back and no fd or
+// goroutine more than it started with.
+func TestCephOverRoCEFaults(t *testing.T) {
+	requireTools(t)
+	t0 := time.Now()
+	logf := func(format string, args ...any) {
+		t.Helper()
+		t.Logf("[%6.1fs] %s", time.Since(t0).Seconds(), fmt.Sprintf(format, args...))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	defer cancel()
+	rn := startRoCENode(ctx, t, logf)
+
+	// The daemon killed mid-write, and started again.
+	w := startPutLoop(t, rn, "dk", 16, 256<<10)
+	w.waitAcked(ctx, 3, 3*time.Minute)
+	if err := syscall.Kill(-rn.d.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-rn.d.exited
+	ok, _, _ := w.state()
+	logf("daemon killed (SIGKILL) after %d acknowledged puts", len(ok))
+	time.Sleep(2 * time.Second)
+	rn.d = startDaemon(t, rn.bin, rn.cfgPath, rn.metricsAddr)
+	base, err := rn.d.Metrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	logf("daemon started again")
+	w.finish(ctx, logf, len(ok))
+	rn.checkIdle(t, base)
+
+	// The OSD stopped mid-write, and started again.
+	w = startPutLoop(t, rn, "os", 12, 256<<10)
+	w.waitAcked(ctx, 3, 3*time.Minute)
+	reset0, _ := rn.d.Metrics()
+	if err := rn.cl.StopOSD(); err != nil {
+		t.Fatal(err)
+	}
+	ok, _, _ = w.state()
+	logf("OSD stopped after %d acknowledged puts", len(ok))
+	time.Sleep(3 * time.Second)
+	if err := rn.cl.StartOSD(ctx); err != nil {
+		t.Fatal(err)
+	}
+	logf("OSD started again")
+	w.finish(ctx, logf, len(ok))
+	rn.checkIdle(t, base)
+	m, _ := rn.d.Metrics()
+	delta := func(k string) float64 { return sum(m, k) - sum(reset0, k) }
+	logf("bridge across the OSD's restart: %v connections accepted, %v closed, %v failed on the TCP side, %v on the RoCE side",
+		delta("cephdpdkd_roce_bridge_accepted_total"), delta("cephdpdkd_roce_bridge_closed_total"),
+		sum(m, "cephdpdkd_roce_bridge_errors_total", "side=tcp")-sum(reset0, "cephdpdkd_roce_bridge_errors_total", "side=tcp"),
+		sum(m, "cephdpdkd_roce_bridge_errors_total", "side=roce")-sum(reset0, "cephdpdkd_roce_bridge_errors_total", "side=roce"))
+
+	log, err := rn.d.Stop(20 * time.Second)
+	if err != nil || !strings.Contains(log, "all mbufs returned") {
+		t.Fatalf("stop: %v\n%s", err, tail(log))
+	}
+	logf("daemon stopped: all mbufs returned")
+}
