@@ -22,6 +22,9 @@ type RoCECollector struct {
 	rnrNaks, naks, icrc, dropped, duplicates    *prometheus.Desc
 	outOfSeq, stale, cqDepth, sendBufs, state   *prometheus.Desc
 	sendBufsInUse, frames, rxDropped, rnrSilent *prometheus.Desc
+
+	// Loss recovery besides timeouts.
+	fastRetransmits, retryTimeouts *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*RoCECollector)(nil)
@@ -80,6 +83,9 @@ func newRoCECollector(eps []roceSource) *RoCECollector {
 		state:         d("qp_state", "QP state: 0 RESET, 1 INIT, 2 RTR, 3 RTS, 4 ERROR.", qp...),
 		frames:        d("endpoint_frames_total", "Frames received and transmitted by the endpoint.", "endpoint", "direction"),
 		rxDropped:     d("endpoint_rx_dropped_total", "Received frames the endpoint dropped, by reason.", "endpoint", "reason"),
+
+		fastRetransmits: d("fast_retransmits_total", "Retransmissions started before any timer: go-back-N rounds a sequence NAK or a gap in READ responses started (nak), and tail-loss probes (probe).", "endpoint", "qpn", "reason"),
+		retryTimeouts:   d("retry_timeouts_total", "Timeouts that were a whole transport timeout without progress, each spending one of the QP's retries; timeouts_total counts the adaptive timer's too.", qp...),
 	}
 }
 
@@ -89,6 +95,7 @@ func (c *RoCECollector) Describe(ch chan<- *prometheus.Desc) {
 		c.packets, c.bytes, c.retransmits, c.timeouts, c.rnrNaks, c.naks, c.icrc, c.dropped,
 		c.duplicates, c.outOfSeq, c.stale, c.cqDepth, c.sendBufs, c.sendBufsInUse, c.state,
 		c.frames, c.rxDropped, c.rnrSilent,
+		c.fastRetransmits, c.retryTimeouts,
 	} {
 		ch <- d
 	}
@@ -117,6 +124,9 @@ func (c *RoCECollector) Collect(ch chan<- prometheus.Metric) {
 			counter(c.bytes, s.RxBytes, ep, qpn, "rx")
 			counter(c.retransmits, s.Retransmits, ep, qpn)
 			counter(c.timeouts, s.Timeouts, ep, qpn)
+			counter(c.retryTimeouts, s.RetryTimeouts, ep, qpn)
+			counter(c.fastRetransmits, s.NakRetransmits, ep, qpn, "nak")
+			counter(c.fastRetransmits, s.TailProbes, ep, qpn, "probe")
 			counter(c.rnrNaks, s.RNRNaksSent, ep, qpn, "sent")
 			counter(c.rnrNaks, s.RNRNaksReceived, ep, qpn, "received")
 			counter(c.rnrSilent, s.RNRSilentDrops, ep, qpn)
