@@ -83,15 +83,18 @@ func TestGoBackNMidMessage(t *testing.T) {
 }
 
 // TestTimeoutRetransmit drops a message's last packet, which nothing
-// follows: only the retransmit timer can recover it. Nothing before it
-// was acknowledged (only the last packet asks for an ACK), so the whole
-// message goes again and the responder re-acknowledges the duplicates.
+// follows, and the ACK of its first (which asks for one, sent with
+// nothing in flight): with no RTT measured there is no tail-loss probe
+// and the adaptive timer is the transport timeout, so only that can
+// recover it. Nothing was acknowledged, so the whole message goes again
+// and the responder re-acknowledges the duplicates.
 func TestTimeoutRetransmit(t *testing.T) {
 	n := newTestNet(t, testLink(0), EndpointConfig{})
 	o := defaultQPOpts()
 	p := n.newPair(o)
 	last := wire.PSNAdd(o.psnA, 2)
 	fromA := n.capture(n.la, dropOnce(func(c *captured) bool { return c.bth.PSN == last }))
+	n.capture(n.lb, dropOnce(func(c *captured) bool { return c.bth.Opcode == wire.OpRCAck }))
 	start := n.now
 	src, dst := sendSetup(t, n, p, 3000, true)
 	checkDelivered(t, n, p, src, dst)

@@ -23,8 +23,28 @@ type requester struct {
 	retryLeft   uint8  // 7: unlimited
 	rnrLeft     uint8  // 7: unlimited
 
+	// The retransmit timer runs while PSNs are in flight (see
+	// reqTimers): rtoAt is the adaptive timeout's expiry, giveUpAt the
+	// transport timeout's, backoff the adaptive expiries since progress.
 	timerOn  bool
-	deadline time.Time
+	rtoAt    time.Time
+	giveUpAt time.Time
+	backoff  uint8
+
+	// The tail-loss probe: armed at probeAt once per silence (probeSent
+	// until the next progress); probing makes reqOutput send it.
+	probeAt   time.Time
+	probeSent bool
+	probing   bool
+
+	// One packet at a time is timed, from its first transmission to the
+	// acknowledgement that covers it; any retransmission of it cancels
+	// the sample (Karn's rule).
+	rtt      rttEstimator
+	rttOn    bool
+	rttPSN   uint32
+	rttStart time.Time
+	window   int // delay-based window in PSNs (rttEstimator.nextWindow)
 
 	rnrWait  bool
 	rnrUntil time.Time
@@ -45,7 +65,17 @@ func (s *requester) start(a *QPAttr, head uint64) {
 }
 
 func (s *requester) stop() {
-	s.timerOn, s.rnrWait, s.readsOut = false, false, 0
+	s.timerOn, s.rnrWait, s.readsOut, s.probing, s.rttOn = false, false, 0, false, false
+}
+
+// sendWindow returns how many PSNs past the oldest unacknowledged one the
+// requester may send: the delay-based window within the configured one.
+func (qp *QP) sendWindow() int {
+	w := qp.ep.cfg.MaxUnackedPSNs
+	if s := &qp.req; s.window > 0 && s.window < w {
+		return s.window
+	}
+	return w
 }
 
 // inFlight reports whether sent PSNs await acknowledgement.
@@ -91,16 +121,20 @@ func (qp *QP) setCursor(psn uint32) bool {
 // rewind starts a go-back-N retransmission from psn. Unless forced (a
 // timeout or RNR), a repeated rewind to the PSN already being resent is
 // ignored: it comes from a duplicated NAK or the same loss seen twice.
-func (qp *QP) rewind(psn uint32, force bool) {
+func (qp *QP) rewind(psn uint32, force bool) bool {
 	s := &qp.req
 	if !force && s.rewound && s.rewindPSN == psn {
-		return
+		return false
 	}
 	if !qp.setCursor(psn) {
-		return
+		return false
 	}
 	s.rewound, s.rewindPSN = true, psn
 	s.sinceAckReq = 0
+	if s.rttOn && wire.PSNCompare(psn, s.rttPSN) <= 0 {
+		s.rttOn = false // the timed packet goes again: Karn's rule
+	}
+	return true
 }
 
 // sendOpcode returns the opcode of a SEND or WRITE packet.
@@ -217,7 +251,10 @@ func (qp *QP) reqOutput(buf []byte, now time.Time) int {
 		s.txIdx++
 		s.txPkt = 0
 	}
-	window := qp.ep.cfg.MaxUnackedPSNs
+	// A tail-loss probe resends a packet already sent, window or not.
+	probe := s.probing && s.txIdx < s.started
+	s.probing = false
+	window := qp.sendWindow()
 	if s.txIdx == s.started {
 		if w.opcode == WRRDMARead && s.readsOut >= qp.attr.MaxRdAtomic {
 			return 0
@@ -234,7 +271,7 @@ func (qp *QP) reqOutput(buf []byte, now time.Time) int {
 	}
 	k := s.txPkt
 	psn := wire.PSNAdd(w.first, k)
-	if wire.PSNDiff(psn, s.unacked) >= window {
+	if !probe && wire.PSNDiff(psn, s.unacked) >= window {
 		return 0
 	}
 	off := k * mtu
@@ -258,9 +295,14 @@ func (qp *QP) reqOutput(buf []byte, now time.Time) int {
 		p.Imm = w.imm
 	}
 	// Ask for an ACK at the end of each message, every AckReqEvery
-	// packets, and when this packet fills the window: the responder
-	// acknowledges nothing else.
-	ackReq := last || s.sinceAckReq+1 >= qp.ep.cfg.AckReqEvery || wire.PSNDiff(end, s.unacked) >= window
+	// packets (every half window, when that is less, to keep a small
+	// window moving), when this packet fills the window, and on a probe:
+	// the responder acknowledges nothing else. The first packet sent
+	// with nothing in flight asks too: timed, it measures the path with
+	// no queue of ours on it (the base RTT the window needs), and early.
+	every := min(qp.ep.cfg.AckReqEvery, max(1, window/2))
+	fromIdle := !s.inFlight()
+	ackReq := probe || last || fromIdle || s.sinceAckReq+1 >= every || wire.PSNDiff(end, s.unacked) >= window
 	p.BTH = wire.BTH{
 		Opcode: op, SE: last && w.flags&SendSolicited != 0, PKey: wire.DefaultPKey,
 		DestQP: qp.attr.DestQPN, AckReq: ackReq, PSN: psn,
@@ -278,6 +320,16 @@ func (qp *QP) reqOutput(buf []byte, now time.Time) int {
 	}
 	if wire.PSNCompare(psn, s.hiPSN) < 0 {
 		qp.cnt.retransmits.Add(1)
+		if s.rttOn && wire.PSNCompare(psn, s.rttPSN) <= 0 && wire.PSNCompare(s.rttPSN, end) < 0 {
+			s.rttOn = false // Karn's rule
+		}
+	} else {
+		if ackReq && !s.rttOn {
+			s.rttOn, s.rttPSN, s.rttStart = true, psn, now
+		}
+		if !s.probeSent {
+			s.probeAt = now.Add(s.rtt.pto())
+		}
 	}
 	if wire.PSNCompare(end, s.hiPSN) > 0 {
 		s.hiPSN = end
@@ -289,7 +341,10 @@ func (qp *QP) reqOutput(buf []byte, now time.Time) int {
 		s.txPkt++
 	}
 	if !s.timerOn && qp.timeout > 0 {
-		s.timerOn, s.deadline = true, now.Add(qp.timeout)
+		s.timerOn, s.backoff = true, 0
+		s.giveUpAt = now.Add(qp.timeout)
+		s.rtoAt = now.Add(s.rtt.rto(0, qp.timeout))
+		s.probeAt, s.probeSent = now.Add(s.rtt.pto()), false
 	}
 	return n
 }
@@ -359,8 +414,12 @@ func (qp *QP) reqInput(p *wire.Packet, now time.Time) {
 			if s.retryLeft != 7 {
 				s.retryLeft--
 			}
-			// unacked is psn unless a READ before it is missing data.
-			qp.rewind(s.unacked, false)
+			// The NAK acknowledged everything before psn, so unacked is
+			// psn unless a READ before it is missing data: go back N
+			// from there, not from where the timer would.
+			if qp.rewind(s.unacked, false) {
+				qp.cnt.nakRetransmits.Add(1)
+			}
 			return
 		}
 		st := WCBadRespErr
@@ -411,7 +470,9 @@ func (qp *QP) retire(psn uint32) {
 				// responder answered it and responses were lost.
 				if wire.PSNCompare(psn, w.first) >= 0 {
 					s.unacked = got
-					qp.rewind(got, false)
+					if qp.rewind(got, false) {
+						qp.cnt.nakRetransmits.Add(1)
+					}
 				}
 				return
 			}
@@ -424,7 +485,8 @@ func (qp *QP) retire(psn uint32) {
 
 // progress runs after acknowledgements moved unacked forward: it refills
 // the retry counters, ends a finished go-back-N, skips the cursor past
-// what is now acknowledged, and restarts or stops the retransmit timer.
+// what is now acknowledged, takes the RTT sample if the timed packet is
+// covered, and restarts or stops the retransmit timer.
 func (qp *QP) progress(now time.Time) {
 	s := &qp.req
 	s.retryLeft, s.rnrLeft = qp.attr.RetryCnt, qp.attr.RNRRetry
@@ -434,8 +496,18 @@ func (qp *QP) progress(now time.Time) {
 	if wire.PSNCompare(qp.cursorPSN(), s.unacked) < 0 {
 		qp.setCursor(s.unacked)
 	}
+	if s.rttOn && wire.PSNCompare(s.unacked, s.rttPSN) > 0 {
+		s.rttOn = false
+		r := now.Sub(s.rttStart)
+		s.rtt.sample(r, now)
+		s.window = s.rtt.nextWindow(qp.sendWindow(), r, qp.ep.cfg.MaxUnackedPSNs)
+	}
+	s.backoff, s.probeSent = 0, false
 	if s.inFlight() && qp.timeout > 0 && !s.rnrWait {
-		s.timerOn, s.deadline = true, now.Add(qp.timeout)
+		s.timerOn = true
+		s.giveUpAt = now.Add(qp.timeout)
+		s.rtoAt = now.Add(s.rtt.rto(0, qp.timeout))
+		s.probeAt = now.Add(s.rtt.pto())
 	} else {
 		s.timerOn = false
 	}
@@ -468,7 +540,9 @@ func (qp *QP) readResponse(p *wire.Packet, now time.Time) {
 		return
 	case d > 0:
 		// Responses were lost: ask again for the rest.
-		qp.rewind(expect, false)
+		if qp.rewind(expect, false) {
+			qp.cnt.nakRetransmits.Add(1)
+		}
 		return
 	}
 	op := p.BTH.Opcode
@@ -499,7 +573,29 @@ func (qp *QP) readResponse(p *wire.Packet, now time.Time) {
 	qp.progress(now)
 }
 
-// reqTimers runs the RNR wait and the retransmit timer.
+// reqTimers runs the RNR wait, the retransmit timer and the tail-loss
+// probe.
+//
+// Two clocks run while PSNs are in flight. The adaptive one (rtoAt)
+// expires after the RTO that the measured RTT gives (RFC 6298: SRTT +
+// 4·RTTVAR, at least minRTO, doubled on each consecutive expiry, at
+// most the transport timeout) and goes back N from the oldest
+// unacknowledged PSN; it spends no retry. The transport one (giveUpAt)
+// is the negotiated timeout (4.096 µs · 2^Timeout) since the last
+// progress, as before: each of its expiries goes back N too and spends
+// one of RetryCnt retries, and one with none left fails the QP. A
+// requester that hears nothing thus still gives up only after (RetryCnt
+// + 1) transport timeouts, however short its RTT made the adaptive
+// timer: a guest that stalls for hundreds of milliseconds under TCG
+// costs some early retransmissions, never its QP. Before the first RTT
+// sample the adaptive timer is the transport timeout.
+//
+// The probe: after pto (2·SRTT, at least minPTO) without progress or a
+// new packet, with everything sent, the last packet sent goes again,
+// once, with AckReq, if that comes before the adaptive timeout. A lost
+// tail is then delivered, a lost acknowledgement repeated (the responder
+// acknowledges a duplicate), and a longer lost tail NAKed, in about a
+// round trip rather than a timeout.
 func (qp *QP) reqTimers(now time.Time) {
 	s := &qp.req
 	if qp.state != QPStateRTS {
@@ -511,24 +607,74 @@ func (qp *QP) reqTimers(now time.Time) {
 		}
 		return
 	}
-	if !s.timerOn || now.Before(s.deadline) {
+	if !s.timerOn {
 		return
 	}
 	if !s.inFlight() {
 		s.timerOn = false
 		return
 	}
-	qp.cnt.timeouts.Add(1)
-	if s.retryLeft == 0 {
-		qp.reqFail(WCRetryExcErr, fmt.Errorf("roce: qp %d: no acknowledgement for psn %#x after %d retries: %w",
-			qp.qpn, s.unacked, qp.attr.RetryCnt, ErrRetryExceeded))
+	giveUp := !now.Before(s.giveUpAt)
+	if giveUp || !now.Before(s.rtoAt) {
+		qp.cnt.timeouts.Add(1)
+		if giveUp {
+			qp.cnt.retryTimeouts.Add(1)
+			if s.retryLeft == 0 {
+				qp.reqFail(WCRetryExcErr, fmt.Errorf("roce: qp %d: no acknowledgement for psn %#x after %d retries: %w",
+					qp.qpn, s.unacked, qp.attr.RetryCnt, ErrRetryExceeded))
+				return
+			}
+			if s.retryLeft != 7 {
+				s.retryLeft--
+			}
+			s.giveUpAt = now.Add(qp.timeout)
+		}
+		s.backoff = min(s.backoff+1, maxBackoff)
+		qp.rewind(s.unacked, true)
+		s.rtoAt = now.Add(s.rtt.rto(s.backoff, qp.timeout))
 		return
 	}
-	if s.retryLeft != 7 {
-		s.retryLeft--
+	if s.probeSent || !qp.probeArmed() || now.Before(s.probeAt) {
+		return
 	}
-	qp.rewind(s.unacked, true)
-	s.deadline = now.Add(qp.timeout)
+	if qp.cursorPSN() != s.hiPSN {
+		// Still sending: not a silence.
+		s.probeAt = now.Add(s.rtt.pto())
+		return
+	}
+	s.probeSent = true
+	psn := wire.PSNAdd(s.hiPSN, -1)
+	i, ok := qp.findWQE(psn)
+	if !ok {
+		return
+	}
+	if w := qp.wqe(i); w.opcode == WRRDMARead {
+		if w.readAll {
+			return
+		}
+		psn = wire.PSNAdd(w.first, w.readGot/qp.attr.PathMTU)
+	}
+	if qp.setCursor(psn) {
+		s.probing = true
+		s.sinceAckReq = 0
+		qp.cnt.tailProbes.Add(1)
+		if s.rttOn && wire.PSNCompare(psn, s.rttPSN) <= 0 {
+			s.rttOn = false
+		}
+		// Give the probe's answer a whole RTO before going back N (the
+		// transport clock is left as it is).
+		if t := now.Add(s.rtt.rto(s.backoff, qp.timeout)); t.After(s.rtoAt) {
+			s.rtoAt = t
+		}
+	}
+}
+
+// probeArmed reports whether a tail-loss probe is due at probeAt: there
+// is an RTT sample, and the probe would come before the adaptive
+// timeout.
+func (qp *QP) probeArmed() bool {
+	s := &qp.req
+	return !s.probeSent && s.rtt.pto() > 0 && s.probeAt.Before(s.rtoAt)
 }
 
 // reqDeadline returns when reqTimers next has something to do.
@@ -540,7 +686,14 @@ func (qp *QP) reqDeadline() (time.Time, bool) {
 	case s.rnrWait:
 		return s.rnrUntil, true
 	case s.timerOn:
-		return s.deadline, true
+		t := s.rtoAt
+		if s.giveUpAt.Before(t) {
+			t = s.giveUpAt
+		}
+		if qp.probeArmed() && s.probeAt.Before(t) {
+			t = s.probeAt
+		}
+		return t, true
 	}
 	return time.Time{}, false
 }

@@ -45,10 +45,15 @@ type responder struct {
 	woff    int
 
 	// One pending acknowledgement, coalescing all the ACKs and NAKs a
-	// burst of requests calls for.
-	ctl    ctlKind
-	ctlSyn uint8
-	ctlPSN uint32
+	// burst of requests calls for. ackFirst: a sequence NAK goes out
+	// after an ACK of the PSN before it (see queueNakSeq).
+	ctl      ctlKind
+	ctlSyn   uint8
+	ctlPSN   uint32
+	ackFirst bool
+
+	gotAny   bool // a request was accepted: ePSN-1 is a PSN the peer sent
+	readLast bool // the last request accepted was a READ
 
 	reads    [2 * MaxRdAtomic]readJob // new READs up to MaxDestRdAtomic, replays in the rest
 	rHead    int
@@ -60,6 +65,7 @@ func (r *responder) start(epsn uint32) {
 	r.stop()
 	r.ctl = ctlNone
 	r.ePSN, r.msn = epsn, 0
+	r.gotAny, r.readLast = false, false
 }
 
 // stop abandons work in progress; a pending fatal NAK survives so that the
@@ -92,7 +98,33 @@ func (r *responder) queueCtl(k ctlKind, syn uint8, psn uint32) {
 			return
 		}
 	}
-	r.ctl, r.ctlSyn, r.ctlPSN = k, syn, psn
+	r.ctl, r.ctlSyn, r.ctlPSN, r.ackFirst = k, syn, psn, false
+}
+
+// queueNakSeq queues a sequence NAK for ePSN, the first sign of a gap
+// (or of a request dropped for want of a receive), preceded by an ACK of
+// ePSN-1. The ACK is a coalesced acknowledgement like any other, but it
+// matters to a Linux rxe requester (checked against rxe_comp.c, kernel
+// 6.1): its completer takes a NAK_PSN_SEQ as an implicit ACK below the
+// PSN (check_ack sets comp.psn) and goes back N from it (req_retry
+// restarts at comp.psn), but spends a retry_cnt on each, and while
+// comp.started_retry is set it ignores every further NAK (only a timer
+// expiry gets past it), so a second loss during a go-back-N would wait
+// for its transport timeout. An ACK that advances comp.psn passes
+// check_psn to check_ack, whose AETH_ACK case calls
+// reset_retry_counters: retry_cnt and rnr_retry refilled,
+// started_retry cleared, and the NAK that follows is acted on. rxe's own
+// responder NAKs once per gap (resp.sent_psn_nak), as this one does.
+//
+// No ACK goes first when nothing was accepted yet (ePSN-1 was never
+// sent), nor after a READ: an ACK for a PSN within a READ's responses
+// makes rxe's check_ack fail the QP when it is waiting for the last of
+// them, and the READ responses reset its retry state anyway.
+func (r *responder) queueNakSeq() {
+	r.queueCtl(ctlNakSeq, wire.NakPSNSeq, r.ePSN)
+	if r.ctl == ctlNakSeq && r.ctlPSN == r.ePSN {
+		r.ackFirst = r.gotAny && !r.readLast
+	}
 }
 
 // respInput handles a request packet.
@@ -111,7 +143,7 @@ func (qp *QP) respInput(p *wire.Packet) {
 		qp.cnt.outOfSequence.Add(1)
 		if !r.nakSent {
 			r.nakSent = true
-			r.queueCtl(ctlNakSeq, wire.NakPSNSeq, r.ePSN)
+			r.queueNakSeq()
 		}
 		return
 	case d < 0:
@@ -181,6 +213,7 @@ func (qp *QP) respInput(p *wire.Packet) {
 		return
 	}
 	r.ePSN = wire.PSNAdd(psn, 1)
+	r.gotAny, r.readLast = true, false
 	if p.BTH.AckReq {
 		r.queueCtl(ctlAck, wire.AETHAck, psn)
 	}
@@ -300,6 +333,7 @@ func (qp *QP) recvRead(p *wire.Packet) {
 	}
 	r.ePSN = wire.PSNAdd(psn, qp.pushRead(data, psn, false))
 	r.msn = wire.PSNAdd(r.msn, 1)
+	r.gotAny, r.readLast = true, true
 }
 
 // replayRead answers a duplicate READ request (the requester lost
@@ -344,7 +378,7 @@ func (qp *QP) respOutput(buf []byte) int {
 	// starved is set only in RTR or RTS, and stop clears it on leaving.
 	if r.starved && qp.recvReady() {
 		r.starved = false
-		r.queueCtl(ctlNakSeq, wire.NakPSNSeq, r.ePSN)
+		r.queueNakSeq()
 	}
 	p := &qp.ep.txPkt
 	var payload []byte
@@ -374,6 +408,12 @@ func (qp *QP) respOutput(buf []byte) int {
 			r.rHead = (r.rHead + 1) % len(r.reads)
 			r.rN--
 		}
+	case r.ctl == ctlNakSeq && r.ackFirst && qp.state != QPStateError:
+		// The ACK ahead of the sequence NAK (queueNakSeq), which stays
+		// pending for the next frame.
+		r.ackFirst = false
+		p.BTH = wire.BTH{Opcode: wire.OpRCAck, PKey: wire.DefaultPKey, DestQP: qp.attr.DestQPN, PSN: wire.PSNAdd(r.ctlPSN, -1)}
+		p.AETH = wire.AETH{Syndrome: wire.AETHAck, MSN: r.msn}
 	case r.ctl != ctlNone && (qp.state != QPStateError || r.ctl == ctlFatal):
 		p.BTH = wire.BTH{Opcode: wire.OpRCAck, PKey: wire.DefaultPKey, DestQP: qp.attr.DestQPN, PSN: r.ctlPSN}
 		p.AETH = wire.AETH{Syndrome: r.ctlSyn, MSN: r.msn}

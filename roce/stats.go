@@ -57,6 +57,8 @@ type qpCounters struct {
 	duplicates, outOfSequence              atomic.Uint64
 	staleResponses                         atomic.Uint64
 	state                                  atomic.Int32
+	nakRetransmits, tailProbes             atomic.Uint64
+	retryTimeouts                          atomic.Uint64
 }
 
 // QPStats is a snapshot of a QP's counters.
@@ -67,7 +69,7 @@ type QPStats struct {
 	TxPackets, TxBytes uint64 // frames built, Ethernet bytes
 	RxPackets, RxBytes uint64 // frames accepted for the QP
 	Retransmits        uint64 // request packets sent again
-	Timeouts           uint64 // retransmit timer expiries
+	Timeouts           uint64 // retransmit timer expiries (adaptive or transport timeout)
 	RNRNaksSent        uint64
 	RNRNaksReceived    uint64
 	RNRSilentDrops     uint64                // requests dropped unanswered with no receive posted (NoRNR)
@@ -78,6 +80,15 @@ type QPStats struct {
 	Duplicates         uint64 // duplicate requests (re-acknowledged)
 	OutOfSequence      uint64 // requests ahead of the expected PSN
 	StaleResponses     uint64 // responses for PSNs already acknowledged
+	// Fast retransmissions, besides Timeouts: go-back-N rounds a
+	// sequence NAK (or a gap in READ responses) started, and tail-loss
+	// probes (the last packet sent again after a short silence).
+	NakRetransmits uint64
+	TailProbes     uint64
+	// RetryTimeouts are the Timeouts that were whole transport timeouts
+	// (QPAttr.Timeout) without progress, each spending one of RetryCnt;
+	// the others came from the adaptive timer, which spends none.
+	RetryTimeouts uint64
 
 	SendCQDepth, RecvCQDepth int // completions waiting
 }
@@ -100,6 +111,9 @@ func (c *qpCounters) snapshot(qpn uint32, sendCQ, recvCQ *CQ) QPStats {
 		Duplicates:      c.duplicates.Load(),
 		OutOfSequence:   c.outOfSequence.Load(),
 		StaleResponses:  c.staleResponses.Load(),
+		NakRetransmits:  c.nakRetransmits.Load(),
+		TailProbes:      c.tailProbes.Load(),
+		RetryTimeouts:   c.retryTimeouts.Load(),
 		SendCQDepth:     int(sendCQ.depth.Load()),
 		RecvCQDepth:     int(recvCQ.depth.Load()),
 	}

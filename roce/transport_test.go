@@ -50,7 +50,8 @@ func TestSendSizes(t *testing.T) {
 
 // TestSendSegmentation checks the packets of the brief's 10,001-byte SEND
 // at MTU 1024: FIRST, 8 MIDDLE, LAST with 785 bytes, PadCnt 3 and AckReq,
-// answered by one ACK for the last PSN with MSN 1.
+// answered by one ACK for the last PSN with MSN 1. The FIRST asks for an
+// ACK too: the first packet sent with nothing in flight is timed.
 func TestSendSegmentation(t *testing.T) {
 	n := newTestNet(t, testLink(0), EndpointConfig{})
 	o := defaultQPOpts()
@@ -77,7 +78,7 @@ func TestSendSegmentation(t *testing.T) {
 		want, size, ackReq := wire.OpRCSendMiddle, 1024, false
 		switch i {
 		case 0:
-			want = wire.OpRCSendFirst
+			want, ackReq = wire.OpRCSendFirst, true
 		case 9:
 			want, size, ackReq = wire.OpRCSendLast, 785, true
 		}
@@ -102,9 +103,9 @@ func TestSendSegmentation(t *testing.T) {
 	}
 }
 
-// TestAckReqAndCoalescing checks AckReq on every AckReqEvery-th packet
-// and on the last, and that the responder answers a burst of them with
-// fewer ACKs.
+// TestAckReqAndCoalescing checks AckReq on the first packet (sent with
+// nothing in flight), every AckReqEvery-th packet after it and the last,
+// and that the responder answers a burst of them with fewer ACKs.
 func TestAckReqAndCoalescing(t *testing.T) {
 	n := newTestNet(t, testLink(0), EndpointConfig{AckReqEvery: 8})
 	o := defaultQPOpts()
@@ -119,7 +120,7 @@ func TestAckReqAndCoalescing(t *testing.T) {
 	n.run(10000, func() bool { return p.acqs[0].Len() > 0 })
 	ackReqs := 0
 	for i, c := range *fromA {
-		want := (i+1)%8 == 0 || i == 255
+		want := i%8 == 0 || i == 255
 		if c.bth.AckReq != want {
 			t.Errorf("packet %d: AckReq %v", i, c.bth.AckReq)
 		}

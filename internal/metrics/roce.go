@@ -24,6 +24,9 @@ type RoCECollector struct {
 	sendBufsInUse, frames, rxDropped, rnrSilent *prometheus.Desc
 	// The endpoint's sums of its QPs' counters, destroyed QPs included.
 	epRNRNaks, epRNRSilent, epSeqNaks *prometheus.Desc
+
+	// Loss recovery besides timeouts.
+	fastRetransmits, retryTimeouts *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*RoCECollector)(nil)
@@ -85,6 +88,9 @@ func newRoCECollector(eps []roceSource) *RoCECollector {
 		epRNRNaks:     d("endpoint_rnr_naks_sent_total", "RNR NAKs sent by the endpoint's QPs, those destroyed included.", "endpoint"),
 		epRNRSilent:   d("endpoint_rnr_silent_drops_total", "Requests the endpoint's QPs dropped unanswered because no receive was posted, those destroyed included.", "endpoint"),
 		epSeqNaks:     d("endpoint_sequence_naks_sent_total", "PSN sequence error NAKs sent by the endpoint's QPs, those destroyed included.", "endpoint"),
+
+		fastRetransmits: d("fast_retransmits_total", "Retransmissions started before any timer: go-back-N rounds a sequence NAK or a gap in READ responses started (nak), and tail-loss probes (probe).", "endpoint", "qpn", "reason"),
+		retryTimeouts:   d("retry_timeouts_total", "Timeouts that were a whole transport timeout without progress, each spending one of the QP's retries; timeouts_total counts the adaptive timer's too.", qp...),
 	}
 }
 
@@ -94,6 +100,7 @@ func (c *RoCECollector) Describe(ch chan<- *prometheus.Desc) {
 		c.packets, c.bytes, c.retransmits, c.timeouts, c.rnrNaks, c.naks, c.icrc, c.dropped,
 		c.duplicates, c.outOfSeq, c.stale, c.cqDepth, c.sendBufs, c.sendBufsInUse, c.state,
 		c.frames, c.rxDropped, c.rnrSilent, c.epRNRNaks, c.epRNRSilent, c.epSeqNaks,
+		c.fastRetransmits, c.retryTimeouts,
 	} {
 		ch <- d
 	}
@@ -125,6 +132,9 @@ func (c *RoCECollector) Collect(ch chan<- prometheus.Metric) {
 			counter(c.bytes, s.RxBytes, ep, qpn, "rx")
 			counter(c.retransmits, s.Retransmits, ep, qpn)
 			counter(c.timeouts, s.Timeouts, ep, qpn)
+			counter(c.retryTimeouts, s.RetryTimeouts, ep, qpn)
+			counter(c.fastRetransmits, s.NakRetransmits, ep, qpn, "nak")
+			counter(c.fastRetransmits, s.TailProbes, ep, qpn, "probe")
 			counter(c.rnrNaks, s.RNRNaksSent, ep, qpn, "sent")
 			counter(c.rnrNaks, s.RNRNaksReceived, ep, qpn, "received")
 			counter(c.rnrSilent, s.RNRSilentDrops, ep, qpn)

@@ -23,7 +23,7 @@ func TestRoCECollector(t *testing.T) {
 	q := roce.QPStats{QPN: 17, State: roce.QPStateRTS, TxPackets: 1, TxBytes: 2, RxPackets: 3, RxBytes: 4,
 		Retransmits: 5, Timeouts: 6, RNRNaksSent: 7, RNRNaksReceived: 8, RNRSilentDrops: 9,
 		ICRCErrors: 18, Dropped: 19, Duplicates: 20, OutOfSequence: 21, StaleResponses: 22,
-		SendCQDepth: 23, RecvCQDepth: 24}
+		SendCQDepth: 23, RecvCQDepth: 24, NakRetransmits: 27, TailProbes: 28, RetryTimeouts: 29}
 	q.NaksSent[roce.NakSequence], q.NaksSent[roce.NakInvalidRequest] = 10, 11
 	q.NaksSent[roce.NakRemoteAccess], q.NaksSent[roce.NakRemoteOperational] = 12, 13
 	q.NaksReceived[roce.NakSequence], q.NaksReceived[roce.NakInvalidRequest] = 14, 15
@@ -77,6 +77,10 @@ cephdpdkd_roce_endpoint_rx_dropped_total{endpoint="10.0.0.2",reason="unsupported
 # HELP cephdpdkd_roce_endpoint_sequence_naks_sent_total PSN sequence error NAKs sent by the endpoint's QPs, those destroyed included.
 # TYPE cephdpdkd_roce_endpoint_sequence_naks_sent_total counter
 cephdpdkd_roce_endpoint_sequence_naks_sent_total{endpoint="10.0.0.2"} 114
+# HELP cephdpdkd_roce_fast_retransmits_total Retransmissions started before any timer: go-back-N rounds a sequence NAK or a gap in READ responses started (nak), and tail-loss probes (probe).
+# TYPE cephdpdkd_roce_fast_retransmits_total counter
+cephdpdkd_roce_fast_retransmits_total{endpoint="10.0.0.2",qpn="17",reason="nak"} 27
+cephdpdkd_roce_fast_retransmits_total{endpoint="10.0.0.2",qpn="17",reason="probe"} 28
 # HELP cephdpdkd_roce_icrc_errors_total Frames for the QP dropped for a bad ICRC.
 # TYPE cephdpdkd_roce_icrc_errors_total counter
 cephdpdkd_roce_icrc_errors_total{endpoint="10.0.0.2",qpn="17"} 18
@@ -106,6 +110,9 @@ cephdpdkd_roce_qp_state{endpoint="10.0.0.2",qpn="17"} 3
 # HELP cephdpdkd_roce_retransmits_total Request packets sent again (go-back-N).
 # TYPE cephdpdkd_roce_retransmits_total counter
 cephdpdkd_roce_retransmits_total{endpoint="10.0.0.2",qpn="17"} 5
+# HELP cephdpdkd_roce_retry_timeouts_total Timeouts that were a whole transport timeout without progress, each spending one of the QP's retries; timeouts_total counts the adaptive timer's too.
+# TYPE cephdpdkd_roce_retry_timeouts_total counter
+cephdpdkd_roce_retry_timeouts_total{endpoint="10.0.0.2",qpn="17"} 29
 # HELP cephdpdkd_roce_rnr_naks_total RNR NAKs sent and received.
 # TYPE cephdpdkd_roce_rnr_naks_total counter
 cephdpdkd_roce_rnr_naks_total{direction="received",endpoint="10.0.0.2",qpn="17"} 8
