@@ -179,20 +179,24 @@ func (e *Endpoint) Poll(now time.Time) int {
 	e.cnt.rxFrames.Add(uint64(n))
 	for _, qp := range e.qpList {
 		qp.reqTimers(now)
+		qp.respTimers(now)
 	}
 	work += n + e.output(now)
 	e.deliver(now)
 	return work
 }
 
-// NextDeadline returns the earliest time a QP timer (retransmit or RNR
-// wait) expires, if one is running. A caller that found Poll idle can
+// NextDeadline returns the earliest time a QP timer (retransmit, RNR
+// wait, tail-loss probe, or a message that stopped short) expires, if one is running. A caller that found Poll idle can
 // sleep, or in tests advance its clock, until then.
 func (e *Endpoint) NextDeadline() (time.Time, bool) {
 	var t time.Time
 	ok := false
 	for _, qp := range e.qpList {
 		if d, on := qp.reqDeadline(); on && (!ok || d.Before(t)) {
+			t, ok = d, true
+		}
+		if d, on := qp.respDeadline(); on && (!ok || d.Before(t)) {
 			t, ok = d, true
 		}
 	}
@@ -327,6 +331,7 @@ func (qp *QP) input(p *wire.Packet, frameLen int, now time.Time) {
 	switch op := p.BTH.Opcode; {
 	case op.IsRequest():
 		qp.respInput(p)
+		qp.respArm(now)
 	case op.IsResponse():
 		qp.reqInput(p, now)
 	}

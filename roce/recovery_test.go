@@ -82,33 +82,76 @@ func TestGoBackNMidMessage(t *testing.T) {
 	}
 }
 
-// TestTimeoutRetransmit drops a message's last packet, which nothing
-// follows, and the ACK of its first (which asks for one, sent with
-// nothing in flight): with no RTT measured there is no tail-loss probe
-// and the adaptive timer is the transport timeout, so only that can
-// recover it. Nothing was acknowledged, so the whole message goes again
-// and the responder re-acknowledges the duplicates.
+// TestTimeoutRetransmit drops the whole of a message's first
+// transmission: with no RTT measured there is no tail-loss probe, the
+// adaptive timer is the transport timeout, and the responder saw nothing
+// to NAK, so only the timer can recover it, and the whole message goes
+// again.
 func TestTimeoutRetransmit(t *testing.T) {
 	n := newTestNet(t, testLink(0), EndpointConfig{})
 	o := defaultQPOpts()
 	p := n.newPair(o)
-	last := wire.PSNAdd(o.psnA, 2)
-	fromA := n.capture(n.la, dropOnce(func(c *captured) bool { return c.bth.PSN == last }))
-	n.capture(n.lb, dropOnce(func(c *captured) bool { return c.bth.Opcode == wire.OpRCAck }))
+	lost := map[uint32]bool{o.psnA: true, wire.PSNAdd(o.psnA, 1): true, wire.PSNAdd(o.psnA, 2): true}
+	fromA := n.capture(n.la, func(c *captured, i int) bool { return i < 3 && lost[c.bth.PSN] })
 	start := n.now
 	src, dst := sendSetup(t, n, p, 3000, true)
 	checkDelivered(t, n, p, src, dst)
 	if sa := p.a.Stats(); sa.Timeouts != 1 || sa.Retransmits != 3 {
 		t.Errorf("%d timeouts, %d retransmits; want 1 and 3", sa.Timeouts, sa.Retransmits)
 	}
-	if sb := p.b.Stats(); sb.Duplicates != 2 {
-		t.Errorf("%d duplicates, want 2", sb.Duplicates)
+	if sb := p.b.Stats(); sb.Duplicates != 0 || sb.NaksSent[NakSequence] != 0 {
+		t.Errorf("%d duplicates, %d sequence NAKs; want none", sb.Duplicates, sb.NaksSent[NakSequence])
 	}
 	re := (*fromA)[3]
 	timeout := 4096 * time.Nanosecond << o.timeout
 	if re.bth.PSN != o.psnA || re.bth.Opcode != wire.OpRCSendFirst || re.at.Sub(start) < timeout {
 		t.Errorf("resent %v psn %#x after %v, want SEND_FIRST psn %#x after at least %v",
 			re.bth.Opcode, re.bth.PSN, re.at.Sub(start), o.psnA, timeout)
+	}
+}
+
+// TestShortMessageNak drops a message's last packet, which nothing
+// follows, and the ACK of its first: the responder, holding the start
+// of a message whose rest stopped coming, sends an ACK of what it has
+// and a sequence NAK for the rest once shortWaitNoRTT has passed (no RTT
+// measured yet), and the requester resends the last packet alone, well
+// before its transport timeout would have resent the whole message.
+func TestShortMessageNak(t *testing.T) {
+	n := newTestNet(t, testLink(0), EndpointConfig{})
+	o := defaultQPOpts()
+	p := n.newPair(o)
+	last := wire.PSNAdd(o.psnA, 2)
+	fromA := n.capture(n.la, dropOnce(func(c *captured) bool { return c.bth.PSN == last }))
+	fromB := n.capture(n.lb, dropOnce(func(c *captured) bool { return c.bth.Opcode == wire.OpRCAck }))
+	start := n.now
+	src, dst := sendSetup(t, n, p, 3000, true)
+	checkDelivered(t, n, p, src, dst)
+	if sa := p.a.Stats(); sa.Timeouts != 0 || sa.Retransmits != 1 || sa.NaksReceived[NakSequence] != 1 {
+		t.Errorf("requester: %d timeouts, %d retransmits, %d sequence NAKs; want 0, 1, 1", sa.Timeouts, sa.Retransmits, sa.NaksReceived[NakSequence])
+	}
+	if sb := p.b.Stats(); sb.ShortNaks != 1 || sb.NaksSent[NakSequence] != 1 || sb.Duplicates != 0 {
+		t.Errorf("responder: %d short NAKs, %d sequence NAKs, %d duplicates; want 1, 1, 0", sb.ShortNaks, sb.NaksSent[NakSequence], sb.Duplicates)
+	}
+	var ack, nak *captured
+	for i := range *fromB {
+		c := &(*fromB)[i]
+		switch {
+		case c.dropped:
+		case c.aeth.IsNak():
+			nak = c
+		case nak == nil && c.bth.PSN == wire.PSNAdd(last, -1):
+			ack = c
+		}
+	}
+	if nak == nil || nak.bth.PSN != last || ack == nil || ack.at.After(nak.at) {
+		t.Fatalf("responder sent ACK %+v and NAK %+v; want an ACK of psn %#x, then a NAK for %#x", ack, nak, wire.PSNAdd(last, -1), last)
+	}
+	if d := nak.at.Sub(start); d < shortWaitNoRTT || d >= 4096*time.Nanosecond<<o.timeout {
+		t.Errorf("NAK after %v, want between %v and the transport timeout", d, shortWaitNoRTT)
+	}
+	re := (*fromA)[3]
+	if re.bth.PSN != last || re.bth.Opcode != wire.OpRCSendLast {
+		t.Errorf("resent %v psn %#x, want SEND_LAST psn %#x", re.bth.Opcode, re.bth.PSN, last)
 	}
 }
 

@@ -2,6 +2,7 @@ package roce
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/cephdpdkd/cephdpdkd/roce/wire"
 )
@@ -55,6 +56,12 @@ type responder struct {
 	gotAny   bool // a request was accepted: ePSN-1 is a PSN the peer sent
 	readLast bool // the last request accepted was a READ
 
+	// shortAt: a multi-packet message is in progress and, unless more of
+	// it arrives first, a sequence NAK for ePSN goes out then (see
+	// respArm).
+	shortAt time.Time
+	shortOn bool
+
 	reads    [2 * MaxRdAtomic]readJob // new READs up to MaxDestRdAtomic, replays in the rest
 	rHead    int
 	rN       int
@@ -72,6 +79,7 @@ func (r *responder) start(epsn uint32) {
 // peer learns why the QP went to ERROR.
 func (r *responder) stop() {
 	r.nakSent, r.starved, r.inSend, r.inWrite, r.wbuf = false, false, false, false, nil
+	r.shortOn = false
 	r.reads = [len(r.reads)]readJob{}
 	r.rHead, r.rN, r.newReads = 0, 0, 0
 	if r.ctl != ctlFatal {
@@ -125,6 +133,58 @@ func (r *responder) queueNakSeq() {
 	if r.ctl == ctlNakSeq && r.ctlPSN == r.ePSN {
 		r.ackFirst = r.gotAny && !r.readLast
 	}
+}
+
+// Waits before a message that stopped short is NAKed (respArm).
+const (
+	// shortWaitMin floors the wait: a guest's requester can pause that
+	// long between the packets of one message (a descheduled vCPU), and a
+	// needless NAK costs a go-back-N round of the whole window.
+	shortWaitMin = 20 * time.Millisecond
+	// shortWaitNoRTT is the wait before this QP has measured a round trip.
+	shortWaitNoRTT = 50 * time.Millisecond
+)
+
+// respArm runs after a request packet: while a multi-packet SEND or
+// WRITE is in progress, the rest of it is due, and if it stops coming
+// (its next packets, or its last, lost with nothing behind them to show
+// a gap) respTimers sends a sequence NAK for ePSN: the peer resends from
+// there at once instead of waiting for its transport timer (rxe's is
+// the QP's timeout, 1 s and more for Ceph's connections), with the ACK
+// of ePSN-1 ahead of it as for any gap (queueNakSeq). The wait is four
+// round trips as this QP's requester measures them, floored at
+// shortWaitMin.
+func (qp *QP) respArm(now time.Time) {
+	r := &qp.resp
+	r.shortOn = (r.inSend || r.inWrite) && !r.nakSent
+	if !r.shortOn {
+		return
+	}
+	wait := shortWaitNoRTT
+	if e := &qp.req.rtt; e.srtt > 0 {
+		wait = max(shortWaitMin, 4*e.srtt)
+	}
+	r.shortAt = now.Add(wait)
+}
+
+// respTimers sends the NAK respArm armed, when it is due.
+func (qp *QP) respTimers(now time.Time) {
+	r := &qp.resp
+	if !r.shortOn || now.Before(r.shortAt) {
+		return
+	}
+	r.shortOn = false
+	if qp.state != QPStateRTR && qp.state != QPStateRTS || r.nakSent || !(r.inSend || r.inWrite) {
+		return
+	}
+	r.nakSent = true
+	r.queueNakSeq()
+	qp.cnt.shortNaks.Add(1)
+}
+
+// respDeadline returns when respTimers next has something to do.
+func (qp *QP) respDeadline() (time.Time, bool) {
+	return qp.resp.shortAt, qp.resp.shortOn
 }
 
 // respInput handles a request packet.

@@ -59,6 +59,7 @@ type qpCounters struct {
 	state                                  atomic.Int32
 	nakRetransmits, tailProbes             atomic.Uint64
 	retryTimeouts                          atomic.Uint64
+	shortNaks                              atomic.Uint64
 }
 
 // QPStats is a snapshot of a QP's counters.
@@ -89,6 +90,9 @@ type QPStats struct {
 	// (QPAttr.Timeout) without progress, each spending one of RetryCnt;
 	// the others came from the adaptive timer, which spends none.
 	RetryTimeouts uint64
+	// ShortNaks are the NaksSent[NakSequence] that asked for the rest of
+	// a message that stopped coming, with no later packet to show a gap.
+	ShortNaks uint64
 
 	SendCQDepth, RecvCQDepth int // completions waiting
 }
@@ -114,6 +118,7 @@ func (c *qpCounters) snapshot(qpn uint32, sendCQ, recvCQ *CQ) QPStats {
 		NakRetransmits:  c.nakRetransmits.Load(),
 		TailProbes:      c.tailProbes.Load(),
 		RetryTimeouts:   c.retryTimeouts.Load(),
+		ShortNaks:       c.shortNaks.Load(),
 		SendCQDepth:     int(sendCQ.depth.Load()),
 		RecvCQDepth:     int(recvCQ.depth.Load()),
 	}
