@@ -24,10 +24,8 @@
 //   - Loss recovery on our side, beyond what rxe does (rtt.go,
 //     reqTimers, queueNakSeq): an RTO from the measured RTT that resends
 //     early while retries are still counted in whole transport timeouts,
-//     a tail-loss probe, an ACK ahead of each sequence NAK so that a
-//     Linux requester acts on it, and a delay-based window that keeps
-//     the queue at the bottleneck, and so what go-back-N resends after a
-//     loss, short.
+//     a tail-loss probe, and an ACK ahead of each sequence NAK so that a
+//     Linux requester acts on it.
 //
 // Ceph async+rdma's flow-controlled byte stream over a QP, alone or on a
 // shared pool of buffers, is built on this API in roce/session; a QP's

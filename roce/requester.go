@@ -44,7 +44,6 @@ type requester struct {
 	rttOn    bool
 	rttPSN   uint32
 	rttStart time.Time
-	window   int // delay-based window in PSNs (rttEstimator.nextWindow)
 
 	rnrWait  bool
 	rnrUntil time.Time
@@ -66,16 +65,6 @@ func (s *requester) start(a *QPAttr, head uint64) {
 
 func (s *requester) stop() {
 	s.timerOn, s.rnrWait, s.readsOut, s.probing, s.rttOn = false, false, 0, false, false
-}
-
-// sendWindow returns how many PSNs past the oldest unacknowledged one the
-// requester may send: the delay-based window within the configured one.
-func (qp *QP) sendWindow() int {
-	w := qp.ep.cfg.MaxUnackedPSNs
-	if s := &qp.req; s.window > 0 && s.window < w {
-		return s.window
-	}
-	return w
 }
 
 // inFlight reports whether sent PSNs await acknowledgement.
@@ -254,7 +243,7 @@ func (qp *QP) reqOutput(buf []byte, now time.Time) int {
 	// A tail-loss probe resends a packet already sent, window or not.
 	probe := s.probing && s.txIdx < s.started
 	s.probing = false
-	window := qp.sendWindow()
+	window := qp.ep.cfg.MaxUnackedPSNs
 	if s.txIdx == s.started {
 		if w.opcode == WRRDMARead && s.readsOut >= qp.attr.MaxRdAtomic {
 			return 0
@@ -295,14 +284,12 @@ func (qp *QP) reqOutput(buf []byte, now time.Time) int {
 		p.Imm = w.imm
 	}
 	// Ask for an ACK at the end of each message, every AckReqEvery
-	// packets (every half window, when that is less, to keep a small
-	// window moving), when this packet fills the window, and on a probe:
-	// the responder acknowledges nothing else. The first packet sent
-	// with nothing in flight asks too: timed, it measures the path with
-	// no queue of ours on it (the base RTT the window needs), and early.
-	every := min(qp.ep.cfg.AckReqEvery, max(1, window/2))
+	// packets, when this packet fills the window, and on a probe: the
+	// responder acknowledges nothing else. The first packet sent with
+	// nothing in flight asks too: timed, it measures the path with no
+	// queue of ours on it, and early.
 	fromIdle := !s.inFlight()
-	ackReq := probe || last || fromIdle || s.sinceAckReq+1 >= every || wire.PSNDiff(end, s.unacked) >= window
+	ackReq := probe || last || fromIdle || s.sinceAckReq+1 >= qp.ep.cfg.AckReqEvery || wire.PSNDiff(end, s.unacked) >= window
 	p.BTH = wire.BTH{
 		Opcode: op, SE: last && w.flags&SendSolicited != 0, PKey: wire.DefaultPKey,
 		DestQP: qp.attr.DestQPN, AckReq: ackReq, PSN: psn,
@@ -498,9 +485,7 @@ func (qp *QP) progress(now time.Time) {
 	}
 	if s.rttOn && wire.PSNCompare(s.unacked, s.rttPSN) > 0 {
 		s.rttOn = false
-		r := now.Sub(s.rttStart)
-		s.rtt.sample(r, now)
-		s.window = s.rtt.nextWindow(qp.sendWindow(), r, qp.ep.cfg.MaxUnackedPSNs)
+		s.rtt.sample(now.Sub(s.rttStart))
 	}
 	s.backoff, s.probeSent = 0, false
 	if s.inFlight() && qp.timeout > 0 && !s.rnrWait {
