@@ -142,7 +142,10 @@ func (rn *roceNode) checkIdle(t *testing.T, base map[string]float64) {
 //     the client's connections die with it, and it reconnects to the new
 //     one;
 //   - the OSD is stopped cleanly and started again: the bridge's TCP side
-//     sees the resets, and the client's ops resume on the new OSD.
+//     sees the resets, and the client's ops resume on the new OSD;
+//   - a reconnect storm: 5 × 200 rdma_cm connects at once to the OSD's
+//     port and their disconnects; every REQ is answered or refused with
+//     a counted REJ.
 //
 // After each, the writes succeed again and every object the client was
 // told was written reads back byte-identical; the daemon ends with no QP
@@ -155,7 +158,7 @@ func TestCephOverRoCEFaults(t *testing.T) {
 		t.Helper()
 		t.Logf("[%6.1fs] %s", time.Since(t0).Seconds(), fmt.Sprintf(format, args...))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 14*time.Minute)
 	defer cancel()
 	rn := startRoCENode(ctx, t, logf)
 
@@ -200,6 +203,42 @@ func TestCephOverRoCEFaults(t *testing.T) {
 		delta("cephdpdkd_roce_bridge_accepted_total"), delta("cephdpdkd_roce_bridge_closed_total"),
 		sum(m, "cephdpdkd_roce_bridge_errors_total", "side=tcp")-sum(reset0, "cephdpdkd_roce_bridge_errors_total", "side=tcp"),
 		sum(m, "cephdpdkd_roce_bridge_errors_total", "side=roce")-sum(reset0, "cephdpdkd_roce_bridge_errors_total", "side=roce"))
+
+	// A reconnect storm while the client writes: rdma-core's cmtime
+	// connects 200 QPs at once to the OSD's port, which the bridge dials
+	// over TCP for each, and drops them all, five times. Each REQ is
+	// answered or refused with a counted REJ (max_sessions is 16), the
+	// client's puts keep working, and nothing is left.
+	w = startPutLoop(t, rn, "st", 12, 64<<10)
+	w.waitAcked(ctx, 2, 3*time.Minute)
+	storm0, _ := rn.d.Metrics()
+	const storms, perStorm = 5, 200
+	for i := 0; i < storms; i++ {
+		out, code, err := rn.g.Run(ctx, fmt.Sprintf("timeout 120 cmtime -s %s -p 6800 -c %d 2>&1 | tail -n 3", roceNodeIP, perStorm))
+		if err != nil {
+			t.Fatalf("cmtime: %v", err)
+		}
+		logf("storm %d: cmtime exit %d: %s", i+1, code, strings.Join(strings.Fields(out), " "))
+	}
+	ok, _, _ = w.state()
+	w.finish(ctx, logf, len(ok)-1)
+	rn.checkIdle(t, base)
+	m, _ = rn.d.Metrics()
+	reqs := sum(m, "cephdpdkd_roce_cm_messages_total", "direction=received", "message=req") - sum(storm0, "cephdpdkd_roce_cm_messages_total", "direction=received", "message=req")
+	est := sum(m, "cephdpdkd_roce_cm_established_total", "role=passive") - sum(storm0, "cephdpdkd_roce_cm_established_total", "role=passive")
+	rej := sum(m, "cephdpdkd_roce_cm_rejects_total", "direction=sent") - sum(storm0, "cephdpdkd_roce_cm_rejects_total", "direction=sent")
+	failed := sum(m, "cephdpdkd_roce_cm_failed_total") - sum(storm0, "cephdpdkd_roce_cm_failed_total")
+	logf("reconnect storm: %v REQs received, %v connections established, %v REJs sent, %v failed after being taken on; the daemon holds %v fds (%v before its first client)",
+		reqs, est, rej, failed, m["process_open_fds"], base["process_open_fds"])
+	if reqs < storms*perStorm {
+		t.Errorf("the daemon saw %v REQs from %d connects", reqs, storms*perStorm)
+	}
+	if est+rej+failed < storms*perStorm {
+		t.Errorf("of %d connects, %v were established, %v rejected and %v failed: some REQs went unanswered", storms*perStorm, est, rej, failed)
+	}
+	if rej == 0 {
+		t.Errorf("no REJ sent for %d connects at once against max_sessions 16", perStorm)
+	}
 
 	log, err := rn.d.Stop(20 * time.Second)
 	if err != nil || !strings.Contains(log, "all mbufs returned") {
