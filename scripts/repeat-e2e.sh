@@ -26,7 +26,7 @@ go test -count=1 -run '^$' ./e2e/... >/dev/null
 fail=0
 for i in $(seq 1 "$n"); do
 	start=$(date +%s)
-	if go test -count=1 -timeout 15m "$@" ./e2e/... >"$logdir/run-$i.log" 2>&1; then
+	if go test -count=1 -timeout 25m "$@" ./e2e/... >"$logdir/run-$i.log" 2>&1; then
 		status=ok
 	else
 		status=FAIL

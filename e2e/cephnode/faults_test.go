@@ -163,7 +163,7 @@ func TestCephOverRoCEFaults(t *testing.T) {
 	rn := startRoCENode(ctx, t, logf)
 
 	// The daemon killed mid-write, and started again.
-	w := startPutLoop(t, rn, "dk", 16, 256<<10)
+	w := startPutLoop(t, rn, "dk", 10, 256<<10)
 	w.waitAcked(ctx, 3, 3*time.Minute)
 	if err := syscall.Kill(-rn.d.cmd.Process.Pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -182,7 +182,7 @@ func TestCephOverRoCEFaults(t *testing.T) {
 	rn.checkIdle(t, base)
 
 	// The OSD stopped mid-write, and started again.
-	w = startPutLoop(t, rn, "os", 12, 256<<10)
+	w = startPutLoop(t, rn, "os", 8, 256<<10)
 	w.waitAcked(ctx, 3, 3*time.Minute)
 	reset0, _ := rn.d.Metrics()
 	if err := rn.cl.StopOSD(); err != nil {
@@ -209,7 +209,7 @@ func TestCephOverRoCEFaults(t *testing.T) {
 	// over TCP for each, and drops them all, five times. Each REQ is
 	// answered or refused with a counted REJ (max_sessions is 16), the
 	// client's puts keep working, and nothing is left.
-	w = startPutLoop(t, rn, "st", 12, 64<<10)
+	w = startPutLoop(t, rn, "st", 8, 64<<10)
 	w.waitAcked(ctx, 2, 3*time.Minute)
 	storm0, _ := rn.d.Metrics()
 	const storms, perStorm = 5, 200
