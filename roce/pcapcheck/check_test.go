@@ -327,6 +327,21 @@ func TestStreamRules(t *testing.T) {
 			s.add(a, b, wire.OpRCSendOnly, 24, 8, nil)
 			s.add(b, a, wire.OpRCAck, 24, 0, nil)
 		}, nil},
+		{"read re-requested for its rest, after all its responses", func(s *stream) {
+			// Linux rxe answers a READ re-requested from a PSN inside an
+			// earlier READ's responses (rxe_resp.c duplicate_request, a
+			// replay) with MIDDLE...LAST from that PSN, the LAST at the
+			// PSN of the first LAST: a replay, not a LAST out of order.
+			s.add(a, b, wire.OpRCReadRequest, 20, 0, read(3072))
+			s.add(b, a, wire.OpRCReadRespFirst, 20, 1024, nil)
+			s.add(b, a, wire.OpRCReadRespMiddle, 21, 1024, nil)
+			s.add(b, a, wire.OpRCReadRespLast, 22, 1024, nil)
+			s.add(a, b, wire.OpRCReadRequest, 21, 0, read(2048))
+			s.add(b, a, wire.OpRCReadRespMiddle, 21, 1024, nil)
+			s.add(b, a, wire.OpRCReadRespLast, 22, 1024, nil)
+			s.add(a, b, wire.OpRCSendOnly, 23, 8, nil)
+			s.add(b, a, wire.OpRCAck, 23, 0, nil)
+		}, nil},
 		{"gap after read", func(s *stream) {
 			s.add(a, b, wire.OpRCReadRequest, 20, 0, read(1024))
 			s.add(a, b, wire.OpRCSendOnly, 22, 8, nil) // a 1024-byte READ takes 1..4 PSNs
