@@ -28,6 +28,12 @@
 //     Linux requester acts on it, and a delay-based window that keeps
 //     the queue at the bottleneck, and so what go-back-N resends after a
 //     loss, short.
+//   - Dead-peer detection on idle connections (idle.go): a QP that has
+//     nothing in flight and has heard nothing from its peer for
+//     EndpointConfig.IdleProbe sends a duplicate zero-length SEND, which
+//     the peer's responder acknowledges and does not deliver; unanswered,
+//     it goes again on the retransmit schedule, and the QP fails with
+//     ErrRetryExceeded and ErrPeerDead as it would for a lost request.
 //
 // Ceph async+rdma's flow-controlled byte stream over a QP, alone or on a
 // shared pool of buffers, is built on this API in roce/session; a QP's
