@@ -26,24 +26,25 @@ import (
 // nothing was ever sent. The IBA's C9-105 has a responder answer a
 // duplicate SEND with an ACK and not execute it again.
 //
-// Checked against Linux rxe, drivers/infiniband/sw/rxe/rxe_resp.c
-// (torvalds/linux, 6.x): check_psn, for an RC QP, sends any request
-// whose PSN is before resp.psn to RESPST_DUPLICATE_REQUEST (counting
-// RXE_CNT_DUP_REQ) before check_op_seq, check_op_valid and
-// check_resource, so no access flag is checked and no receive WQE taken
-// (older kernels required RXE_START_MASK there, which SEND ONLY has);
-// duplicate_request, for RXE_SEND_MASK or RXE_WRITE_MASK ("SEND. Ack
-// again and cleanup. C9-105."), calls send_ack(qp, AETH_ACK_UNLIMITED,
-// resp.ack_psn - 1) and returns RESPST_CLEANUP: one ACK, whatever the
-// AckReq bit, no execute, no completion. resp.ack_psn is set only by
-// executed requests (rxe_qp.c does not set it with the RQ PSN), so a
-// peer that has received nothing answers with PSN 0xFFFFFF: an ACK
-// older than, or past, anything in flight, which reqInput counts as a
-// stale response. A zero-length RDMA WRITE would do too, but rxe's
-// check_op_valid NAKs a WRITE to a QP without IB_ACCESS_REMOTE_WRITE,
-// which Ceph's QPs need not grant. Our own responder answers the same
-// way (respInput: a PSN before ePSN counts a Duplicate and queues an
-// ACK of ePSN-1 before any opcode, length or receive check).
+// Checked against Linux rxe (torvalds/linux, 6.x),
+// drivers/infiniband/sw/rxe/rxe_resp.c: check_psn, for an RC QP, sends
+// any request whose PSN is before resp.psn to RESPST_DUPLICATE_REQUEST
+// (counting RXE_CNT_DUP_REQ) ahead of check_op_seq, check_op_valid and
+// check_resource, so no access flag is checked and no receive WQE
+// taken; duplicate_request, for RXE_SEND_MASK or RXE_WRITE_MASK ("SEND.
+// Ack again and cleanup. C9-105."), calls send_ack(qp,
+// AETH_ACK_UNLIMITED, resp.ack_psn - 1) and returns RESPST_CLEANUP: one
+// ACK, whatever the AckReq bit, nothing executed, no completion.
+// resp.ack_psn is set by executed requests (rxe_qp.c sets only resp.psn
+// from the RQ PSN), so a peer that has executed nothing may answer with
+// PSN 0xFFFFFF: either way an ACK at or before the last PSN we had
+// acknowledged, or past anything sent, which reqInput counts as a stale
+// response. A new zero-length RDMA WRITE would be acknowledged too, but
+// rxe's check_op_valid fails one (NAK invalid request, QP to ERROR) on a
+// QP without IB_ACCESS_REMOTE_WRITE, which Ceph's QPs need not grant;
+// a SEND at an old PSN never gets that far. Our own responder answers the
+// same way (respInput: a PSN before ePSN counts a Duplicate and queues
+// an ACK of ePSN-1 before any opcode, length or receive check).
 //
 // The answer is a stale ACK, counted as such (QPStats.StaleResponses);
 // what matters is that it came: any valid packet from the peer restarts
