@@ -26,6 +26,12 @@
 //     early while retries are still counted in whole transport timeouts,
 //     a tail-loss probe, and an ACK ahead of each sequence NAK so that a
 //     Linux requester acts on it.
+//   - Dead-peer detection on idle connections (idle.go): a QP that has
+//     nothing in flight and has heard nothing from its peer for
+//     EndpointConfig.IdleProbe sends a duplicate zero-length SEND, which
+//     the peer's responder acknowledges and does not deliver; unanswered,
+//     it goes again on the retransmit schedule, and the QP fails with
+//     ErrRetryExceeded and ErrPeerDead as it would for a lost request.
 //
 // Ceph async+rdma's flow-controlled byte stream over a QP, alone or on a
 // shared pool of buffers, is built on this API in roce/session; a QP's

@@ -31,6 +31,17 @@ const (
 	DefaultFirstQPN       = 0x11 // rxe's first QPN
 )
 
+// Idle probe intervals (EndpointConfig.IdleProbe). The default is what
+// the daemon configures when roce.idle_probe is not set: far below
+// Ceph's ms_tcp_read_timeout (15 min), so that a client gone without a
+// DREQ frees its session (and the daemon's TCP connection) within about
+// IdleProbe + timeout × (retry_cnt+1).
+const (
+	DefaultIdleProbe = 15 * time.Second
+	MinIdleProbe     = time.Second
+	MaxIdleProbe     = time.Hour
+)
+
 // maxFrameLen fits the largest frame of a 4096-byte path MTU: Ethernet
 // with the most VLAN tags, IPv6, UDP, BTH, RETH and ImmDt, payload, pad,
 // ICRC.
@@ -57,6 +68,15 @@ type EndpointConfig struct {
 	// costs at most another RNR NAK and keeps one missing receive from
 	// stalling a session for two thirds of a second.
 	MaxRNRWait time.Duration
+	// IdleProbe is how long a QP in RTS with nothing in flight waits
+	// without hearing from its peer before it sends an idle probe (see
+	// QP.idleTimer): 0 disables, otherwise MinIdleProbe..MaxIdleProbe
+	// (DefaultIdleProbe is the daemon's). A peer that answers neither
+	// the probe nor its resends, on the QP's retransmit schedule, is
+	// declared dead like one that lets requests go unacknowledged: the
+	// QP goes to ERROR with ErrRetryExceeded and ErrPeerDead. QPs with
+	// no transport timer (QPAttr.Timeout 0) never probe.
+	IdleProbe time.Duration
 }
 
 // Endpoint terminates RoCEv2 for one local MAC and IP address: it owns
@@ -134,6 +154,9 @@ func NewEndpoint(cfg EndpointConfig) (*Endpoint, error) {
 	if cfg.FirstQPN < 2 || cfg.FirstQPN > wire.PSNMask {
 		cfg.FirstQPN = DefaultFirstQPN
 	}
+	if p := cfg.IdleProbe; p != 0 && (p < MinIdleProbe || p > MaxIdleProbe) {
+		return nil, fmt.Errorf("roce: new endpoint: idle probe %v not 0 or in %v..%v: %w", p, MinIdleProbe, MaxIdleProbe, ErrInvalidArgument)
+	}
 	if cfg.MaxUnackedPSNs > maxMessagePSNs {
 		return nil, fmt.Errorf("roce: new endpoint: window of %d psns exceeds %d: %w", cfg.MaxUnackedPSNs, maxMessagePSNs, ErrInvalidArgument)
 	}
@@ -187,7 +210,8 @@ func (e *Endpoint) Poll(now time.Time) int {
 }
 
 // NextDeadline returns the earliest time a QP timer (retransmit, RNR
-// wait, tail-loss probe, or a message that stopped short) expires, if one is running. A caller that found Poll idle can
+// wait, tail-loss probe, idle probe, or a message that stopped short)
+// expires, if one is running. A caller that found Poll idle can
 // sleep, or in tests advance its clock, until then.
 func (e *Endpoint) NextDeadline() (time.Time, bool) {
 	var t time.Time
@@ -328,6 +352,7 @@ func (qp *QP) input(p *wire.Packet, frameLen int, now time.Time) {
 	}
 	qp.cnt.rxPackets.Add(1)
 	qp.cnt.rxBytes.Add(uint64(frameLen))
+	qp.heard(now)
 	switch op := p.BTH.Opcode; {
 	case op.IsRequest():
 		qp.respInput(p)

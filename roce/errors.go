@@ -43,6 +43,11 @@ var (
 	ErrRemoteOperational = errors.New("roce: remote operational error")
 	// ErrRetryExceeded: the transport retry count ran out.
 	ErrRetryExceeded = errors.New("roce: transport retry count exceeded")
+	// ErrPeerDead: the requester's transport timer spent the retry
+	// count without a word from the peer, on lost requests or on idle
+	// probes (EndpointConfig.IdleProbe): the peer is taken for dead. A
+	// QP's error wraps it together with ErrRetryExceeded.
+	ErrPeerDead = errors.New("roce: peer not responding")
 	// ErrRNRRetryExceeded: the RNR retry count ran out.
 	ErrRNRRetryExceeded = errors.New("roce: rnr retry count exceeded")
 )

@@ -53,6 +53,15 @@ type requester struct {
 	// response gap for the same PSN is a duplicate and is ignored.
 	rewound   bool
 	rewindPSN uint32
+
+	// The idle probe (idle.go): heardAt is when the last valid packet
+	// came from the peer (zero until the first poll in RTS); idleOn: a
+	// probe is outstanding, timed by rtoAt, giveUpAt and backoff as a
+	// request in flight would be (timerOn is then false); idleSend:
+	// reqOutput sends the probe next.
+	heardAt  time.Time
+	idleOn   bool
+	idleSend bool
 }
 
 func (s *requester) start(a *QPAttr, head uint64) {
@@ -65,6 +74,7 @@ func (s *requester) start(a *QPAttr, head uint64) {
 
 func (s *requester) stop() {
 	s.timerOn, s.rnrWait, s.readsOut, s.probing, s.rttOn = false, false, 0, false, false
+	s.idleOn, s.idleSend = false, false
 }
 
 // inFlight reports whether sent PSNs await acknowledgement.
@@ -222,6 +232,12 @@ func (qp *QP) reqOutput(buf []byte, now time.Time) int {
 		}
 		s.rnrWait = false
 	}
+	if s.idleSend {
+		s.idleSend = false
+		if s.txIdx == qp.sqTail && !s.inFlight() {
+			return qp.idleProbeOutput(buf)
+		}
+	}
 	mtu := qp.attr.PathMTU
 	var w *sendWQE
 	for {
@@ -328,6 +344,10 @@ func (qp *QP) reqOutput(buf []byte, now time.Time) int {
 		s.txPkt++
 	}
 	if !s.timerOn && qp.timeout > 0 {
+		// A request now asks for the acknowledgement an outstanding
+		// idle probe would have: the probe ends, and the retries it
+		// spent stay spent (the peer has not answered since).
+		s.idleOn = false
 		s.timerOn, s.backoff = true, 0
 		s.giveUpAt = now.Add(qp.timeout)
 		s.rtoAt = now.Add(s.rtt.rto(0, qp.timeout))
@@ -558,8 +578,8 @@ func (qp *QP) readResponse(p *wire.Packet, now time.Time) {
 	qp.progress(now)
 }
 
-// reqTimers runs the RNR wait, the retransmit timer and the tail-loss
-// probe.
+// reqTimers runs the RNR wait, the retransmit timer, the tail-loss
+// probe and, with nothing in flight, the idle probe (idleTimer).
 //
 // Two clocks run while PSNs are in flight. The adaptive one (rtoAt)
 // expires after the RTO that the measured RTT gives (RFC 6298: SRTT +
@@ -586,6 +606,9 @@ func (qp *QP) reqTimers(now time.Time) {
 	if qp.state != QPStateRTS {
 		return
 	}
+	if s.heardAt.IsZero() {
+		s.heardAt = now // the first poll in RTS starts the idle clock
+	}
 	if s.rnrWait {
 		if !now.Before(s.rnrUntil) {
 			s.rnrWait = false
@@ -593,30 +616,17 @@ func (qp *QP) reqTimers(now time.Time) {
 		return
 	}
 	if !s.timerOn {
+		qp.idleTimer(now)
 		return
 	}
 	if !s.inFlight() {
 		s.timerOn = false
 		return
 	}
-	giveUp := !now.Before(s.giveUpAt)
-	if giveUp || !now.Before(s.rtoAt) {
-		qp.cnt.timeouts.Add(1)
-		if giveUp {
-			qp.cnt.retryTimeouts.Add(1)
-			if s.retryLeft == 0 {
-				qp.reqFail(WCRetryExcErr, fmt.Errorf("roce: qp %d: no acknowledgement for psn %#x after %d retries: %w",
-					qp.qpn, s.unacked, qp.attr.RetryCnt, ErrRetryExceeded))
-				return
-			}
-			if s.retryLeft != 7 {
-				s.retryLeft--
-			}
-			s.giveUpAt = now.Add(qp.timeout)
+	if giveUp := !now.Before(s.giveUpAt); giveUp || !now.Before(s.rtoAt) {
+		if qp.expire(now, giveUp, "acknowledgement for psn", s.unacked) {
+			qp.rewind(s.unacked, true)
 		}
-		s.backoff = min(s.backoff+1, maxBackoff)
-		qp.rewind(s.unacked, true)
-		s.rtoAt = now.Add(s.rtt.rto(s.backoff, qp.timeout))
 		return
 	}
 	if s.probeSent || !qp.probeArmed() || now.Before(s.probeAt) {
@@ -654,6 +664,32 @@ func (qp *QP) reqTimers(now time.Time) {
 	}
 }
 
+// expire handles an expiry of the retransmit timer, the adaptive one's
+// or (giveUp) the transport timeout's, for what awaits an answer: psn,
+// named by what in the error. It counts the timeout; a transport timeout
+// spends a retry, or with none left declares the peer dead and reports
+// false. Otherwise the adaptive timer backs off and restarts, and the
+// caller sends again.
+func (qp *QP) expire(now time.Time, giveUp bool, what string, psn uint32) bool {
+	s := &qp.req
+	qp.cnt.timeouts.Add(1)
+	if giveUp {
+		qp.cnt.retryTimeouts.Add(1)
+		if s.retryLeft == 0 {
+			qp.peerDead(fmt.Errorf("roce: qp %d: no %s %#x after %d retries: %w: %w",
+				qp.qpn, what, psn, qp.attr.RetryCnt, ErrRetryExceeded, ErrPeerDead))
+			return false
+		}
+		if s.retryLeft != 7 {
+			s.retryLeft--
+		}
+		s.giveUpAt = now.Add(qp.timeout)
+	}
+	s.backoff = min(s.backoff+1, maxBackoff)
+	s.rtoAt = now.Add(s.rtt.rto(s.backoff, qp.timeout))
+	return true
+}
+
 // probeArmed reports whether a tail-loss probe is due at probeAt: there
 // is an RTT sample, and the probe would come before the adaptive
 // timeout.
@@ -680,7 +716,7 @@ func (qp *QP) reqDeadline() (time.Time, bool) {
 		}
 		return t, true
 	}
-	return time.Time{}, false
+	return qp.idleDeadline()
 }
 
 // reqFail completes the oldest send WQE with st and moves the QP to ERROR.

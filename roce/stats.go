@@ -60,6 +60,7 @@ type qpCounters struct {
 	nakRetransmits, tailProbes             atomic.Uint64
 	retryTimeouts                          atomic.Uint64
 	shortNaks                              atomic.Uint64
+	idleProbes, deadPeers                  atomic.Uint64
 }
 
 // QPStats is a snapshot of a QP's counters.
@@ -93,6 +94,11 @@ type QPStats struct {
 	// ShortNaks are the NaksSent[NakSequence] that asked for the rest of
 	// a message that stopped coming, with no later packet to show a gap.
 	ShortNaks uint64
+	// IdleProbes are the idle probes sent, first transmissions and
+	// resends (see EndpointConfig.IdleProbe); DeadPeers is 1 once the QP
+	// gave up on a peer that answered nothing for its whole retry budget
+	// (an error wrapping ErrPeerDead), whether for requests or probes.
+	IdleProbes, DeadPeers uint64
 
 	SendCQDepth, RecvCQDepth int // completions waiting
 }
@@ -119,6 +125,8 @@ func (c *qpCounters) snapshot(qpn uint32, sendCQ, recvCQ *CQ) QPStats {
 		TailProbes:      c.tailProbes.Load(),
 		RetryTimeouts:   c.retryTimeouts.Load(),
 		ShortNaks:       c.shortNaks.Load(),
+		IdleProbes:      c.idleProbes.Load(),
+		DeadPeers:       c.deadPeers.Load(),
 		SendCQDepth:     int(sendCQ.depth.Load()),
 		RecvCQDepth:     int(recvCQ.depth.Load()),
 	}
@@ -152,6 +160,7 @@ type endpointCounters struct {
 	// too so that they outlive the QPs (see QP.countRNRNakSent and the
 	// like).
 	rnrNaksSent, rnrSilent, seqNaksSent atomic.Uint64
+	idleProbes, deadPeers               atomic.Uint64
 }
 
 // EndpointStats is a snapshot of an endpoint's frame counters, and of
@@ -186,6 +195,11 @@ type EndpointStats struct {
 	// sends one after silent drops once a receive is posted again, and
 	// any QP on a request ahead of the expected PSN (a lost packet).
 	SequenceNaksSent uint64
+	// IdleProbes counts the idle probes the endpoint's QPs have sent,
+	// and DeadPeers the QPs that gave up on a silent peer (ErrPeerDead),
+	// over the endpoint's life: the sums of QPStats.IdleProbes and
+	// DeadPeers, destroyed QPs included.
+	IdleProbes, DeadPeers uint64
 }
 
 // Stats returns a snapshot of the endpoint's counters; it may be called
@@ -199,6 +213,7 @@ func (e *Endpoint) Stats() EndpointStats {
 		TooManyVLANs: c.tooManyVLANs.Load(), NotRoCE: c.notRoCE.Load(),
 		GSIReceived: c.gsiReceived.Load(), GSISent: c.gsiSent.Load(), TxBusy: c.txBusy.Load(),
 		RNRNaksSent: c.rnrNaksSent.Load(), RNRSilentDrops: c.rnrSilent.Load(), SequenceNaksSent: c.seqNaksSent.Load(),
+		IdleProbes: c.idleProbes.Load(), DeadPeers: c.deadPeers.Load(),
 	}
 }
 
@@ -225,6 +240,18 @@ func (qp *QP) countNakSent(c NakClass) {
 	if c == NakSequence {
 		qp.ep.cnt.seqNaksSent.Add(1)
 	}
+}
+
+// countIdleProbe counts an idle probe sent.
+func (qp *QP) countIdleProbe() {
+	qp.cnt.idleProbes.Add(1)
+	qp.ep.cnt.idleProbes.Add(1)
+}
+
+// countDeadPeer counts the QP's giving up on a silent peer.
+func (qp *QP) countDeadPeer() {
+	qp.cnt.deadPeers.Add(1)
+	qp.ep.cnt.deadPeers.Add(1)
 }
 
 // EachQPStats calls f with a snapshot of the counters of every QP of the

@@ -14,6 +14,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/cephdpdkd/cephdpdkd/header"
+	"github.com/cephdpdkd/cephdpdkd/roce"
 )
 
 // Config is one cephdpdkd configuration: one NIC and its services.
@@ -153,6 +154,22 @@ type RoCE struct {
 	MaxSessions int   `yaml:"max_sessions"`
 	// MemoryMB bounds the DPDK memory for registered buffers.
 	MemoryMB int `yaml:"memory_mb"`
+	// IdleProbe is how long a QP with nothing in flight waits without
+	// hearing from its peer before it checks the peer is alive
+	// (roce.EndpointConfig.IdleProbe); a peer that then answers nothing
+	// for the QP's retry budget is taken for dead, and its session
+	// (the bridge's TCP connection with it) reaped. Unset:
+	// roce.DefaultIdleProbe; 0s disables. Use IdleProbeInterval.
+	IdleProbe *time.Duration `yaml:"idle_probe"`
+}
+
+// IdleProbeInterval returns roce.idle_probe: roce.DefaultIdleProbe when
+// unset, 0 when disabled.
+func (r *RoCE) IdleProbeInterval() time.Duration {
+	if r.IdleProbe == nil {
+		return roce.DefaultIdleProbe
+	}
+	return *r.IdleProbe
 }
 
 // RoCE built-in services.

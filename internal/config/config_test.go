@@ -5,6 +5,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/cephdpdkd/cephdpdkd/roce"
 )
 
 const minimal = `
@@ -175,8 +178,18 @@ func TestRoCESection(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := c.RoCE
-	if r.MTU != 1024 || r.RNRTimer != 0x0e || r.BufferSize != 128<<10 || r.RetryCount != 7 {
+	if r.MTU != 1024 || r.RNRTimer != 0x0e || r.BufferSize != 128<<10 || r.RetryCount != 7 ||
+		r.IdleProbeInterval() != roce.DefaultIdleProbe {
 		t.Errorf("defaults: %+v", r)
+	}
+	for _, tt := range []struct {
+		yaml string
+		want time.Duration
+	}{{"idle_probe: 0s", 0}, {"idle_probe: 1s", time.Second}, {"idle_probe: 1h", time.Hour}, {"idle_probe: 2m30s", 150 * time.Second}} {
+		c, err := Parse([]byte(strings.Replace(withRoCE, "  listen:\n", "  "+tt.yaml+"\n  listen:\n", 1)))
+		if err != nil || c.RoCE.IdleProbeInterval() != tt.want {
+			t.Errorf("%s: %v, %v", tt.yaml, c, err)
+		}
 	}
 	rules := c.RoCERules()
 	if len(rules) != 2 || rules[0].DstPorts[0] != (PortRange{4791, 4791}) || rules[1].EtherType != 0x0806 ||
@@ -194,6 +207,10 @@ func TestRoCESection(t *testing.T) {
 		{"  listen:\n", "  window: -1\n  listen:\n", "roce.window"},
 		{"  listen:\n", "  window: 65537\n  listen:\n", "roce.window"},
 		{"  listen:\n", "  memory_mb: 1\n  listen:\n", "cannot hold"},
+		{"  listen:\n", "  idle_probe: 500ms\n  listen:\n", "roce.idle_probe"},
+		{"  listen:\n", "  idle_probe: 2h\n  listen:\n", "roce.idle_probe"},
+		{"  listen:\n", "  idle_probe: -1s\n  listen:\n", "roce.idle_probe"},
+		{"  listen:\n", "  idle_probe: 15\n  listen:\n", "time.Duration"},
 	} {
 		_, err := Parse([]byte(strings.Replace(withRoCE, tt.from, tt.to, 1)))
 		if err == nil || !strings.Contains(err.Error(), tt.want) {

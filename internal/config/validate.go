@@ -12,6 +12,7 @@ import (
 
 	"github.com/cephdpdkd/cephdpdkd/header"
 	"github.com/cephdpdkd/cephdpdkd/internal/devargs"
+	"github.com/cephdpdkd/cephdpdkd/roce"
 	"github.com/cephdpdkd/cephdpdkd/roce/wire"
 )
 
@@ -106,6 +107,10 @@ func (c *Config) applyDefaults() {
 		}
 		if r.RNRRetry == 0 {
 			r.RNRRetry = 7
+		}
+		if r.IdleProbe == nil {
+			d := roce.DefaultIdleProbe
+			r.IdleProbe = &d
 		}
 	}
 	c.kernelDefaults()
@@ -443,6 +448,9 @@ func (c *Config) validateRoCE(r *RoCE, services map[string]int, bad func(string,
 	}
 	if r.RNRTimer > 31 || r.Timeout > 31 || r.RetryCount > 7 || r.RNRRetry > 7 {
 		bad("roce", "rnr_timer and timeout are 5-bit codes (0..31), retry_count and rnr_retry 0..7")
+	}
+	if p := r.IdleProbeInterval(); p != 0 && (p < roce.MinIdleProbe || p > roce.MaxIdleProbe) {
+		bad("roce.idle_probe", "%v: want 0s (off) or %v..%v", p, roce.MinIdleProbe, roce.MaxIdleProbe)
 	}
 	sessionsOK := r.MaxSessions >= 1 && r.MaxSessions <= MaxRoCESessions
 	if !sessionsOK {

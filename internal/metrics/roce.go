@@ -24,6 +24,10 @@ type RoCECollector struct {
 	sendBufsInUse, frames, rxDropped, rnrSilent *prometheus.Desc
 	// The endpoint's sums of its QPs' counters, destroyed QPs included.
 	epRNRNaks, epRNRSilent, epSeqNaks *prometheus.Desc
+	// Dead-peer detection: idle probes per QP and per endpoint, and the
+	// QPs that gave up on a silent peer (per endpoint: such a QP is soon
+	// destroyed).
+	idleProbes, epIdleProbes, epDeadPeers *prometheus.Desc
 
 	// Loss recovery besides timeouts.
 	fastRetransmits, retryTimeouts *prometheus.Desc
@@ -90,6 +94,9 @@ func newRoCECollector(eps []roceSource) *RoCECollector {
 		epSeqNaks:     d("endpoint_sequence_naks_sent_total", "PSN sequence error NAKs sent by the endpoint's QPs, those destroyed included.", "endpoint"),
 
 		fastRetransmits: d("fast_retransmits_total", "Retransmissions started before any timer: go-back-N rounds a sequence NAK or a gap in READ responses started (nak), and tail-loss probes (probe).", "endpoint", "qpn", "reason"),
+		idleProbes:      d("idle_probes_total", "Idle probes sent (duplicate zero-length SENDs that check an idle connection's peer is alive), resends included.", qp...),
+		epIdleProbes:    d("endpoint_idle_probes_total", "Idle probes sent by the endpoint's QPs, those destroyed included.", "endpoint"),
+		epDeadPeers:     d("endpoint_dead_peers_total", "QPs that gave up on a peer that answered nothing, requests or idle probes, for their whole retry budget, those destroyed included.", "endpoint"),
 		retryTimeouts:   d("retry_timeouts_total", "Timeouts that were a whole transport timeout without progress, each spending one of the QP's retries; timeouts_total counts the adaptive timer's too.", qp...),
 	}
 }
@@ -100,7 +107,7 @@ func (c *RoCECollector) Describe(ch chan<- *prometheus.Desc) {
 		c.packets, c.bytes, c.retransmits, c.timeouts, c.rnrNaks, c.naks, c.icrc, c.dropped,
 		c.duplicates, c.outOfSeq, c.stale, c.cqDepth, c.sendBufs, c.sendBufsInUse, c.state,
 		c.frames, c.rxDropped, c.rnrSilent, c.epRNRNaks, c.epRNRSilent, c.epSeqNaks,
-		c.fastRetransmits, c.retryTimeouts,
+		c.fastRetransmits, c.retryTimeouts, c.idleProbes, c.epIdleProbes, c.epDeadPeers,
 	} {
 		ch <- d
 	}
@@ -124,6 +131,8 @@ func (c *RoCECollector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.epRNRNaks, es.RNRNaksSent, ep)
 		counter(c.epRNRSilent, es.RNRSilentDrops, ep)
 		counter(c.epSeqNaks, es.SequenceNaksSent, ep)
+		counter(c.epIdleProbes, es.IdleProbes, ep)
+		counter(c.epDeadPeers, es.DeadPeers, ep)
 		e.eachQ(func(s roce.QPStats) {
 			qpn := strconv.FormatUint(uint64(s.QPN), 10)
 			counter(c.packets, s.TxPackets, ep, qpn, "tx")
@@ -133,6 +142,7 @@ func (c *RoCECollector) Collect(ch chan<- prometheus.Metric) {
 			counter(c.retransmits, s.Retransmits, ep, qpn)
 			counter(c.timeouts, s.Timeouts, ep, qpn)
 			counter(c.retryTimeouts, s.RetryTimeouts, ep, qpn)
+			counter(c.idleProbes, s.IdleProbes, ep, qpn)
 			counter(c.fastRetransmits, s.NakRetransmits, ep, qpn, "nak")
 			counter(c.fastRetransmits, s.TailProbes, ep, qpn, "probe")
 			counter(c.rnrNaks, s.RNRNaksSent, ep, qpn, "sent")

@@ -23,7 +23,8 @@ func TestRoCECollector(t *testing.T) {
 	q := roce.QPStats{QPN: 17, State: roce.QPStateRTS, TxPackets: 1, TxBytes: 2, RxPackets: 3, RxBytes: 4,
 		Retransmits: 5, Timeouts: 6, RNRNaksSent: 7, RNRNaksReceived: 8, RNRSilentDrops: 9,
 		ICRCErrors: 18, Dropped: 19, Duplicates: 20, OutOfSequence: 21, StaleResponses: 22,
-		SendCQDepth: 23, RecvCQDepth: 24, NakRetransmits: 27, TailProbes: 28, RetryTimeouts: 29}
+		SendCQDepth: 23, RecvCQDepth: 24, NakRetransmits: 27, TailProbes: 28, RetryTimeouts: 29,
+		IdleProbes: 30}
 	q.NaksSent[roce.NakSequence], q.NaksSent[roce.NakInvalidRequest] = 10, 11
 	q.NaksSent[roce.NakRemoteAccess], q.NaksSent[roce.NakRemoteOperational] = 12, 13
 	q.NaksReceived[roce.NakSequence], q.NaksReceived[roce.NakInvalidRequest] = 14, 15
@@ -33,7 +34,7 @@ func TestRoCECollector(t *testing.T) {
 		stats: func() roce.EndpointStats {
 			return roce.EndpointStats{RxFrames: 100, TxFrames: 101, ICRCErrors: 102, Malformed: 103, NotLocal: 104,
 				NoQP: 105, Unsupported: 106, TooManyVLANs: 107, NotRoCE: 108, GSIReceived: 109, GSISent: 110, TxBusy: 111,
-				RNRNaksSent: 112, RNRSilentDrops: 113, SequenceNaksSent: 114}
+				RNRNaksSent: 112, RNRSilentDrops: 113, SequenceNaksSent: 114, IdleProbes: 115, DeadPeers: 116}
 		},
 		eachQ: func(f func(roce.QPStats)) { f(q) },
 		session: func(qpn uint32) session.Stats {
@@ -55,10 +56,16 @@ cephdpdkd_roce_cq_depth{endpoint="10.0.0.2",qpn="17",queue="send"} 23
 # HELP cephdpdkd_roce_duplicate_requests_total Duplicate requests received and acknowledged again.
 # TYPE cephdpdkd_roce_duplicate_requests_total counter
 cephdpdkd_roce_duplicate_requests_total{endpoint="10.0.0.2",qpn="17"} 20
+# HELP cephdpdkd_roce_endpoint_dead_peers_total QPs that gave up on a peer that answered nothing, requests or idle probes, for their whole retry budget, those destroyed included.
+# TYPE cephdpdkd_roce_endpoint_dead_peers_total counter
+cephdpdkd_roce_endpoint_dead_peers_total{endpoint="10.0.0.2"} 116
 # HELP cephdpdkd_roce_endpoint_frames_total Frames received and transmitted by the endpoint.
 # TYPE cephdpdkd_roce_endpoint_frames_total counter
 cephdpdkd_roce_endpoint_frames_total{direction="rx",endpoint="10.0.0.2"} 100
 cephdpdkd_roce_endpoint_frames_total{direction="tx",endpoint="10.0.0.2"} 101
+# HELP cephdpdkd_roce_endpoint_idle_probes_total Idle probes sent by the endpoint's QPs, those destroyed included.
+# TYPE cephdpdkd_roce_endpoint_idle_probes_total counter
+cephdpdkd_roce_endpoint_idle_probes_total{endpoint="10.0.0.2"} 115
 # HELP cephdpdkd_roce_endpoint_rnr_naks_sent_total RNR NAKs sent by the endpoint's QPs, those destroyed included.
 # TYPE cephdpdkd_roce_endpoint_rnr_naks_sent_total counter
 cephdpdkd_roce_endpoint_rnr_naks_sent_total{endpoint="10.0.0.2"} 112
@@ -84,6 +91,9 @@ cephdpdkd_roce_fast_retransmits_total{endpoint="10.0.0.2",qpn="17",reason="probe
 # HELP cephdpdkd_roce_icrc_errors_total Frames for the QP dropped for a bad ICRC.
 # TYPE cephdpdkd_roce_icrc_errors_total counter
 cephdpdkd_roce_icrc_errors_total{endpoint="10.0.0.2",qpn="17"} 18
+# HELP cephdpdkd_roce_idle_probes_total Idle probes sent (duplicate zero-length SENDs that check an idle connection's peer is alive), resends included.
+# TYPE cephdpdkd_roce_idle_probes_total counter
+cephdpdkd_roce_idle_probes_total{endpoint="10.0.0.2",qpn="17"} 30
 # HELP cephdpdkd_roce_naks_total NAKs sent and received, by code.
 # TYPE cephdpdkd_roce_naks_total counter
 cephdpdkd_roce_naks_total{code="invalid_request",direction="received",endpoint="10.0.0.2",qpn="17"} 15
@@ -222,6 +232,8 @@ func TestRoCECollectorsLive(t *testing.T) {
 		check("cephdpdkd_roce_endpoint_sequence_naks_sent_total", map[string]string{"endpoint": ep}, float64(es.SequenceNaksSent))
 		check("cephdpdkd_roce_endpoint_rnr_silent_drops_total", map[string]string{"endpoint": ep}, float64(es.RNRSilentDrops))
 		check("cephdpdkd_roce_endpoint_rnr_naks_sent_total", map[string]string{"endpoint": ep}, float64(es.RNRNaksSent))
+		check("cephdpdkd_roce_endpoint_idle_probes_total", map[string]string{"endpoint": ep}, float64(es.IdleProbes))
+		check("cephdpdkd_roce_endpoint_dead_peers_total", map[string]string{"endpoint": ep}, float64(es.DeadPeers))
 		qps := 0
 		e.EachQPStats(func(s roce.QPStats) {
 			qps++

@@ -12,7 +12,7 @@ import (
 type BridgeCollector struct {
 	stats                                                   func() bridge.Stats
 	conns, accepted, closed, bytes, refused, errors, stalls *prometheus.Desc
-	poolFree, registered, sendPoolEmpty                     *prometheus.Desc
+	poolFree, registered, sendPoolEmpty, deadPeers          *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*BridgeCollector)(nil)
@@ -36,6 +36,7 @@ func newBridgeCollector(stats func() bridge.Stats) *BridgeCollector {
 		poolFree:      d("pool_free_buffers", "Shared registered buffers free: recv posted on the SRQ, send on the free list.", "pool"),
 		registered:    d("registered_bytes", "Registered memory of the shared buffer pools."),
 		sendPoolEmpty: d("send_pool_empty_total", "Sends that found the shared send pool empty (backpressure)."),
+		deadPeers:     d("dead_peers_total", "Bridged connections reaped because the client stopped answering (its QP spent its retries on lost requests or idle probes): the daemon's TCP connection reset, the session freed."),
 	}
 }
 
@@ -49,6 +50,7 @@ func (c *BridgeCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.conns, float64(s.Active))
 	counter(c.accepted, s.Accepted)
 	counter(c.closed, s.Closed)
+	counter(c.deadPeers, s.DeadPeers)
 	counter(c.bytes, s.BytesToTCP, "to_tcp")
 	counter(c.bytes, s.BytesToRoCE, "to_roce")
 	// The maps are keyed by the bridge's own label values.

@@ -14,7 +14,7 @@ func TestBridgeCollector(t *testing.T) {
 	if len(s.Refused) != 5 || len(s.Errors) != 3 || len(s.Stalls) != 2 {
 		t.Fatalf("bridge reasons %v %v %v: update the exposition below", s.Refused, s.Errors, s.Stalls)
 	}
-	s.Active, s.Accepted, s.Closed, s.BytesToTCP, s.BytesToRoCE = 1, 2, 3, 4, 5
+	s.Active, s.Accepted, s.Closed, s.BytesToTCP, s.BytesToRoCE, s.DeadPeers = 1, 2, 3, 4, 5, 20
 	s.Refused["no_listener"], s.Refused["dial_failed"], s.Refused["no_fds"] = 6, 7, 8
 	s.Refused["max_sessions"], s.Refused["no_resources"] = 9, 10
 	s.Errors["roce"], s.Errors["tcp_read"], s.Errors["tcp_write"] = 11, 12, 13
@@ -34,6 +34,9 @@ cephdpdkd_roce_bridge_closed_total 3
 # HELP cephdpdkd_roce_bridge_connections RoCE connections bridged to a Ceph daemon's TCP endpoint now.
 # TYPE cephdpdkd_roce_bridge_connections gauge
 cephdpdkd_roce_bridge_connections 1
+# HELP cephdpdkd_roce_bridge_dead_peers_total Bridged connections reaped because the client stopped answering (its QP spent its retries on lost requests or idle probes): the daemon's TCP connection reset, the session freed.
+# TYPE cephdpdkd_roce_bridge_dead_peers_total counter
+cephdpdkd_roce_bridge_dead_peers_total 20
 # HELP cephdpdkd_roce_bridge_errors_total Bridged connections that failed, by side.
 # TYPE cephdpdkd_roce_bridge_errors_total counter
 cephdpdkd_roce_bridge_errors_total{side="roce"} 11

@@ -15,6 +15,7 @@ type CMCollector struct {
 
 	messages, retransmits, rejects, dropped, refused *prometheus.Desc
 	established, failed, disconnected, dupReqs       *prometheus.Desc
+	disconnectTimeouts                               *prometheus.Desc
 	conns, eventsDropped                             *prometheus.Desc
 }
 
@@ -41,18 +42,19 @@ func newCMCollector(ms []cmSource) *CMCollector {
 		return prometheus.NewDesc("cephdpdkd_roce_cm_"+name, help, append([]string{"endpoint"}, labels...), nil)
 	}
 	return &CMCollector{
-		ms:            ms,
-		messages:      d("messages_total", "CM MADs received (valid header) and sent (taken by the link, retransmissions included), by message.", "message", "direction"),
-		retransmits:   d("retransmits_total", "REQs, REPs and DREQs sent again after their retransmission timeout.", "message"),
-		rejects:       d("rejects_total", "REJs sent, and received for a connection of ours, by reason.", "direction", "reason"),
-		dropped:       d("mads_dropped_total", "CM MADs dropped, by reason.", "reason"),
-		refused:       d("refused_total", "Connection requests rejected for lack of room: the service's max_sessions, or the manager's connection table.", "limit"),
-		established:   d("established_total", "Connections established.", "role"),
-		failed:        d("failed_total", "Connection attempts that failed after the request was taken on."),
-		disconnected:  d("disconnected_total", "Established connections that ended."),
-		dupReqs:       d("duplicate_requests_total", "REQs received again for a connection in progress or closing."),
-		conns:         d("connections", "Connections held, in any state, time-wait included."),
-		eventsDropped: d("events_dropped_total", "QP events beyond what one poll keeps (the periodic QP check catches up)."),
+		ms:                 ms,
+		messages:           d("messages_total", "CM MADs received (valid header) and sent (taken by the link, retransmissions included), by message.", "message", "direction"),
+		retransmits:        d("retransmits_total", "REQs, REPs and DREQs sent again after their retransmission timeout.", "message"),
+		rejects:            d("rejects_total", "REJs sent, and received for a connection of ours, by reason.", "direction", "reason"),
+		dropped:            d("mads_dropped_total", "CM MADs dropped, by reason.", "reason"),
+		refused:            d("refused_total", "Connection requests rejected for lack of room: the service's max_sessions, or the manager's connection table.", "limit"),
+		established:        d("established_total", "Connections established.", "role"),
+		failed:             d("failed_total", "Connection attempts that failed after the request was taken on."),
+		disconnected:       d("disconnected_total", "Established connections that ended."),
+		disconnectTimeouts: d("disconnect_timeouts_total", "DREQs that got no DREP after their retransmissions (the peer gone): the connection ended all the same."),
+		dupReqs:            d("duplicate_requests_total", "REQs received again for a connection in progress or closing."),
+		conns:              d("connections", "Connections held, in any state, time-wait included."),
+		eventsDropped:      d("events_dropped_total", "QP events beyond what one poll keeps (the periodic QP check catches up)."),
 	}
 }
 
@@ -60,7 +62,7 @@ func newCMCollector(ms []cmSource) *CMCollector {
 func (c *CMCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.messages, c.retransmits, c.rejects, c.dropped, c.refused, c.established,
-		c.failed, c.disconnected, c.dupReqs, c.conns, c.eventsDropped,
+		c.failed, c.disconnected, c.dupReqs, c.conns, c.eventsDropped, c.disconnectTimeouts,
 	} {
 		ch <- d
 	}
@@ -100,6 +102,7 @@ func (c *CMCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.established, s.EstablishedActive, ep, "active")
 		counter(c.failed, s.Failed, ep)
 		counter(c.disconnected, s.Disconnected, ep)
+		counter(c.disconnectTimeouts, s.DisconnectTimeouts, ep)
 		counter(c.dupReqs, s.DupRequests, ep)
 		counter(c.eventsDropped, s.EventsDropped, ep)
 		ch <- prometheus.MustNewConstMetric(c.conns, prometheus.GaugeValue, float64(s.Conns), ep)

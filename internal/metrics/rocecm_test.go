@@ -46,6 +46,9 @@ func TestCMCollector(t *testing.T) {
 # HELP cephdpdkd_roce_cm_connections Connections held, in any state, time-wait included.
 # TYPE cephdpdkd_roce_cm_connections gauge
 cephdpdkd_roce_cm_connections{endpoint="10.0.0.2"} 0
+# HELP cephdpdkd_roce_cm_disconnect_timeouts_total DREQs that got no DREP after their retransmissions (the peer gone): the connection ended all the same.
+# TYPE cephdpdkd_roce_cm_disconnect_timeouts_total counter
+cephdpdkd_roce_cm_disconnect_timeouts_total{endpoint="10.0.0.2"} 0
 # HELP cephdpdkd_roce_cm_disconnected_total Established connections that ended.
 # TYPE cephdpdkd_roce_cm_disconnected_total counter
 cephdpdkd_roce_cm_disconnected_total{endpoint="10.0.0.2"} 1

@@ -107,6 +107,10 @@ func New(cfg Config) (_ *Node, err error) {
 	n.ep, err = roce.NewEndpoint(roce.EndpointConfig{
 		MAC: mac, IP: r.Address.Addr(), IO: n.io, RxBurst: cfg.Burst, TxBurst: cfg.Burst, MaxRNRWait: maxRNRWait,
 		MaxUnackedPSNs: r.Window,
+		// Idle QPs check their peers: a client gone without a DREQ
+		// frees its session (and the bridge's TCP connection) within
+		// idle_probe + timeout × (retry+1), not ms_tcp_read_timeout.
+		IdleProbe: r.IdleProbeInterval(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("roced: endpoint: %w", err)

@@ -30,6 +30,15 @@
 // when the pool is at MaxConns, or when no file descriptor is left for
 // its TCP side (no_fds); an empty send pool only stalls the senders.
 //
+// A client that vanishes without a DREQ (a guest killed, a cable
+// pulled, the DREQ and its retries lost) is found by its QP: idle, the
+// QP probes it every roce.EndpointConfig.IdleProbe, and a QP whose peer
+// answers nothing for its retry budget fails with roce.ErrPeerDead. The
+// connection manager then reports the connection's end like any QP
+// failure, and the bridge reaps it as such (end): the daemon's TCP side
+// is reset, the QP destroyed, its buffers returned to the pools, and its
+// place under MaxConns freed; Stats.DeadPeers counts it.
+//
 // The RoCE side never sends an RNR NAK (Ceph's clients allow none): when
 // the TCP side lags, a connection at its receive cap takes no more and
 // the requests that find none are dropped unanswered. Once the writer
@@ -376,7 +385,12 @@ func (b *Bridge) end(cc *cm.Conn, err error) {
 		if err != nil && !c.rst {
 			b.cnt.errors[errQP].Add(1)
 		}
-		b.cfg.Log.Info("bridge: connection failed", "target", c.target, "peer", cc.RemoteAddr(), "err", err)
+		msg := "bridge: connection failed"
+		if errors.Is(c.qp.Err(), roce.ErrPeerDead) {
+			b.cnt.deadPeers.Add(1)
+			msg = "bridge: client stopped answering: connection reaped"
+		}
+		b.cfg.Log.Info(msg, "target", c.target, "peer", cc.RemoteAddr(), "err", err)
 		c.close(true)
 	case c.up:
 		// What the client sent before its DREQ is in the session's

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,6 +32,7 @@ type testNet struct {
 	t       *testing.T
 	cliM    *cm.Manager
 	srvM    *cm.Manager
+	cliLink *memlink.End // what the client sends
 	cliPD   *roce.PD
 	b       *Bridge
 	alloc   *roce.HeapAllocator
@@ -48,17 +50,23 @@ func newTestNet(t *testing.T, cfg Config) *testNet {
 // newTestNetTimeout sets the client's transport timeout code: the time
 // it waits before sending again a SEND the bridge dropped unanswered.
 func newTestNetTimeout(t *testing.T, cfg Config, timeout uint8) *testNet {
+	return newTestNetIdle(t, cfg, timeout, 0)
+}
+
+// newTestNetIdle also sets the bridging endpoint's idle probe interval
+// (roce.EndpointConfig.IdleProbe; 0: none).
+func newTestNetIdle(t *testing.T, cfg Config, timeout uint8, idle time.Duration) *testNet {
 	t.Helper()
 	la, lb := memlink.New(memlink.Config{Seed: 3})
 	epC, err := roce.NewEndpoint(roce.EndpointConfig{MAC: macC, IP: ipC, IO: la})
 	if err != nil {
 		t.Fatal(err)
 	}
-	epS, err := roce.NewEndpoint(roce.EndpointConfig{MAC: macS, IP: ipS, IO: lb})
+	epS, err := roce.NewEndpoint(roce.EndpointConfig{MAC: macS, IP: ipS, IO: lb, IdleProbe: idle})
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := &testNet{t: t, alloc: &roce.HeapAllocator{}}
+	n := &testNet{t: t, alloc: &roce.HeapAllocator{}, cliLink: la}
 	cmCfg := cm.Config{Seed: 1, RetransmitTimeout: 200 * time.Millisecond, MaxRetries: 4, TimeWait: 10 * time.Millisecond,
 		Timeout: timeout, RetryCount: 7}
 	if n.cliM, err = cm.New(epC, cmCfg); err != nil {
@@ -380,6 +388,95 @@ func TestBridgeBackpressure(t *testing.T) {
 	}
 	t.Logf("SENDs dropped unanswered during the stall: %d", silent)
 	n.b.Shutdown()
+}
+
+// TestBridgeReapsDeadPeer: a client that vanishes without a DREQ (every
+// frame it sends is lost from then on), or whose DREQ and its retries
+// are all lost, is found by the bridge's idle probe within about a
+// second (the probe interval, then 7 transport timeouts of 8 ms): the
+// daemon's TCP connection is reset, the QP destroyed, the buffers
+// returned, the dead peer counted, and its place under MaxConns goes to
+// the next client.
+func TestBridgeReapsDeadPeer(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		dreq bool // the client disconnects, but its DREQs are lost
+	}{{"client vanishes", false}, {"DREQs lost", true}} {
+		t.Run(tc.name, func(t *testing.T) { testReapsDeadPeer(t, tc.dreq) })
+	}
+}
+
+func testReapsDeadPeer(t *testing.T, dreq bool) {
+	n := newTestNetIdle(t, Config{MaxConns: 1}, 11, roce.MinIdleProbe)
+	var ended atomic.Int32 // daemon-side connections the bridge closed
+	n.server(func(c net.Conn) {
+		io.Copy(c, c) // until the bridge resets or closes its side
+		c.Close()
+		ended.Add(1)
+	})
+	c := n.dial(n.tcpPort)
+	n.run(5*time.Second, func() bool { return c.connected })
+	if c.connErr != nil {
+		t.Fatal(c.connErr)
+	}
+	// One echo: the connection carries data, then goes idle.
+	msg, buf := []byte("hello, osd"), make([]byte, 64)
+	if _, err := c.sess.Send(msg); err != nil {
+		t.Fatal(err)
+	}
+	var got []byte
+	n.run(5*time.Second, func() bool {
+		k, _ := c.sess.Recv(buf)
+		got = append(got, buf[:k]...)
+		return len(got) == len(msg)
+	})
+	srvEP := n.srvM.Endpoint()
+	pool := n.b.Pool().Stats()
+	n.cliLink.SetFilter(func([]byte) bool { return false }) // nothing from the client arrives
+	if dreq {
+		if err := n.cliM.Disconnect(c.conn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	n.run(20*time.Second, func() bool { return n.b.Conns() == 0 && ended.Load() == 1 })
+	took := time.Since(start)
+	t.Logf("reaped %v after the client went silent", took)
+	if took < roce.MinIdleProbe {
+		t.Errorf("reaped after %v, before the idle interval %v", took, roce.MinIdleProbe)
+	}
+	st := n.b.Stats()
+	if st.DeadPeers != 1 || st.Active != 0 || st.Closed != 1 || st.Errors["roce"] != 1 {
+		t.Errorf("bridge stats %+v", st)
+	}
+	if es := srvEP.Stats(); es.DeadPeers != 1 || es.IdleProbes == 0 {
+		t.Errorf("endpoint: %d dead peers, %d idle probes", es.DeadPeers, es.IdleProbes)
+	}
+	if k := srvEP.NumQPs(); k != 0 {
+		t.Errorf("%d QPs left on the bridge's endpoint", k)
+	}
+	if ps := n.b.Pool().Stats(); ps.Sessions != 0 || ps.RecvPosted != pool.RecvBuffers || ps.SendFree != pool.SendBuffers {
+		t.Errorf("pool after the reaping %+v (before %+v)", ps, pool)
+	}
+	// The client let go too: on the bridge's DREQ, or its own DREQ's
+	// retries spent.
+	n.run(5*time.Second, func() bool { return c.disconnected })
+
+	// MaxConns is 1: the reaped connection no longer counts.
+	n.cliLink.SetFilter(nil)
+	c2 := n.dial(n.tcpPort)
+	n.run(5*time.Second, func() bool { return c2.connected })
+	if c2.connErr != nil {
+		t.Fatalf("a new client after the reaping: %v", c2.connErr)
+	}
+	n.cliM.Disconnect(c2.conn)
+	n.run(5*time.Second, func() bool { return c2.disconnected && n.b.Conns() == 0 })
+	if err := n.b.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	if n.alloc.InUse() != 0 {
+		t.Errorf("%d bytes of buffers left", n.alloc.InUse())
+	}
 }
 
 // isClosed reports whether ch is closed, without blocking.

@@ -35,6 +35,7 @@ var stallNames = [numStalls]string{"tcp_write", "roce_send"}
 
 type counters struct {
 	accepted, closed atomic.Uint64
+	deadPeers        atomic.Uint64
 	active           atomic.Int64
 	toTCP, toRoCE    atomic.Uint64
 	refused          [numRefused]atomic.Uint64
@@ -48,11 +49,16 @@ type counters struct {
 // Stats is a snapshot of a bridge's counters.
 type Stats struct {
 	Accepted, Closed uint64
-	Active           int64
-	BytesToTCP       uint64 // from the RoCE clients to the daemons
-	BytesToRoCE      uint64 // from the daemons to the RoCE clients
-	Refused          map[string]uint64
-	Errors           map[string]uint64
+	// DeadPeers counts the connections reaped because their client
+	// stopped answering (the QP failed with roce.ErrPeerDead: a vanished
+	// guest, a pulled cable, a DREQ lost with all its retries): among
+	// Closed and Errors["roce"].
+	DeadPeers   uint64
+	Active      int64
+	BytesToTCP  uint64 // from the RoCE clients to the daemons
+	BytesToRoCE uint64 // from the daemons to the RoCE clients
+	Refused     map[string]uint64
+	Errors      map[string]uint64
 	// Stalls count the times a direction started waiting on the other
 	// side: the backpressure events.
 	Stalls map[string]uint64
@@ -66,7 +72,7 @@ type Stats struct {
 }
 
 func (c *counters) snapshot() Stats {
-	s := Stats{Accepted: c.accepted.Load(), Closed: c.closed.Load(), Active: c.active.Load(),
+	s := Stats{Accepted: c.accepted.Load(), Closed: c.closed.Load(), DeadPeers: c.deadPeers.Load(), Active: c.active.Load(),
 		BytesToTCP: c.toTCP.Load(), BytesToRoCE: c.toRoCE.Load(),
 		Refused: map[string]uint64{}, Errors: map[string]uint64{}, Stalls: map[string]uint64{},
 		RecvBuffersFree: c.recvFree.Load(), SendBuffersFree: c.sendFree.Load(),

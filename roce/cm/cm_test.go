@@ -437,6 +437,11 @@ func TestPeerVanishes(t *testing.T) {
 			if k := sentS.count(wire.AttrDREQ); k != testConfig().MaxRetries+1 {
 				t.Errorf("%d DREQs sent, want %d", k, testConfig().MaxRetries+1)
 			}
+			// The unanswered DREQ ends the connection all the same, counted.
+			if st := survivor.n.m.Stats(); st.DisconnectTimeouts != 1 || st.Disconnected != 1 || st.Conns != 0 {
+				t.Errorf("survivor's manager: %d DREQ timeouts, %d disconnected, %d connections; want 1, 1, 0",
+					st.DisconnectTimeouts, st.Disconnected, st.Conns)
+			}
 			n.checkClean(survivor.n, "survivor")
 			// The vanished side still heard the DREQs and cleaned up too.
 			if gone.disconnected != 1 || gone.discErr != nil {

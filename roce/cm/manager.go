@@ -444,6 +444,7 @@ func (m *Manager) expire(c *Conn, now time.Time) {
 		err := fmt.Errorf("cm: %v: no answer after %d retransmissions: %w", c, c.retries, ErrTimeout)
 		switch c.state {
 		case StateDisconnecting:
+			m.cnt.dreqTimeouts.Add(1)
 			m.enterTimeWait(c)
 			m.notifyDisconnected(c, err)
 		default:

@@ -169,6 +169,10 @@ type Stats struct {
 	Established  uint64 // connections established, both roles
 	Failed       uint64 // connection attempts that failed
 	Disconnected uint64 // established connections that ended
+	// DisconnectTimeouts counts the DREQs that got no DREP after their
+	// retransmissions (a peer gone, or the QP failed on a dead peer
+	// first): the connection ended all the same, through time-wait.
+	DisconnectTimeouts uint64
 
 	// Received counts CM MADs with a valid header by message; Sent those
 	// the link took, retransmissions included.
@@ -192,6 +196,7 @@ type Stats struct {
 type counters struct {
 	madRx, madTx, req, dupReq        atomic.Uint64
 	failed, disconnected, eventsDrop atomic.Uint64
+	dreqTimeouts                     atomic.Uint64
 	established                      [2]atomic.Uint64 // passive, active
 	rx, tx, retrans                  [NumMessages]atomic.Uint64
 	rejTx, rejRx                     [NumRejReasons]atomic.Uint64
@@ -210,7 +215,7 @@ func (m *Manager) Stats() Stats {
 		Conns: int(c.conns.Load()), Listeners: int(c.listeners.Load()),
 		MADsReceived: c.madRx.Load(), MADsSent: c.madTx.Load(),
 		Requests: c.req.Load(), DupRequests: c.dupReq.Load(),
-		Failed: c.failed.Load(), Disconnected: c.disconnected.Load(),
+		Failed: c.failed.Load(), Disconnected: c.disconnected.Load(), DisconnectTimeouts: c.dreqTimeouts.Load(),
 		EventsDropped:      c.eventsDrop.Load(),
 		EstablishedPassive: c.established[0].Load(), EstablishedActive: c.established[1].Load(),
 	}
