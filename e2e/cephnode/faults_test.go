@@ -145,7 +145,10 @@ func (rn *roceNode) checkIdle(t *testing.T, base map[string]float64) {
 //     sees the resets, and the client's ops resume on the new OSD;
 //   - a reconnect storm: 5 × 200 rdma_cm connects at once to the OSD's
 //     port and their disconnects; every REQ is answered or refused with
-//     a counted REJ.
+//     a counted REJ;
+//   - a client that vanishes mid-connection with its DREQ lost: the
+//     daemon's idle probes find it dead and the bridge reaps its
+//     sessions.
 //
 // After each, the writes succeed again and every object the client was
 // told was written reads back byte-identical; the daemon ends with no QP
@@ -153,11 +156,7 @@ func (rn *roceNode) checkIdle(t *testing.T, base map[string]float64) {
 // goroutine more than it started with.
 func TestCephOverRoCEFaults(t *testing.T) {
 	requireTools(t)
-	t0 := time.Now()
-	logf := func(format string, args ...any) {
-		t.Helper()
-		t.Logf("[%6.1fs] %s", time.Since(t0).Seconds(), fmt.Sprintf(format, args...))
-	}
+	logf := stepLog(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 14*time.Minute)
 	defer cancel()
 	rn := startRoCENode(ctx, t, logf)
@@ -239,6 +238,36 @@ func TestCephOverRoCEFaults(t *testing.T) {
 	if rej == 0 {
 		t.Errorf("no REJ sent for %d connects at once against max_sessions 16", perStorm)
 	}
+
+	// A client that vanishes mid-connection, its DREQ lost: every frame
+	// from the guest is dropped (nftables in the bridge's namespace), and
+	// then its rados is killed. Nothing tells the daemon; its idle probes
+	// (roce.idle_probe, 15 s) go unanswered, the QP gives up, and the
+	// bridge reaps the session and resets the OSD's TCP connection,
+	// instead of holding it until the OSD's idle timeout (15 minutes).
+	dead0, _ := rn.d.Metrics()
+	hold, err := rn.g.Start(fmt.Sprintf("rados -p %s bench 60 write -b 65536 -t 4 --no-cleanup", rn.cl.Pool()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitMetric(t, rn.d, "cephdpdkd_roce_bridge_connections", func(v float64) bool { return v >= 2 }, 2*time.Minute)
+	time.Sleep(2 * time.Second)
+	setLoss(t, rn.br.NS, fmt.Sprintf("ether saddr %s counter drop", rn.g.MAC))
+	vanished := time.Now()
+	rn.g.Run(ctx, "pkill -9 rados")
+	hold.Wait(ctx)
+	logf("client vanished: its frames dropped, its rados killed")
+	waitMetric(t, rn.d, "cephdpdkd_roce_bridge_connections", func(v float64) bool { return v == 0 }, 90*time.Second)
+	reaped := time.Since(vanished)
+	setLoss(t, rn.br.NS, "")
+	m, _ = rn.d.Metrics()
+	deadPeers := sum(m, "cephdpdkd_roce_bridge_dead_peers_total") - sum(dead0, "cephdpdkd_roce_bridge_dead_peers_total")
+	logf("the vanished client's sessions reaped %.1f s after it went: %v dead peers, %v idle probes sent",
+		reaped.Seconds(), deadPeers, sum(m, "cephdpdkd_roce_endpoint_idle_probes_total")-sum(dead0, "cephdpdkd_roce_endpoint_idle_probes_total"))
+	if deadPeers == 0 {
+		t.Errorf("no dead peer counted for a client that vanished")
+	}
+	rn.checkIdle(t, base)
 
 	log, err := rn.d.Stop(20 * time.Second)
 	if err != nil || !strings.Contains(log, "all mbufs returned") {

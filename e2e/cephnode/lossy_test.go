@@ -66,11 +66,7 @@ func TestCephOverRoCELossy(t *testing.T) {
 	if _, err := exec.LookPath("nft"); err != nil {
 		t.Fatalf("nft (Debian's nftables, installed by scripts/deps.sh): %v", err)
 	}
-	t0 := time.Now()
-	logf := func(format string, args ...any) {
-		t.Helper()
-		t.Logf("[%6.1fs] %s", time.Since(t0).Seconds(), fmt.Sprintf(format, args...))
-	}
+	logf := stepLog(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	rn := startRoCENode(ctx, t, logf)

@@ -40,11 +40,7 @@ func TestCephOverRoCE(t *testing.T) {
 	if err := rxeguest.CephAvailable(); err != nil {
 		t.Skip(err)
 	}
-	t0 := time.Now()
-	logf := func(format string, args ...any) {
-		t.Helper()
-		t.Logf("[%6.1fs] %s", time.Since(t0).Seconds(), fmt.Sprintf(format, args...))
-	}
+	logf := stepLog(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 
@@ -328,6 +324,16 @@ shutdown: {drain_timeout: 1s}
 func (rn *roceNode) netState() string {
 	return "guest:\n" + guestNetState(rn.ctx, rn.g) + "node namespace:\n" + nsNetState(rn.node.Name, rn.ifname) +
 		"bridge namespace:\n" + nsNetState(rn.br.NS, "")
+}
+
+// stepLog returns t.Logf with each line prefixed by the seconds since
+// the call: a RoCE test's steps take seconds to minutes under TCG.
+func stepLog(t *testing.T) func(string, ...any) {
+	t0 := time.Now()
+	return func(format string, args ...any) {
+		t.Helper()
+		t.Logf("[%6.1fs] %s", time.Since(t0).Seconds(), fmt.Sprintf(format, args...))
+	}
 }
 
 // rados runs Debian's rados in the guest and fails the test, with the
