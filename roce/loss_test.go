@@ -36,7 +36,6 @@ type pacedFrame struct {
 // pacedEnd is a PacketIO: it sends into tx and receives from rx.
 type pacedEnd struct {
 	tx, rx *pacedDir
-	loaned [][]byte
 }
 
 // pacedLink is a link on the test's simulated clock with a line rate, a
