@@ -32,7 +32,8 @@ echo "== all packages"
 # every interface until it has bound its socket to one).
 go test -count=1 -timeout 15m $(go list ./... | grep -v '/e2e/')
 echo "== end to end"
-go test -count=1 -timeout 25m ./e2e/...
+# -v: the figure lines the tests print (FIGURES, lossy-ratio) reach the log.
+go test -v -count=1 -timeout 25m ./e2e/...
 
 echo "== fuzz (short)"
 # A count, not a duration: a duration can end while a worker is still
