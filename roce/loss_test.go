@@ -201,9 +201,6 @@ const headRetransmitsPerLoss = 48.6
 // link by 1.3-3.5 times (TestBridgeThroughput, one run each way), so the
 // window stays fixed.
 func TestBulkSendUnderLoss(t *testing.T) {
-	if testing.Short() {
-		t.Skip("moves 16 MiB four times")
-	}
 	const total, msg = 16 << 20, 64 << 10
 	base := bulkSend(t, total, msg, 0, 1)
 	t.Logf("lossless: %v, %d retransmits", base.elapsed, base.retransmits)
