@@ -2,7 +2,9 @@
 # Installs what cephdpdkd needs on a Debian 12 machine, skipping what is
 # already there: DPDK 22.11 (libraries, PMDs, dpdk-testpmd), pkg-config,
 # iproute2/ethtool for the network-namespace tests, tshark for capture checks,
-# Ceph (mon, OSD, client tools), socat and ping for the Ceph-node tests,
+# Ceph (mon, OSD, MGR, client tools), socat and ping for the Ceph-node
+# tests, nftables for their lossy links, systemd-analyze (Debian's systemd)
+# for the unit's checks, podman for the container image's test,
 # prometheus and promtool for the checks of deploy/prometheus, qemu for
 # the test guests, and mmdebstrap, zstd and cpio for the systemd guest's
 # image (the guest images themselves are built and cached by
@@ -14,10 +16,12 @@ set -euo pipefail
 need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 for p in dpdk dpdk-dev libdpdk-dev pkg-config iproute2 ethtool gcc libc6-dev curl git tshark \
-	ceph-mon ceph-osd ceph-common socat iputils-ping prometheus \
-	qemu-system-x86 mmdebstrap zstd cpio nftables; do
+	ceph-mon ceph-osd ceph-mgr ceph-common socat iputils-ping prometheus \
+	qemu-system-x86 mmdebstrap zstd cpio nftables podman; do
 	have_pkg "$p" || need+=("$p")
 done
+# systemd-analyze comes with systemd, which a container may lack.
+command -v systemd-analyze >/dev/null || need+=(systemd)
 if ((${#need[@]})); then
 	if [ "$(id -u)" -ne 0 ]; then
 		echo "deps: missing packages ${need[*]}; run as root to install them" >&2
