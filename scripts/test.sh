@@ -4,7 +4,10 @@
 # the pure-Go packages under the race detector (-short: the qemu guests
 # boot once, in the next step), then every package
 # (including the DPDK, testpmd and network-namespace tests, which need
-# root), then a short fuzzing pass over every parser.
+# root), then a short fuzzing pass over every parser. Every step's results
+# are tallied (internal/tools/testtally): a test that skips in a full
+# step fails the suite unless scripts/skips.allow lists it with a reason,
+# and the end prints how many tests ran, passed and skipped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/deps.sh
@@ -18,22 +21,35 @@ go vet ./...
 # consumer, and no unsafe.Pointer in any exported API.
 go run ./internal/tools/checkunsafe
 
+tally=$(mktemp -d)
+trap 'rm -rf "$tally"' EXIT
+go build -o "$tally/testtally" ./internal/tools/testtally
+# gotest STEP [-short] [-v] -- GO-TEST-ARGS...: go test -json, printed as
+# go test prints and recorded for the tally.
+gotest() {
+	local step=$1 flags=()
+	shift
+	while [ "$1" != -- ]; do flags+=("$1"); shift; done
+	shift
+	go test -json "$@" | "$tally/testtally" -step "$step" -record "$tally/records" "${flags[@]}"
+}
+
 echo "== race: pure-Go packages"
 pure=$(go list -f '{{if not .CgoFiles}}{{.ImportPath}}{{end}}' ./... | while read -r p; do
 	# a package is pure when none of its dependencies inside the module use cgo
 	if ! go list -deps -f '{{if and .CgoFiles (not .Standard)}}{{.ImportPath}}{{end}}' "$p" | grep -q .; then echo "$p"; fi
 done)
-go test -race -short -count=1 $pure
+gotest race -short -- -race -short -count=1 $pure
 
 echo "== all packages"
 # The end-to-end tests run on their own afterwards: their Ceph clusters,
 # guests and floods would load the two cores the other packages' poll
 # loops time their traffic on (and DPDK's af_packet PMD takes in frames of
 # every interface until it has bound its socket to one).
-go test -count=1 -timeout 15m $(go list ./... | grep -v '/e2e/')
+gotest packages -- -count=1 -timeout 15m $(go list ./... | grep -v '/e2e/')
 echo "== end to end"
 # -v: the figure lines the tests print (FIGURES, lossy-ratio) reach the log.
-go test -v -count=1 -timeout 25m ./e2e/...
+gotest e2e -v -- -count=1 -timeout 25m ./e2e/...
 
 echo "== fuzz (short)"
 # A count, not a duration: a duration can end while a worker is still
@@ -48,4 +64,6 @@ for pkg in $(go list ./...); do
 		go test -run '^$' -fuzz "^$f\$" -fuzztime "${fuzzslow[$f]:-$fuzztime}" -fuzzminimizetime 2s "$pkg"
 	done
 done
+echo
+"$tally/testtally" -report -allow scripts/skips.allow "$tally/records"
 echo "== all tests passed"

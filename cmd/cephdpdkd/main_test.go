@@ -76,9 +76,9 @@ func TestCLIWithoutDPDK(t *testing.T) {
 		{[]string{}, 2, "usage:"},
 		{[]string{"frobnicate"}, 2, "unknown command"},
 		{[]string{"check-config", "../../configs/cephdpdkd.yaml"}, 0, "mbuf pool: 16383 mbufs"},
-		{[]string{"check-config", "--offline", "../../configs/examples/pci-nic.yaml"}, 0, "poll loop on lcore 2: rx queues [1]"},
+		{[]string{"check-config", "--offline", "../../configs/examples/pci-nic-discard.yaml"}, 0, "poll loop on lcore 2: rx queues [1]"},
 		// No machine running the tests has the example's PCI NIC.
-		{[]string{"check-config", "../../configs/examples/pci-nic.yaml"}, 1, "line 19: port.device: PCI device 0000:3b:00.0 does not exist on this machine"},
+		{[]string{"check-config", "../../configs/examples/pci-nic-discard.yaml"}, 1, "line 23: port.device: PCI device 0000:3b:00.0 does not exist on this machine"},
 		{[]string{"check-config", longPort}, 1, "line 3: port.name: \"ppppppppppppppppppppppppppppp\" is 29 characters: the mbuf pool name \"cdd_ppppppppppppppppppppppppppppp\" would be 33, over DPDK's limit of 25 for mempool names (RTE_MEMPOOL_NAMESIZE)"},
 		{[]string{"check-config", emptyReplay}, 1, "line 4: port.device: rx_pcap=" + emptyPcap + " holds no frames"},
 		{[]string{"check-config", "--offline", emptyReplay}, 0, "ok"},

@@ -364,11 +364,41 @@ func cmdCheckConfig(args []string, stdout, stderr io.Writer) error {
 		if o := cfg.Owner(s.Name); o >= 0 {
 			where = fmt.Sprintf("on lcore %d", cfg.Pollers[o].Lcore)
 		}
-		fmt.Fprintf(stdout, "service %s: %d lanes of %d, consumer %s %s\n", s.Name, cfg.Lanes(), s.RingSize, s.Consumer.Type, where)
+		consumer := s.Consumer.Type
+		if consumer == config.ConsumerCount {
+			// Say it plainly: a node whose Ceph traffic lands here is cut off.
+			consumer += " (counts and discards every packet)"
+		}
+		fmt.Fprintf(stdout, "service %s: %d lanes of %d, consumer %s %s\n", s.Name, cfg.Lanes(), s.RingSize, consumer, where)
 	}
 	fmt.Fprintf(stdout, "%d rules, default service %s\n", len(cfg.Rules), cfg.DefaultService)
 	for _, p := range cfg.Pollers {
 		fmt.Fprintf(stdout, "poll loop on lcore %d: rx queues %v, services %v\n", p.Lcore, p.RxQueues, p.Services)
 	}
+	printPaths(stdout, cfg)
 	return nil
+}
+
+// printPaths tells where the node's traffic ends up beyond the rings: the
+// kernel exception path's interface and the RoCE endpoint with its
+// listeners and bridge.
+func printPaths(w io.Writer, cfg *config.Config) {
+	if k := cfg.Kernel; k != nil {
+		ns := "the daemon's namespace"
+		if k.NetNS != "" {
+			ns = "namespace " + k.NetNS
+		}
+		fmt.Fprintf(w, "kernel exception path: interface %s (%s) in %s, addresses %v\n", k.Interface, k.Driver, ns, k.Addresses)
+	}
+	r := cfg.RoCE
+	if r == nil {
+		return
+	}
+	fmt.Fprintf(w, "roce endpoint: %v on service %s, at most %d sessions\n", r.Address.Addr(), r.Service, r.MaxSessions)
+	for _, l := range r.Listen {
+		fmt.Fprintf(w, "roce listener: port %d, app %s\n", l.Port, l.App)
+	}
+	if b := r.Bridge; b != nil {
+		fmt.Fprintf(w, "roce bridge: rdma_cm ports %v to kernel TCP on %v\n", b.Ports, r.Address.Addr())
+	}
 }

@@ -563,3 +563,24 @@ scrape_configs:
 	}
 	t.Logf("live part took %v", time.Since(began).Round(time.Millisecond))
 }
+
+// The README's count of alerts is the rules file's.
+func TestREADMEAlertCount(t *testing.T) {
+	alerts := 0
+	for _, r := range loadRules(t) {
+		if r.Alert != "" {
+			alerts++
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`cephdpdkd\.rules\.yml` + "`" + `, whose (\d+) alerts`).FindSubmatch(b)
+	if m == nil {
+		t.Fatal("the README does not say how many alerts cephdpdkd.rules.yml has")
+	}
+	if n, _ := strconv.Atoi(string(m[1])); n != alerts {
+		t.Errorf("the README says %d alerts; cephdpdkd.rules.yml has %d", n, alerts)
+	}
+}
