@@ -99,7 +99,11 @@ func handle(e event, s Step, verbose bool, out io.Writer, bufs map[testKey]*byte
 	case e.Action == "build-fail":
 		results = append(results, Result{Step: s.Name, Short: s.Short, Package: e.ImportPath, Action: "fail", Reason: "build failed"})
 	case e.Test == "" && e.Action == "output":
-		io.WriteString(out, e.Output)
+		// -json runs the tests as -v does, which prints a passing
+		// package's PASS line; go test without -v does not.
+		if verbose || e.Output != "PASS\n" {
+			io.WriteString(out, e.Output)
+		}
 	case e.Test == "" && e.Action == "fail":
 		// Tests still running when their package failed (a timeout's
 		// panic, a crash) never report: they failed with it.

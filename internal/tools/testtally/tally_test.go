@@ -26,10 +26,11 @@ func TestConvert(t *testing.T) {
 				`{"Action":"output","Package":"p","Test":"TestA","Output":"=== RUN   TestA\n"}`,
 				`{"Action":"output","Package":"p","Test":"TestA","Output":"    a_test.go:3: chatty\n"}`,
 				`{"Action":"pass","Package":"p","Test":"TestA"}`,
+				`{"Action":"output","Package":"p","Output":"PASS\n"}`,
 				`{"Action":"output","Package":"p","Output":"ok  \tp\t0.1s\n"}`,
 				`{"Action":"pass","Package":"p"}`),
 			wantOut: []string{"ok  \tp\t0.1s"},
-			notOut:  []string{"chatty"},
+			notOut:  []string{"chatty", "PASS"},
 			want:    []Result{{Package: "p", Test: "TestA", Action: "pass"}},
 		},
 		{
