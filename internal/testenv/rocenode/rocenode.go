@@ -105,6 +105,14 @@ shutdown: {drain_timeout: 1s}
 	if err := os.WriteFile(n.ConfigPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// The EAL leaves its runtime directory (12 MiB on /run) behind
+	// even after a clean stop: remove it once the daemon is gone, which
+	// the daemon's own cleanup, registered next, sees to first.
+	t.Cleanup(func() {
+		if err := os.RemoveAll("/var/run/dpdk/cdd-roce-" + sfx); err != nil {
+			t.Error(err)
+		}
+	})
 	n.Daemon = daemonproc.Start(t, bin, n.ConfigPath, n.MetricsAddr)
 	logf("daemon up: net_af_packet on %s (bridge %s), kernel interface %s in %s", hostIf, br.NS, n.Ifname, node.Name)
 
