@@ -73,9 +73,7 @@ func (t *tryCeph) run(ctx context.Context) {
 	for _, size := range tcpSizes {
 		t.tcpPutGet(ctx, fmt.Sprintf("tcp-%dMiB", size>>20), size)
 	}
-	t.tcpMBps = t.bench(ctx, "TCP", func(ctx context.Context, args ...string) (string, error) {
-		return t.tcpRados(ctx, args...)
-	})
+	t.tcpMBps = t.bench(ctx, "TCP", t.tcpRados)
 	if ctx.Err() != nil {
 		return
 	}
