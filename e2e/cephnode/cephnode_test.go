@@ -82,16 +82,6 @@ func requireTools(t *testing.T) {
 	}
 }
 
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 func (n *node) writeConfig() {
 	sfx := n.client.NS[len(n.client.NS)-6:]
 	n.ifname = "cddk" + sfx

@@ -1,23 +1,12 @@
 package cephnode
 
 import (
-	"bufio"
-	"context"
-	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
-	"strings"
-	"sync"
-	"syscall"
 	"testing"
-	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv/daemonproc"
 )
 
 // buildDaemon builds cephdpdkd for the test to run as a process.
@@ -31,171 +20,14 @@ func buildDaemon(t *testing.T) string {
 	return bin
 }
 
-// daemonProc is a running cephdpdkd and its log.
-type daemonProc struct {
-	t       *testing.T
-	cmd     *exec.Cmd
-	metrics string
-	mu      sync.Mutex
-	log     strings.Builder
-	exited  chan struct{}
-	waitErr error
-}
+// daemonProc is a running cephdpdkd (see daemonproc).
+type daemonProc = daemonproc.Proc
 
-// startDaemon runs `cephdpdkd run --config cfg` and waits until its poll
-// loop runs and the kernel interface is up. The process is killed at the
-// end of the test if still running.
-func startDaemon(t *testing.T, bin, cfg, metricsAddr string) *daemonProc {
-	t.Helper()
-	d := &daemonProc{t: t, metrics: "http://" + metricsAddr + "/metrics", exited: make(chan struct{})}
-	d.cmd = exec.Command(bin, "run", "--config", cfg, "--status=off")
-	// Pdeathsig: a test binary killed by its timeout (or by hand) must not
-	// leave a poll loop spinning behind it.
-	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	pr, pw := io.Pipe()
-	d.cmd.Stdout, d.cmd.Stderr = pw, pw
-	started := make(chan error, 1)
-	go func() {
-		// Pdeathsig fires when the thread that forked the daemon exits,
-		// not the process: keep this thread, locked, for the daemon's life.
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := d.cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		d.waitErr = d.cmd.Wait()
-		pw.Close()
-		close(d.exited)
-	}()
-	if err := <-started; err != nil {
-		t.Fatal(err)
-	}
-	ready := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(pr)
-		sent := false
-		for sc.Scan() {
-			d.mu.Lock()
-			d.log.WriteString(sc.Text() + "\n")
-			d.mu.Unlock()
-			if !sent && strings.Contains(sc.Text(), "poll loop started") {
-				close(ready)
-				sent = true
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-d.exited:
-		default:
-			syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
-			<-d.exited
-		}
-	})
-	select {
-	case <-ready:
-	case <-d.exited:
-		t.Fatalf("cephdpdkd exited at start: %v\n%s", d.waitErr, d.Log())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("cephdpdkd did not start in 30 s:\n%s", d.Log())
-	}
-	// The metrics server may come up a moment after the poll loop: a test
-	// that scrapes at once must not read a refused connection as a fault.
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		_, err := d.Metrics()
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("cephdpdkd's metrics did not answer in 30 s: %v\n%s", err, d.Log())
-		}
-	}
-	return d
-}
-
-// Log returns what the daemon has written so far.
-func (d *daemonProc) Log() string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.log.String()
-}
-
-// Stop sends SIGTERM and waits for the exit; it returns the log and the
-// exit error.
-func (d *daemonProc) Stop(timeout time.Duration) (string, error) {
-	d.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-d.exited:
-	case <-time.After(timeout):
-		syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
-		<-d.exited
-		return d.Log(), fmt.Errorf("cephdpdkd did not stop within %v", timeout)
-	}
-	return d.Log(), d.waitErr
-}
-
-// Metrics scrapes the daemon: "name{label=value,...}" → value, for the
-// cephdpdkd_ series and process_open_fds and go_goroutines.
-func (d *daemonProc) Metrics() (map[string]float64, error) {
-	c := http.Client{Timeout: 5 * time.Second}
-	resp, err := c.Get(d.metrics)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	p := expfmt.NewTextParser(model.LegacyValidation)
-	fams, err := p.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]float64{}
-	for name, f := range fams {
-		// The daemon's own series, and the process's fds and goroutines
-		// (leak checks).
-		if !strings.HasPrefix(name, "cephdpdkd_") && name != "process_open_fds" && name != "go_goroutines" {
-			continue
-		}
-		for _, m := range f.Metric {
-			var labels []string
-			for _, l := range m.Label {
-				labels = append(labels, l.GetName()+"="+l.GetValue())
-			}
-			key := name
-			if len(labels) > 0 {
-				key += "{" + strings.Join(labels, ",") + "}"
-			}
-			switch {
-			case m.Counter != nil:
-				out[key] = m.Counter.GetValue()
-			case m.Gauge != nil:
-				out[key] = m.Gauge.GetValue()
-			}
-		}
-	}
-	return out, nil
-}
-
-// sum adds every series of a metric whose labels contain all of want.
-func sum(m map[string]float64, name string, want ...string) float64 {
-	total := 0.0
-	for k, v := range m {
-		if k != name && !strings.HasPrefix(k, name+"{") {
-			continue
-		}
-		ok := true
-		for _, w := range want {
-			if !strings.Contains(k, w) {
-				ok = false
-			}
-		}
-		if ok {
-			total += v
-		}
-	}
-	return total
-}
+var (
+	startDaemon = daemonproc.Start
+	sum         = daemonproc.Sum
+	freePort    = daemonproc.FreeAddr
+)
 
 func writeFile(t *testing.T, path, s string) {
 	t.Helper()
@@ -203,5 +35,3 @@ func writeFile(t *testing.T, path, s string) {
 		t.Fatal(err)
 	}
 }
-
-var _ = context.Background

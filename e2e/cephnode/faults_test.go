@@ -164,10 +164,10 @@ func TestCephOverRoCEFaults(t *testing.T) {
 	// The daemon killed mid-write, and started again.
 	w := startPutLoop(t, rn, "dk", 10, 256<<10)
 	w.waitAcked(ctx, 3, 3*time.Minute)
-	if err := syscall.Kill(-rn.d.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+	if err := syscall.Kill(-rn.d.Pid(), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	<-rn.d.exited
+	<-rn.d.Exited()
 	ok, _, _ := w.state()
 	logf("daemon killed (SIGKILL) after %d acknowledged puts", len(ok))
 	time.Sleep(2 * time.Second)

@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,13 +19,13 @@ import (
 
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/cephcluster"
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv/rocenode"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/rxeguest"
 )
 
 const (
-	roceNodeIP   = "10.78.0.5"
-	roceGuestIP  = "10.78.0.11"
-	roceBridgeIP = "10.78.0.1" // the bridge namespace: a TCP client's seat
+	roceNodeIP  = rocenode.NodeIP
+	roceGuestIP = rocenode.GuestIP
 )
 
 // TestCephOverRoCE: Debian's unmodified rados, in a Soft-RoCE guest in
@@ -156,7 +155,7 @@ func TestCephOverRoCE(t *testing.T) {
 	waitMetric(t, d, toTCP, func(v float64) bool { return v >= bytes0+8<<20 }, 60*time.Second)
 	stopRSS := make(chan struct{})
 	peakRSS := make(chan int64, 1)
-	go func() { peakRSS <- watchRSS(d.cmd.Process.Pid, stopRSS) }()
+	go func() { peakRSS <- watchRSS(d.Pid(), stopRSS) }()
 	if err := syscall.Kill(osd, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
@@ -241,59 +240,9 @@ type roceNode struct {
 
 func startRoCENode(ctx context.Context, t *testing.T, logf func(string, ...any)) *roceNode {
 	t.Helper()
-	br := rxeguest.NewBridge(t, netip.MustParsePrefix(roceBridgeIP+"/24"))
-	hostIf, err := br.AddVeth(t)
+	n := rocenode.Start(t, buildDaemon(t), logf)
+	g, err := n.BootClient(ctx, t, "c1")
 	if err != nil {
-		t.Fatal(err)
-	}
-	node := testenv.NewNetNS(t)
-	ifname := "cddr" + node.Name[len(node.Name)-6:]
-	metricsAddr := freePort(t)
-	cfgPath := filepath.Join(t.TempDir(), "roce-node.yaml")
-	writeFile(t, cfgPath, fmt.Sprintf(`
-eal: {lcores: "0-1", no_huge: true, memory_mb: 1024, file_prefix: cdd-e2e-roce-%[1]s}
-port:
-  name: rnode
-  device: "net_af_packet1,iface=%[2]s,blocksz=4096,framesz=2048,framecnt=2048"
-services:
-  - {name: mon, ring_size: 1024, priority: 200, consumer: {type: kernel}}
-  - {name: osd, ring_size: 2048, priority: 100, consumer: {type: kernel}}
-  - {name: roce, ring_size: 4096, consumer: {type: roce}}
-  - {name: other, ring_size: 1024, priority: 150, consumer: {type: kernel}}
-default_service: other
-rules:
-  - {service: mon, protocol: tcp, dst_ports: [3300, 6789]}
-  - {service: mon, protocol: tcp, src_ports: [3300, 6789]}
-  - {service: osd, protocol: tcp, dst_ports: ["6800-7568"]}
-  - {service: osd, protocol: tcp, src_ports: ["6800-7568"]}
-kernel: {interface: %[3]s, netns: %[4]s, addresses: [%[5]s/24]}
-roce:
-  service: roce
-  address: %[5]s
-  send_buffers: 32
-  recv_buffers: 64
-  max_sessions: 16
-  memory_mb: 256
-  bridge: {}
-metrics: {listen: "%[6]s"}
-shutdown: {drain_timeout: 1s}
-`, node.Name[len(node.Name)-6:], hostIf, ifname, node.Name, roceNodeIP, metricsAddr))
-	bin := buildDaemon(t)
-	d := startDaemon(t, bin, cfgPath, metricsAddr)
-	logf("daemon up: net_af_packet on %s (bridge %s), kernel interface %s in %s", hostIf, br.NS, ifname, node.Name)
-
-	cl := cephcluster.Start(t, cephcluster.Options{NetNS: node.Name, IP: netip.MustParseAddr(roceNodeIP)})
-	logf("cluster up on %s in the node namespace, daemons on TCP", roceNodeIP)
-
-	g, err := rxeguest.Boot(ctx, t, br, "c1", netip.MustParsePrefix(roceGuestIP+"/24"), rxeguest.WithCeph())
-	if err != nil {
-		t.Fatal(err)
-	}
-	conf, err := rxeguest.CephClientFromFiles(cl.ConfPath(), cl.KeyringPath(), rxeguest.CephRDMA)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := g.SetupCeph(ctx, conf); err != nil {
 		t.Fatal(err)
 	}
 	logf("guest c1 (%s) up with the rdma_cm client conf", roceGuestIP)
@@ -313,8 +262,8 @@ shutdown: {drain_timeout: 1s}
 			t.Fatalf("guest: %s: exit %d, %v\n%s", c, code, err, out)
 		}
 	}
-	return &roceNode{d: d, cl: cl, g: g, br: br, node: node, ifname: ifname, ctx: ctx,
-		bin: bin, cfgPath: cfgPath, metricsAddr: metricsAddr}
+	return &roceNode{d: n.Daemon, cl: n.Cluster, g: g, br: n.Bridge, node: n.NS, ifname: n.Ifname, ctx: ctx,
+		bin: n.Bin, cfgPath: n.ConfigPath, metricsAddr: n.MetricsAddr}
 }
 
 // netState is what the guest and the node's side of the link say of a

@@ -188,7 +188,7 @@ shutdown: {drain_timeout: 1s}
 			pauses <- c.pause
 			peakRSS := make(chan int64, 1)
 			stopRSS := make(chan struct{})
-			go func() { peakRSS <- watchRSS(d.cmd.Process.Pid, stopRSS) }()
+			go func() { peakRSS <- watchRSS(d.Pid(), stopRSS) }()
 			// The bridged QP's counters go with the QP: sample them while it
 			// lives. The endpoint's sums of its QPs' counters stay, and
 			// their change over the row is the row's.

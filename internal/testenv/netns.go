@@ -17,8 +17,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"testing"
 
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv/harness"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/netcmd"
 )
 
@@ -31,7 +31,7 @@ import (
 
 // RequireRoot skips the test unless it runs as root with the ip (iproute2)
 // and ethtool commands available.
-func RequireRoot(t testing.TB) {
+func RequireRoot(t harness.TB) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("testenv: needs root for network namespaces")
@@ -75,7 +75,7 @@ type VethNS struct {
 // no unsolicited router solicitations or MLD reports; with an IPv6 address
 // it still sends MLD reports for the address's solicited-node group.
 // NewVethNS skips the test when not root (see RequireRoot).
-func NewVethNS(t testing.TB, peerAddr netip.Prefix) *VethNS {
+func NewVethNS(t harness.TB, peerAddr netip.Prefix) *VethNS {
 	t.Helper()
 	RequireRoot(t)
 	var id [3]byte
@@ -337,7 +337,7 @@ func deafen(ifname string) error {
 // namespace, both ends deaf to the kernel (see deafen), for two DPDK
 // net_af_packet ports of one process to talk over, and removes it when
 // the test ends.
-func NewVethPair(t testing.TB) (a, b string) {
+func NewVethPair(t harness.TB) (a, b string) {
 	t.Helper()
 	RequireRoot(t)
 	var id [3]byte

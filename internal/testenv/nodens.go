@@ -11,8 +11,8 @@ import (
 	"os/exec"
 	"runtime"
 	"strings"
-	"testing"
 
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv/harness"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/netcmd"
 )
 
@@ -26,7 +26,7 @@ type NetNS struct {
 
 // NewNetNS creates a namespace "cddn-XXXXXX" and removes it when the test
 // ends. It skips the test when not root.
-func NewNetNS(t testing.TB) *NetNS {
+func NewNetNS(t harness.TB) *NetNS {
 	t.Helper()
 	RequireRoot(t)
 	var id [3]byte

@@ -28,8 +28,9 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"testing"
 	"time"
+
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv/harness"
 )
 
 // The monitor's ports: msgr2 and the legacy msgr1.
@@ -102,7 +103,7 @@ type Cluster struct {
 // process that names the cluster's directory (a client the test left
 // running) is killed and fails the test, and a directory Start made is
 // removed. On failure the ends of the logs go to the test log.
-func Start(t testing.TB, o Options) *Cluster {
+func Start(t harness.TB, o Options) *Cluster {
 	t.Helper()
 	requireTools(t, o)
 	if !o.IP.Is4() {
@@ -154,7 +155,7 @@ func Start(t testing.TB, o Options) *Cluster {
 	return c
 }
 
-func requireTools(t testing.TB, o Options) {
+func requireTools(t harness.TB, o Options) {
 	t.Helper()
 	tools := []string{"ceph-mon", "ceph-osd", "ceph", "rados", "monmaptool"}
 	if o.WithMgr {
@@ -642,7 +643,7 @@ func (c *Cluster) pid(which func() *daemon) int {
 // shutdown stops every daemon, OSD and manager before the monitor so
 // that they can still tell it, kills any other process that names Dir
 // (a client the test left running), and removes Dir if Start made it.
-func (c *Cluster) shutdown(t testing.TB) {
+func (c *Cluster) shutdown(t harness.TB) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.osd != nil && !c.osd.exited() {

@@ -14,8 +14,8 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
-	"testing"
 
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv/harness"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/netcmd"
 )
 
@@ -47,7 +47,7 @@ type Bridge struct {
 // hostAddr is an IPv6 prefix. The root-namespace ends of AddVeth's pairs
 // are named vethPrefix+"XXXXXXN", at most 15 bytes. NewBridge fails the
 // test on any error.
-func NewBridge(t testing.TB, nsPrefix, vethPrefix string, hostAddr netip.Prefix) *Bridge {
+func NewBridge(t harness.TB, nsPrefix, vethPrefix string, hostAddr netip.Prefix) *Bridge {
 	t.Helper()
 	var id [3]byte
 	if _, err := rand.Read(id[:]); err != nil {
@@ -153,7 +153,7 @@ func (b *Bridge) NewTapName() string {
 // to the bridge with checksum and segmentation offloads off, so that what
 // the guests send leaves through the root-namespace end as complete,
 // MTU-sized frames. t's cleanup removes the pair.
-func (b *Bridge) AddVeth(t testing.TB) (hostIf string, err error) {
+func (b *Bridge) AddVeth(t harness.TB) (hostIf string, err error) {
 	t.Helper()
 	b.mu.Lock()
 	b.veths++
@@ -226,7 +226,7 @@ type Peer struct {
 // off) is a veth pair's end, the other end enslaved to the bridge. t's
 // cleanup deletes the namespace, and the pair with it; register it after
 // the bridge, so that it runs first.
-func (b *Bridge) AddPeer(t testing.TB, addr netip.Prefix) (*Peer, error) {
+func (b *Bridge) AddPeer(t harness.TB, addr netip.Prefix) (*Peer, error) {
 	t.Helper()
 	b.mu.Lock()
 	b.peers++

@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -68,7 +69,8 @@ func FindScript(script string) (string, error) {
 // BuildImage runs an image script (found by FindScript) with args, or
 // takes the directory environment variable env names when it is set. The
 // script prints the image directory as its last line on standard output,
-// and its progress on standard error, whose end an error carries.
+// and its progress on standard error, whose end an error carries. When
+// ctx ends the script's whole process group gets SIGTERM.
 func BuildImage(ctx context.Context, script string, args []string, env string) (Image, error) {
 	if dir := os.Getenv(env); dir != "" {
 		return Image{Dir: dir}, CheckImage(dir)
@@ -82,6 +84,10 @@ func BuildImage(ctx context.Context, script string, args []string, env string) (
 	cmd := exec.CommandContext(ctx, "bash", append([]string{path}, args...)...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+	// A process group of its own, all of which ctx's end stops: the
+	// script's downloads and archivers too, not just bash.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
 	cmd.WaitDelay = 10 * time.Second
 	if err := cmd.Run(); err != nil {
 		return Image{}, fmt.Errorf("%s: %w\n%s", path, err, Tail(stderr.String(), 30))

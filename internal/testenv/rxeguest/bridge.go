@@ -4,8 +4,8 @@ package rxeguest
 
 import (
 	"net/netip"
-	"testing"
 
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv/harness"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/qemuvm"
 )
 
@@ -26,7 +26,7 @@ type Bridge = qemuvm.Bridge
 // everything in it. If hostAddr is valid it is assigned to br0. NewBridge
 // skips the test when Available reports guests cannot run, and fails it on
 // any other error.
-func NewBridge(t testing.TB, hostAddr netip.Prefix) *Bridge {
+func NewBridge(t harness.TB, hostAddr netip.Prefix) *Bridge {
 	t.Helper()
 	if err := Available(); err != nil {
 		t.Skip(err)

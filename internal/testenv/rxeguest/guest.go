@@ -15,9 +15,9 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"testing"
 	"time"
 
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv/harness"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/netcmd"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/qemuvm"
 )
@@ -117,7 +117,7 @@ var guestName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]{0,31}$`)
 // also gets SIGKILL if the test process dies first. Register the bridge
 // before booting, so that the guests are gone before its namespace is
 // deleted.
-func Boot(ctx context.Context, t testing.TB, b *Bridge, name string, addr netip.Prefix, opts ...Option) (*Guest, error) {
+func Boot(ctx context.Context, t harness.TB, b *Bridge, name string, addr netip.Prefix, opts ...Option) (*Guest, error) {
 	t.Helper()
 	if !guestName.MatchString(name) {
 		return nil, fmt.Errorf("rxeguest: guest name %q: want letters, digits and dashes", name)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"sync/atomic"
 	"time"
 
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/qemuvm"
@@ -103,9 +104,33 @@ func imageOnce(v variant) func(context.Context) (qemuvm.Image, error) {
 	return qemuvm.ImageOnce(variants[v].script, variants[v].args, variants[v].env, imageTimeout)
 }
 
+// built holds the images BuildImage made, which Boot takes first.
+var built [len(variants)]atomic.Pointer[qemuvm.Image]
+
+// BuildImage builds, or takes from the cache, the image Boot boots with
+// opts, and has later Boots in this process use it. Boot builds what it
+// needs by itself; BuildImage is for a program that shows the build as a
+// step of its own: unlike Boot's, the build stops when ctx ends.
+func BuildImage(ctx context.Context, opts ...Option) (qemuvm.Image, error) {
+	var cfg config
+	for _, o := range opts {
+		o(&cfg)
+	}
+	v := variants[cfg.image]
+	im, err := qemuvm.BuildImage(ctx, v.script, v.args, v.env)
+	if err != nil {
+		return qemuvm.Image{}, fmt.Errorf("rxeguest: %w", err)
+	}
+	built[cfg.image].Store(&im)
+	return im, nil
+}
+
 // getImage waits for image v, or for ctx. A build abandoned by a caller
 // whose ctx ended goes on for the next caller.
 func getImage(ctx context.Context, v variant) (qemuvm.Image, error) {
+	if im := built[v].Load(); im != nil {
+		return *im, nil
+	}
 	im, err := images[v](ctx)
 	if err != nil {
 		return qemuvm.Image{}, fmt.Errorf("rxeguest: %w", err)

@@ -1,0 +1,26 @@
+// Package harness defines TB, the part of testing.TB that the test
+// environment's set-up functions (testenv.NewNetNS, cephcluster.Start,
+// qemuvm.NewBridge, rxeguest.Boot, ...) use. A *testing.T satisfies it,
+// and so can a program that drives the same set-up outside a test (see
+// internal/tools/tryceph): testing.TB itself cannot be implemented
+// outside package testing.
+package harness
+
+// TB is what the set-up functions need from their caller: a place to
+// log, to report failures and to register the cleanups that undo what
+// they made. Its methods mean what testing.TB's do: Fatal, Fatalf, Skip
+// and Skipf do not return; cleanups run last-registered first.
+type TB interface {
+	Helper()
+	Cleanup(f func())
+	TempDir() string
+	Log(args ...any)
+	Logf(format string, args ...any)
+	Error(args ...any)
+	Errorf(format string, args ...any)
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	Skip(args ...any)
+	Skipf(format string, args ...any)
+	Failed() bool
+}
