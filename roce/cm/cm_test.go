@@ -429,7 +429,7 @@ func TestPeerVanishes(t *testing.T) {
 			if !errors.Is(survivor.discErr, ErrQPFailed) || !errors.Is(survivor.discErr, roce.ErrRetryExceeded) {
 				t.Errorf("survivor disconnected with %v, want a QP failure from the retry limit", survivor.discErr)
 			}
-			// 7 transport timeouts of 4.096 µs·2^18 each.
+			// 7 transport timeouts of 4.096 µs·2^DefaultTimeout each.
 			if took, want := n.Now.Sub(start), 7*(4096*time.Nanosecond<<DefaultTimeout); took < want || took > want+time.Second {
 				t.Errorf("QP failed after %v, want about %v", took, want)
 			}
