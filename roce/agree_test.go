@@ -136,10 +136,10 @@ func TestClassifierAgreement(t *testing.T) {
 			}
 			n := newTestNet(t, memlink.Config{}, EndpointConfig{})
 			before := n.b.Stats()
-			if n.la.SendBurst([][]byte{frame}) != 1 {
+			if n.A.Link.SendBurst([][]byte{frame}) != 1 {
 				t.Fatal("link full")
 			}
-			n.poll()
+			n.Poll()
 			if got := statsDelta(before, n.b.Stats()); len(got) != 1 || got[0] != tc.counter {
 				t.Errorf("endpoint counted the frame under %v, want %s", got, tc.counter)
 			}

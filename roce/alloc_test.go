@@ -1,6 +1,9 @@
 package roce
 
-import "testing"
+import (
+	"github.com/cephdpdkd/cephdpdkd/roce/roctest"
+	"testing"
+)
 
 // TestNoAllocsPerMessage: once warm, moving messages between two QPs,
 // including go-back-N and duplicate handling on a faulty link, allocates
@@ -12,10 +15,10 @@ func TestNoAllocsPerMessage(t *testing.T) {
 	}{{"clean", 0}, {"faulty", 0.01}} {
 		t.Run(tc.name, func(t *testing.T) {
 			const size = 200_000
-			n := newTestNet(t, testLink(tc.faults), EndpointConfig{})
+			n := newTestNet(t, roctest.Faulty(1, tc.faults), EndpointConfig{})
 			p := n.newPair(defaultQPOpts())
-			src := region(t, n.pa, size, 0)
-			dst := region(t, n.pb, size, AccessLocalWrite)
+			src := roctest.Region(t, n.pa, size, 0)
+			dst := roctest.Region(t, n.pb, size, AccessLocalWrite)
 			swr := SendWR{ID: 1, Opcode: WRSend, Flags: SendSignaled, SGList: []SGE{src.SGE(0, size)}}
 			rwr := RecvWR{ID: 2, SGList: []SGE{dst.SGE(0, size)}}
 			var wc [4]WorkCompletion
@@ -31,10 +34,10 @@ func TestNoAllocsPerMessage(t *testing.T) {
 					if i > 1_000_000 {
 						t.Fatalf("message stuck: %d sent, %d received", sent, got)
 					}
-					if n.poll() == 0 {
-						n.advance()
+					if n.Poll() == 0 {
+						n.Advance()
 					}
-					n.now = n.now.Add(1000)
+					n.Now = n.Now.Add(1000)
 					sent += p.acqs[0].Poll(wc[:])
 					got += p.bcqs[1].Poll(wc[:])
 				}

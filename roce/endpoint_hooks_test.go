@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cephdpdkd/cephdpdkd/roce/memlink"
+	"github.com/cephdpdkd/cephdpdkd/roce/roctest"
 	"github.com/cephdpdkd/cephdpdkd/roce/wire"
 )
 
@@ -94,12 +95,12 @@ func TestNetworkDispatcher(t *testing.T) {
 					return tc.takes
 				}}, nil)
 			}
-			if n.la.SendBurst([][]byte{arpRequest(), {1, 2, 3}}) != 2 {
+			if n.A.Link.SendBurst([][]byte{arpRequest(), {1, 2, 3}}) != 2 {
 				t.Fatal("link full")
 			}
-			n.poll()
+			n.Poll()
 			st := n.b.Stats()
-			if tc.handler && (len(got) != 1 || len(got[0]) != 60 || !at.Equal(n.now)) {
+			if tc.handler && (len(got) != 1 || len(got[0]) != 60 || !at.Equal(n.Now)) {
 				t.Errorf("handler saw %d frames at %v", len(got), at)
 			}
 			// The 3-byte frame is malformed; the ARP frame is not RoCE,
@@ -120,7 +121,7 @@ func TestSendFrame(t *testing.T) {
 		t.Errorf("SendFrame into a full link = %v", err)
 	}
 	frames := make([][]byte, 4)
-	if k := n.lb.RecvBurst(frames); k != 1 || len(frames[0]) != 60 || frames[0][13] != 0x06 {
+	if k := n.B.Link.RecvBurst(frames); k != 1 || len(frames[0]) != 60 || frames[0][13] != 0x06 {
 		t.Errorf("received %d frames", k)
 	}
 	if st := n.a.Stats(); st.TxFrames != 1 {
@@ -159,7 +160,7 @@ func TestNeighbourAndEventDispatch(t *testing.T) {
 		t.Fatalf("Endpoint/NumQPs wrong: %d qps", n.b.NumQPs())
 	}
 	qb.Modify(&QPAttr{State: QPStateInit}, QPAttrState)
-	mr := region(t, n.pb, 64, AccessLocalWrite)
+	mr := roctest.Region(t, n.pb, 64, AccessLocalWrite)
 	qb.PostRecv(&RecvWR{ID: 1, SGList: []SGE{mr.SGE(0, 64)}})
 	connectQP(t, qa, o, macB, ipB, qb.QPN(), o.psnB, o.psnA)
 	// B stays in RTR: its first packet raises EventCommEstablished.
@@ -168,14 +169,14 @@ func TestNeighbourAndEventDispatch(t *testing.T) {
 	}, QPAttrState|QPAttrAV|QPAttrPathMTU|QPAttrDestQPN|QPAttrRQPSN); err != nil {
 		t.Fatal(err)
 	}
-	src := region(t, n.pa, 64, 0)
+	src := roctest.Region(t, n.pa, 64, 0)
 	if err := qa.PostSend(&SendWR{ID: 9, Opcode: WRSend, SGList: []SGE{src.SGE(0, 16)}}); err != nil {
 		t.Fatal(err)
 	}
-	n.run(1000, func() bool { return len(tapped) > 0 })
+	n.Run(1000, func() bool { return len(tapped) > 0 })
 	// The event came in the last, busy, round, after which run moved the
 	// clock on by a microsecond.
-	if tapped[0].Type != EventCommEstablished || tapped[0].QPN != qb.QPN() || !tappedAt.Equal(n.now.Add(-time.Microsecond)) {
+	if tapped[0].Type != EventCommEstablished || tapped[0].QPN != qb.QPN() || !tappedAt.Equal(n.Now.Add(-time.Microsecond)) {
 		t.Errorf("tap saw %+v at %v", tapped, tappedAt)
 	}
 	if len(learned) == 0 || learned[0] != (seen{ipA, macA}) {

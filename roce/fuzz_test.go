@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cephdpdkd/cephdpdkd/roce/roctest"
 	"github.com/cephdpdkd/cephdpdkd/roce/wire"
 )
 
@@ -76,15 +77,15 @@ func fuzzQPInput(t *testing.T, data []byte) {
 		t.Fatal(err)
 	}
 	connectQP(t, qp, o, macA, ipA, 0x42, 1000, 5000)
-	writable := region(t, pd, 4096, AccessLocalWrite|AccessRemoteWrite|AccessRemoteRead)
-	readOnly := region(t, pd, 4096, AccessRemoteRead)
-	recv := region(t, pd, 2048, AccessLocalWrite)
-	pattern(readOnly.Bytes(), 1)
+	writable := roctest.Region(t, pd, 4096, AccessLocalWrite|AccessRemoteWrite|AccessRemoteRead)
+	readOnly := roctest.Region(t, pd, 4096, AccessRemoteRead)
+	recv := roctest.Region(t, pd, 2048, AccessLocalWrite)
+	roctest.Pattern(readOnly.Bytes(), 1)
 	was := bytes.Clone(readOnly.Bytes())
 	for i := range 4 {
 		qp.PostRecv(&RecvWR{ID: uint64(i), SGList: []SGE{recv.SGE(i*512, 256), recv.SGE(i*512+256, 256)}})
 	}
-	local := region(t, pd, 4096, AccessLocalWrite)
+	local := roctest.Region(t, pd, 4096, AccessLocalWrite)
 	qp.PostSend(&SendWR{ID: 1, Opcode: WRSend, SGList: []SGE{local.SGE(0, 600)}})
 	qp.PostSend(&SendWR{ID: 2, Opcode: WRRDMARead, SGList: []SGE{local.SGE(1000, 700)}, RemoteAddr: 1 << 40, RKey: 0x101})
 	now := time.Unix(0, 0)

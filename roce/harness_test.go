@@ -1,76 +1,46 @@
 package roce
 
 import (
-	"encoding/binary"
 	"net/netip"
 	"testing"
 	"time"
 
-	"github.com/cephdpdkd/cephdpdkd/roce/internal/simclock"
 	"github.com/cephdpdkd/cephdpdkd/roce/memlink"
+	"github.com/cephdpdkd/cephdpdkd/roce/roctest"
 	"github.com/cephdpdkd/cephdpdkd/roce/wire"
 )
 
-var (
-	macA = [6]byte{0x02, 0, 0, 0, 0, 0x0A}
-	macB = [6]byte{0x02, 0, 0, 0, 0, 0x0B}
-	ipA  = netip.MustParseAddr("10.0.0.1")
-	ipB  = netip.MustParseAddr("10.0.0.2")
-)
+// The addresses of the network's two sides.
+var macA, macB, ipA, ipB = roctest.MACA, roctest.MACB, roctest.IPA, roctest.IPB
 
-// testNet is two endpoints joined by a memlink and a manual clock.
+// testNet is two endpoints on a roctest network.
 type testNet struct {
-	tb     testing.TB
-	la, lb *memlink.End
+	*roctest.Net
 	a, b   *Endpoint
 	pa, pb *PD
-	now    time.Time
 }
 
 func newTestNet(tb testing.TB, lc memlink.Config, ec EndpointConfig) *testNet {
 	tb.Helper()
-	la, lb := memlink.New(lc)
-	n := &testNet{tb: tb, la: la, lb: lb, now: time.Unix(1_000_000, 0)}
-	var err error
-	ca, cb := ec, ec
-	ca.MAC, ca.IP, ca.IO = macA, ipA, la
-	cb.MAC, cb.IP, cb.IO = macB, ipB, lb
-	if n.a, err = NewEndpoint(ca); err != nil {
-		tb.Fatal(err)
-	}
-	if n.b, err = NewEndpoint(cb); err != nil {
-		tb.Fatal(err)
-	}
+	return newTestNetOn(roctest.New(tb, lc), ec, [2]PacketIO{})
+}
+
+// newTestNetOn puts two endpoints configured by ec on rn, each on its
+// side's link end unless io names another for it.
+func newTestNetOn(rn *roctest.Net, ec EndpointConfig, io [2]PacketIO) *testNet {
+	rn.TB.Helper()
+	n := &testNet{Net: rn}
+	n.a, n.b = roctest.Pair(rn, func(s roctest.Side) (*Endpoint, error) {
+		c := ec
+		c.MAC, c.IP, c.IO = s.MAC, s.IP, io[s.Index]
+		if c.IO == nil {
+			c.IO = s.Link
+		}
+		return NewEndpoint(c)
+	})
+	rn.Add(n.a, n.b)
 	n.pa, n.pb = n.a.NewPD(), n.b.NewPD()
 	return n
-}
-
-// poll runs one round on both endpoints and returns the work done.
-func (n *testNet) poll() int {
-	return n.a.Poll(n.now) + n.b.Poll(n.now)
-}
-
-// advance moves the clock to the next timer deadline, if any.
-func (n *testNet) advance() bool {
-	return simclock.Advance(&n.now, n.a.NextDeadline, n.b.NextDeadline)
-}
-
-// run polls until done reports true (simclock.Run).
-func (n *testNet) run(maxRounds int, done func() bool) {
-	n.tb.Helper()
-	simclock.Run(n.tb, &n.now, maxRounds, n.poll, n.advance, done)
-}
-
-// settle polls until both endpoints are idle and no timer runs.
-func (n *testNet) settle() {
-	n.tb.Helper()
-	for i := 0; i < 1_000_000; i++ {
-		if n.poll() == 0 && !n.advance() {
-			return
-		}
-		n.now = n.now.Add(time.Microsecond)
-	}
-	n.tb.Fatal("never settled")
 }
 
 type qpOpts struct {
@@ -105,15 +75,15 @@ type qpPair struct {
 }
 
 func (n *testNet) newQP(pd *PD, o qpOpts, events *[]Event) (*QP, [2]*CQ) {
-	n.tb.Helper()
-	e := pd.ep
+	n.TB.Helper()
+	e := pd.Endpoint()
 	scq, err := e.NewCQ(CQConfig{Depth: 4 * o.sendDepth})
 	if err != nil {
-		n.tb.Fatal(err)
+		n.TB.Fatal(err)
 	}
 	rcq, err := e.NewCQ(CQConfig{Depth: 4 * o.recvDept})
 	if err != nil {
-		n.tb.Fatal(err)
+		n.TB.Fatal(err)
 	}
 	qp, err := pd.CreateQP(&QPInitAttr{
 		SendCQ: scq, RecvCQ: rcq,
@@ -122,10 +92,10 @@ func (n *testNet) newQP(pd *PD, o qpOpts, events *[]Event) (*QP, [2]*CQ) {
 		NoRNR:   o.noRNR,
 	})
 	if err != nil {
-		n.tb.Fatal(err)
+		n.TB.Fatal(err)
 	}
 	if err := qp.Modify(&QPAttr{State: QPStateInit, Access: o.access}, QPAttrState|QPAttrAccessFlags); err != nil {
-		n.tb.Fatal(err)
+		n.TB.Fatal(err)
 	}
 	return qp, [2]*CQ{scq, rcq}
 }
@@ -148,46 +118,13 @@ func connectQP(tb testing.TB, qp *QP, o qpOpts, dstMAC [6]byte, dstIP netip.Addr
 }
 
 func (n *testNet) newPair(o qpOpts) *qpPair {
-	n.tb.Helper()
+	n.TB.Helper()
 	p := &qpPair{opts: o}
 	p.a, p.acqs = n.newQP(n.pa, o, &p.aEvents)
 	p.b, p.bcqs = n.newQP(n.pb, o, &p.bEvents)
-	connectQP(n.tb, p.a, o, macB, ipB, p.b.QPN(), o.psnB, o.psnA)
-	connectQP(n.tb, p.b, o, macA, ipA, p.a.QPN(), o.psnA, o.psnB)
+	connectQP(n.TB, p.a, o, macB, ipB, p.b.QPN(), o.psnB, o.psnA)
+	connectQP(n.TB, p.b, o, macA, ipA, p.a.QPN(), o.psnA, o.psnB)
 	return p
-}
-
-// pollOne polls one completion from cq, failing if there is none.
-func pollOne(tb testing.TB, cq *CQ) WorkCompletion {
-	tb.Helper()
-	var wc [1]WorkCompletion
-	if cq.Poll(wc[:]) != 1 {
-		tb.Fatal("no completion")
-	}
-	return wc[0]
-}
-
-// region allocates and registers n bytes.
-func region(tb testing.TB, pd *PD, n int, access Access) *MR {
-	tb.Helper()
-	mr, err := pd.RegisterMR(make([]byte, n), access)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return mr
-}
-
-// pattern fills b with bytes derived from seed and position.
-func pattern(b []byte, seed uint64) {
-	x := seed*0x9E3779B97F4A7C15 + 1
-	for i := 0; i < len(b); i += 8 {
-		x ^= x << 13
-		x ^= x >> 7
-		x ^= x << 17
-		var w [8]byte
-		binary.LittleEndian.PutUint64(w[:], x)
-		copy(b[i:], w[:])
-	}
 }
 
 // frameInfo decodes a captured frame's BTH; ok is false for non-RoCE.
@@ -216,7 +153,7 @@ func (n *testNet) capture(end *memlink.End, drop func(c *captured, i int) bool) 
 		if !ok {
 			return true
 		}
-		c := captured{at: n.now, bth: p.BTH, aeth: p.AETH, reth: p.RETH, n: len(p.Payload)}
+		c := captured{at: n.Now, bth: p.BTH, aeth: p.AETH, reth: p.RETH, n: len(p.Payload)}
 		if drop != nil && drop(&c, len(*log)) {
 			c.dropped = true
 		}

@@ -6,38 +6,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cephdpdkd/cephdpdkd/roce/internal/simclock"
 	"github.com/cephdpdkd/cephdpdkd/roce/memlink"
+	"github.com/cephdpdkd/cephdpdkd/roce/roctest"
 	"github.com/cephdpdkd/cephdpdkd/roce/wire"
 )
 
 const testIdle = 15 * time.Second
-
-// runUntil polls both endpoints, a microsecond per busy round and from
-// deadline to deadline when idle, until the clock reaches t. Unlike
-// settle it ends while timers run: with idle probes one always does.
-func (n *testNet) runUntil(t time.Time) {
-	n.tb.Helper()
-	for range 100_000_000 {
-		if !n.now.Before(t) {
-			return
-		}
-		if n.poll() > 0 {
-			n.now = n.now.Add(time.Microsecond)
-			continue
-		}
-		d, ok := simclock.Deadline(n.a.NextDeadline, n.b.NextDeadline)
-		switch {
-		case !ok || d.After(t):
-			n.now = t
-		case d.After(n.now):
-			n.now = d
-		default:
-			n.now = n.now.Add(time.Microsecond)
-		}
-	}
-	n.tb.Fatalf("clock never reached %v", t)
-}
 
 // idleSend moves k single-packet SENDs from one QP of p to the other
 // (fromA: a to b) and checks their completions.
@@ -50,7 +24,7 @@ func idleSend(t *testing.T, n *testNet, p *qpPair, fromA bool, k int) {
 	if !fromA {
 		s, r, spd, rpd, scq, rcq = p.b, p.a, n.pb, n.pa, p.bcqs[0], p.acqs[1]
 	}
-	src, dst := region(t, spd, 64*k, 0), region(t, rpd, 64*k, AccessLocalWrite)
+	src, dst := roctest.Region(t, spd, 64*k, 0), roctest.Region(t, rpd, 64*k, AccessLocalWrite)
 	for i := range k {
 		if err := r.PostRecv(&RecvWR{ID: uint64(i), SGList: []SGE{dst.SGE(i*64, 64)}}); err != nil {
 			t.Fatal(err)
@@ -59,7 +33,7 @@ func idleSend(t *testing.T, n *testNet, p *qpPair, fromA bool, k int) {
 			t.Fatal(err)
 		}
 	}
-	n.run(1_000_000, func() bool { return scq.Len() == k && rcq.Len() == k })
+	n.Run(1_000_000, func() bool { return scq.Len() == k && rcq.Len() == k })
 	var wc [1]WorkCompletion
 	for _, cq := range []*CQ{scq, rcq} {
 		for cq.Poll(wc[:]) == 1 {
@@ -74,7 +48,7 @@ func idleSend(t *testing.T, n *testNet, p *qpPair, fromA bool, k int) {
 // leave alone.
 func spareRecv(t *testing.T, qp *QP) {
 	t.Helper()
-	mr := region(t, qp.PD(), 64, AccessLocalWrite)
+	mr := roctest.Region(t, qp.PD(), 64, AccessLocalWrite)
 	if err := qp.PostRecv(&RecvWR{ID: 99, SGList: []SGE{mr.SGE(0, 64)}}); err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +71,7 @@ func idleProbes(log []captured) []captured {
 }
 
 func newIdleNet(t *testing.T) *testNet {
-	return newTestNet(t, testLink(0), EndpointConfig{IdleProbe: testIdle})
+	return newTestNet(t, roctest.Faulty(1, 0), EndpointConfig{IdleProbe: testIdle})
 }
 
 // TestIdleProbeHealthy leaves a healthy connection idle for a minute:
@@ -118,9 +92,9 @@ func TestIdleProbeHealthy(t *testing.T) {
 			idleSend(t, n, p, true, tc.msgs)
 			spareRecv(t, p.a)
 			spareRecv(t, p.b)
-			fromA, fromB := n.capture(n.la, nil), n.capture(n.lb, nil)
+			fromA, fromB := n.capture(n.A.Link, nil), n.capture(n.B.Link, nil)
 			before := [2]QPStats{p.a.Stats(), p.b.Stats()}
-			n.runUntil(n.now.Add(61 * time.Second))
+			n.RunUntil(n.Now.Add(61 * time.Second))
 
 			wantPSN := [2]uint32{wire.PSNAdd(o.psnA, tc.msgs-1), wire.PSNAdd(o.psnB, -1)}
 			probes := [2][]captured{idleProbes(*fromA), idleProbes(*fromB)}
@@ -185,16 +159,16 @@ func TestIdleProbeDeadPeer(t *testing.T) {
 			p := n.newPair(o)
 			idleSend(t, n, p, true, tc.msgs)
 			spareRecv(t, p.a)
-			fromA := n.capture(n.la, nil)
-			n.capture(n.lb, func(*captured, int) bool { return true }) // b vanishes
-			n.poll()
+			fromA := n.capture(n.A.Link, nil)
+			n.capture(n.B.Link, func(*captured, int) bool { return true }) // b vanishes
+			n.Poll()
 			heard := p.a.req.heardAt
-			n.run(100_000_000, func() bool { return p.a.State() == QPStateError })
+			n.Run(100_000_000, func() bool { return p.a.State() == QPStateError })
 
 			timeout := 4096 * time.Nanosecond << o.timeout
 			want := heard.Add(testIdle + time.Duration(tc.retry+1)*timeout)
-			if d := n.now.Sub(want); d < 0 || d > time.Millisecond {
-				t.Errorf("declared dead %v after it last heard, want %v", n.now.Sub(heard), want.Sub(heard))
+			if d := n.Now.Sub(want); d < 0 || d > time.Millisecond {
+				t.Errorf("declared dead %v after it last heard, want %v", n.Now.Sub(heard), want.Sub(heard))
 			}
 			probes := idleProbes(*fromA)
 			if len(probes) == 0 || probes[0].at.Sub(heard) != testIdle {
@@ -227,7 +201,7 @@ func TestIdleProbeDeadPeer(t *testing.T) {
 			if fatal != 1 {
 				t.Errorf("events %+v, want one QP fatal for a dead peer", p.aEvents)
 			}
-			if wc := pollOne(t, p.acqs[1]); wc.WRID != 99 || wc.Status != WCWRFlushErr {
+			if wc := roctest.PollOne(t, p.acqs[1]); wc.WRID != 99 || wc.Status != WCWRFlushErr {
 				t.Errorf("spare receive completed %+v, want flushed", wc)
 			}
 			if p.bcqs[1].Len() != 0 {
@@ -256,25 +230,25 @@ func TestIdleProbeNotWhileBusy(t *testing.T) {
 			o := defaultQPOpts()
 			o.retry = 3
 			p := n.newPair(o)
-			end := n.now.Add(time.Minute)
-			for n.now.Before(end) {
+			end := n.Now.Add(time.Minute)
+			for n.Now.Before(end) {
 				if tc.fromA {
 					idleSend(t, n, p, true, 1)
 				}
 				if tc.fromB {
 					idleSend(t, n, p, false, 1)
 				}
-				n.runUntil(n.now.Add(5 * time.Second))
+				n.RunUntil(n.Now.Add(5 * time.Second))
 			}
 			for _, qp := range []*QP{p.a, p.b} {
 				if s := qp.Stats(); s.IdleProbes != 0 || s.Timeouts != 0 {
 					t.Errorf("qp %d probed while busy: %+v", qp.QPN(), s)
 				}
 			}
-			last := n.now.Add(-5 * time.Second) // the last message's round trip ended by then
-			fromA, fromB := n.capture(n.la, nil), n.capture(n.lb, nil)
-			n.run(10_000_000, func() bool { return len(idleProbes(*fromA))+len(idleProbes(*fromB)) > 0 })
-			if d := n.now.Sub(last); d < testIdle-time.Millisecond || d > testIdle {
+			last := n.Now.Add(-5 * time.Second) // the last message's round trip ended by then
+			fromA, fromB := n.capture(n.A.Link, nil), n.capture(n.B.Link, nil)
+			n.Run(10_000_000, func() bool { return len(idleProbes(*fromA))+len(idleProbes(*fromB)) > 0 })
+			if d := n.Now.Sub(last); d < testIdle-time.Millisecond || d > testIdle {
 				t.Errorf("first probe %v after the last message, want %v", d, testIdle)
 			}
 		})
@@ -296,15 +270,15 @@ func TestIdleProbeLost(t *testing.T) {
 			p := n.newPair(o)
 			// b does not probe: its probe would answer for b as well.
 			n.b.cfg.IdleProbe = 0
-			fromA := n.capture(n.la, dropOnce(isIdleProbe))
-			n.run(10_000_000, func() bool { return len(idleProbes(*fromA)) == 1 })
+			fromA := n.capture(n.A.Link, dropOnce(isIdleProbe))
+			n.Run(10_000_000, func() bool { return len(idleProbes(*fromA)) == 1 })
 			if !p.a.req.idleOn {
 				t.Fatal("probe sent and not outstanding")
 			}
 			if tc.postData {
 				idleSend(t, n, p, true, 1)
 			}
-			n.runUntil(n.now.Add(time.Second))
+			n.RunUntil(n.Now.Add(time.Second))
 			s := p.a.Stats()
 			want := uint64(2)
 			if tc.postData {
@@ -324,7 +298,7 @@ func TestIdleProbeConfig(t *testing.T) {
 		ok   bool
 	}{{0, true}, {MinIdleProbe, true}, {DefaultIdleProbe, true}, {MaxIdleProbe, true},
 		{-time.Second, false}, {MinIdleProbe - 1, false}, {MaxIdleProbe + 1, false}} {
-		la, _ := memlink.New(testLink(0))
+		la, _ := memlink.New(roctest.Faulty(1, 0))
 		_, err := NewEndpoint(EndpointConfig{MAC: macA, IP: netip.MustParseAddr("10.0.0.1"), IO: la, IdleProbe: tc.idle})
 		if (err == nil) != tc.ok || err != nil && !errors.Is(err, ErrInvalidArgument) {
 			t.Errorf("idle probe %v: %v", tc.idle, err)

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cephdpdkd/cephdpdkd/roce/internal/simclock"
+	"github.com/cephdpdkd/cephdpdkd/roce/roctest"
 	"github.com/cephdpdkd/cephdpdkd/roce/wire"
 )
 
@@ -107,26 +107,12 @@ type pacedNet struct {
 }
 
 func newPacedNet(tb testing.TB, rate float64, delay time.Duration, loss float64, seed uint64) *pacedNet {
-	n := &testNet{tb: tb, now: time.Unix(1_000_000, 0)}
-	link, ea, eb := newPacedLink(&n.now, rate, delay, loss, seed)
-	var err error
-	if n.a, err = NewEndpoint(EndpointConfig{MAC: macA, IP: ipA, IO: ea}); err != nil {
-		tb.Fatal(err)
-	}
-	if n.b, err = NewEndpoint(EndpointConfig{MAC: macB, IP: ipB, IO: eb}); err != nil {
-		tb.Fatal(err)
-	}
-	n.pa, n.pb = n.a.NewPD(), n.b.NewPD()
-	return &pacedNet{testNet: n, link: link}
-}
-
-// run polls until done, a microsecond per busy round, jumping to the
-// next timer deadline or frame arrival when idle.
-func (n *pacedNet) run(maxRounds int, done func() bool) {
-	n.tb.Helper()
-	simclock.Run(n.tb, &n.now, maxRounds, n.poll, func() bool {
-		return simclock.Advance(&n.now, n.a.NextDeadline, n.b.NextDeadline, n.link.next)
-	}, done)
+	tb.Helper()
+	rn := roctest.NewBare(tb)
+	link, ea, eb := newPacedLink(&rn.Now, rate, delay, loss, seed)
+	// Frames on their way move the clock too.
+	rn.AddTimer(roctest.TimerFunc(link.next))
+	return &pacedNet{testNet: newTestNetOn(rn, EndpointConfig{}, [2]PacketIO{ea, eb}), link: link}
 }
 
 // bulkResult is what a bulk transfer over a pacedNet measured.
@@ -148,9 +134,9 @@ func bulkSend(t *testing.T, total, msg int, loss float64, seed uint64) bulkResul
 	nmsg := total / msg
 	o.sendDepth, o.recvDept = nmsg, nmsg
 	p := n.newPair(o)
-	src := region(t, n.pa, total, 0)
-	dst := region(t, n.pb, total, AccessLocalWrite)
-	pattern(src.Bytes(), seed)
+	src := roctest.Region(t, n.pa, total, 0)
+	dst := roctest.Region(t, n.pb, total, AccessLocalWrite)
+	roctest.Pattern(src.Bytes(), seed)
 	for i := range nmsg {
 		if err := p.b.PostRecv(&RecvWR{ID: uint64(i), SGList: []SGE{dst.SGE(i*msg, msg)}}); err != nil {
 			t.Fatal(err)
@@ -161,9 +147,9 @@ func bulkSend(t *testing.T, total, msg int, loss float64, seed uint64) bulkResul
 			t.Fatal(err)
 		}
 	}
-	start := n.now
-	n.run(100_000_000, func() bool { return p.acqs[0].Len() == nmsg && p.bcqs[1].Len() == nmsg })
-	elapsed := n.now.Sub(start)
+	start := n.Now
+	n.Run(100_000_000, func() bool { return p.acqs[0].Len() == nmsg && p.bcqs[1].Len() == nmsg })
+	elapsed := n.Now.Sub(start)
 	var wc [64]WorkCompletion
 	for _, cq := range []*CQ{p.acqs[0], p.bcqs[1]} {
 		for k := cq.Poll(wc[:]); k > 0; k = cq.Poll(wc[:]) {
@@ -297,15 +283,15 @@ func TestTailLoss(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			n := newTestNet(t, testLink(0), EndpointConfig{})
+			n := newTestNet(t, roctest.Faulty(1, 0), EndpointConfig{})
 			p := n.newPair(o)
 			warmUp(t, n, p)
-			n.capture(n.la, tc.fromA)
-			n.capture(n.lb, tc.fromB)
-			start := n.now
+			n.capture(n.A.Link, tc.fromA)
+			n.capture(n.B.Link, tc.fromB)
+			start := n.Now
 			src, dst := sendSetup(t, n, p, 3000, true)
-			n.run(1_000_000, func() bool { return p.acqs[0].Len() > 0 && p.bcqs[1].Len() > 0 })
-			took := n.now.Sub(start)
+			n.Run(1_000_000, func() bool { return p.acqs[0].Len() > 0 && p.bcqs[1].Len() > 0 })
+			took := n.Now.Sub(start)
 			checkDelivered(t, n, p, src, dst)
 			if took < tc.min || took > tc.max {
 				t.Errorf("recovered after %v, want %v to %v (the transport timeout is %v)", took, tc.min, tc.max, transport)
@@ -345,7 +331,7 @@ func TestGapAckThenNak(t *testing.T) {
 		{name: "after a read", read: true, size: 3000, lost: 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			n := newTestNet(t, testLink(0), EndpointConfig{})
+			n := newTestNet(t, roctest.Faulty(1, 0), EndpointConfig{})
 			p := n.newPair(o)
 			first := o.psnA
 			if tc.warmUp {
@@ -353,8 +339,8 @@ func TestGapAckThenNak(t *testing.T) {
 				first = wire.PSNAdd(first, 1)
 			}
 			if tc.read {
-				readable := region(t, n.pb, 100, AccessRemoteRead)
-				into := region(t, n.pa, 100, AccessLocalWrite)
+				readable := roctest.Region(t, n.pb, 100, AccessRemoteRead)
+				into := roctest.Region(t, n.pa, 100, AccessLocalWrite)
 				if err := p.a.PostSend(&SendWR{ID: 9, Opcode: WRRDMARead, SGList: []SGE{into.SGE(0, 100)},
 					RemoteAddr: readable.Addr(), RKey: readable.RKey()}); err != nil {
 					t.Fatal(err)
@@ -362,8 +348,8 @@ func TestGapAckThenNak(t *testing.T) {
 				first = wire.PSNAdd(first, 1)
 			}
 			lost := wire.PSNAdd(first, tc.lost)
-			n.capture(n.la, dropOnce(func(c *captured) bool { return c.bth.PSN == lost && c.bth.Opcode.IsRequest() }))
-			fromB := n.capture(n.lb, nil)
+			n.capture(n.A.Link, dropOnce(func(c *captured) bool { return c.bth.PSN == lost && c.bth.Opcode.IsRequest() }))
+			fromB := n.capture(n.B.Link, nil)
 			src, dst := sendSetup(t, n, p, tc.size, true)
 			checkDelivered(t, n, p, src, dst)
 			var naks []int
@@ -408,24 +394,24 @@ func TestGiveUpTime(t *testing.T) {
 	} {
 		transport := 4096 * time.Nanosecond << tc.timeout
 		t.Run(fmt.Sprintf("timeout%d/retry%d", tc.timeout, tc.retry), func(t *testing.T) {
-			n := newTestNet(t, testLink(0), EndpointConfig{})
+			n := newTestNet(t, roctest.Faulty(1, 0), EndpointConfig{})
 			o := defaultQPOpts()
 			o.timeout, o.retry = tc.timeout, tc.retry
 			p := n.newPair(o)
 			warmUp(t, n, p)
-			fromA := n.capture(n.la, nil)
-			n.la.SetFaults(1, 0, 0, 0)
+			fromA := n.capture(n.A.Link, nil)
+			n.A.Link.SetFaults(1, 0, 0, 0)
 			sendSetup(t, n, p, 3000, true)
-			n.run(10_000_000, func() bool { return p.acqs[0].Len() > 0 })
+			n.Run(10_000_000, func() bool { return p.acqs[0].Len() > 0 })
 			if len(*fromA) == 0 {
 				t.Fatal("nothing sent")
 			}
-			took := n.now.Sub((*fromA)[0].at)
+			took := n.Now.Sub((*fromA)[0].at)
 			want := time.Duration(tc.retry+1) * transport
 			if took < want || took > want+time.Millisecond {
 				t.Errorf("gave up after %v, want %v: %d transport timeouts of %v", took, want, tc.retry+1, transport)
 			}
-			if wc := pollOne(t, p.acqs[0]); wc.Status != WCRetryExcErr {
+			if wc := roctest.PollOne(t, p.acqs[0]); wc.Status != WCRetryExcErr {
 				t.Errorf("completion %+v, want %v", wc, WCRetryExcErr)
 			}
 			sa := p.a.Stats()

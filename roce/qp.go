@@ -43,7 +43,12 @@ const (
 	MaxQueueDepth = 1 << 16 // MaxSendWR, MaxRecvWR
 	MaxSGE        = 16      // MaxSendSGE, MaxRecvSGE
 	MaxRdAtomic   = 16      // MaxRdAtomic, MaxDestRdAtomic
-	MaxMessage    = 1 << 31 // bytes in one message
+	// MaxTimerCode is the largest 5-bit timer code: MinRNRTimer and
+	// Timeout are 0..MaxTimerCode.
+	MaxTimerCode = 31
+	// MaxRetry is the largest RetryCnt and RNRRetry; it means unlimited.
+	MaxRetry   = 7
+	MaxMessage = 1 << 31 // bytes in one message
 	// maxMessagePSNs bounds the packets of one message (and the window),
 	// keeping every PSN comparison far inside the half-space window.
 	maxMessagePSNs = 1 << 21
@@ -499,10 +504,10 @@ func validateAttr(a *QPAttr, m QPAttrMask) error {
 	case m&QPAttrMaxDestRdAtomic != 0 && (a.MaxDestRdAtomic < 0 || a.MaxDestRdAtomic > MaxRdAtomic),
 		m&QPAttrMaxRdAtomic != 0 && (a.MaxRdAtomic < 0 || a.MaxRdAtomic > MaxRdAtomic):
 		return fmt.Errorf("rd atomic %d/%d not in 0..%d: %w", a.MaxRdAtomic, a.MaxDestRdAtomic, MaxRdAtomic, ErrInvalidArgument)
-	case m&QPAttrMinRNRTimer != 0 && a.MinRNRTimer > 31, m&QPAttrTimeout != 0 && a.Timeout > 31:
-		return fmt.Errorf("timer code %d/%d not in 0..31: %w", a.MinRNRTimer, a.Timeout, ErrInvalidArgument)
-	case m&QPAttrRetryCnt != 0 && a.RetryCnt > 7, m&QPAttrRNRRetry != 0 && a.RNRRetry > 7:
-		return fmt.Errorf("retry counts %d/%d not in 0..7: %w", a.RetryCnt, a.RNRRetry, ErrInvalidArgument)
+	case m&QPAttrMinRNRTimer != 0 && a.MinRNRTimer > MaxTimerCode, m&QPAttrTimeout != 0 && a.Timeout > MaxTimerCode:
+		return fmt.Errorf("timer code %d/%d not in 0..%d: %w", a.MinRNRTimer, a.Timeout, MaxTimerCode, ErrInvalidArgument)
+	case m&QPAttrRetryCnt != 0 && a.RetryCnt > MaxRetry, m&QPAttrRNRRetry != 0 && a.RNRRetry > MaxRetry:
+		return fmt.Errorf("retry counts %d/%d not in 0..%d: %w", a.RetryCnt, a.RNRRetry, MaxRetry, ErrInvalidArgument)
 	case m&QPAttrAV != 0 && !a.AV.DstIP.IsValid():
 		return fmt.Errorf("av without destination ip: %w", ErrInvalidArgument)
 	}

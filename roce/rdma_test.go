@@ -5,17 +5,18 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/cephdpdkd/cephdpdkd/roce/roctest"
 	"github.com/cephdpdkd/cephdpdkd/roce/wire"
 )
 
 func TestRDMAWriteRead(t *testing.T) {
 	for _, size := range []int{0, 1, 1023, 1024, 3*1024 + 5, 100_000} {
-		n := newTestNet(t, testLink(0), EndpointConfig{})
+		n := newTestNet(t, roctest.Faulty(1, 0), EndpointConfig{})
 		p := n.newPair(defaultQPOpts())
-		local := region(t, n.pa, 2*max(size, 1), AccessLocalWrite)
-		remote := region(t, n.pb, max(size, 1)+64, AccessLocalWrite|AccessRemoteWrite|AccessRemoteRead)
+		local := roctest.Region(t, n.pa, 2*max(size, 1), AccessLocalWrite)
+		remote := roctest.Region(t, n.pb, max(size, 1)+64, AccessLocalWrite|AccessRemoteWrite|AccessRemoteRead)
 		src, back := local.Bytes()[:size], local.Bytes()[max(size, 1):][:size]
-		pattern(src, uint64(size))
+		roctest.Pattern(src, uint64(size))
 		// WRITE at offset 64... of the remote region, then READ it back.
 		if err := p.a.PostSend(&SendWR{
 			ID: 1, Opcode: WRRDMAWrite, Flags: SendSignaled, SGList: []SGE{local.SGE(0, size)},
@@ -29,8 +30,8 @@ func TestRDMAWriteRead(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		n.run(100_000, func() bool { return p.acqs[0].Len() == 2 })
-		w, r := pollOne(t, p.acqs[0]), pollOne(t, p.acqs[0])
+		n.Run(100_000, func() bool { return p.acqs[0].Len() == 2 })
+		w, r := roctest.PollOne(t, p.acqs[0]), roctest.PollOne(t, p.acqs[0])
 		if w.WRID != 1 || w.Status != WCSuccess || w.Opcode != WCRDMAWrite ||
 			r.WRID != 2 || r.Status != WCSuccess || r.Opcode != WCRDMARead || int(r.ByteLen) != size {
 			t.Errorf("size %d: completions %+v %+v", size, w, r)
@@ -48,23 +49,23 @@ func TestRDMAWriteRead(t *testing.T) {
 // the written length; without a posted receive the WRITE is RNR-NAKed at
 // its last packet and the data placed only once.
 func TestRDMAWriteWithImm(t *testing.T) {
-	n := newTestNet(t, testLink(0), EndpointConfig{})
+	n := newTestNet(t, roctest.Faulty(1, 0), EndpointConfig{})
 	o := defaultQPOpts()
 	p := n.newPair(o)
-	local := region(t, n.pa, 5000, 0)
-	remote := region(t, n.pb, 5000, AccessLocalWrite|AccessRemoteWrite)
-	pattern(local.Bytes(), 5)
+	local := roctest.Region(t, n.pa, 5000, 0)
+	remote := roctest.Region(t, n.pb, 5000, AccessLocalWrite|AccessRemoteWrite)
+	roctest.Pattern(local.Bytes(), 5)
 	p.a.PostSend(&SendWR{ID: 1, Opcode: WRRDMAWriteWithImm, Flags: SendSignaled, SGList: []SGE{local.SGE(0, 5000)},
 		RemoteAddr: remote.Addr(), RKey: remote.RKey(), Imm: 0x01020304})
-	n.run(100_000, func() bool { return p.a.Stats().RNRNaksReceived > 0 })
+	n.Run(100_000, func() bool { return p.a.Stats().RNRNaksReceived > 0 })
 	p.b.PostRecv(&RecvWR{ID: 9})
-	n.run(1_000_000, func() bool { return p.acqs[0].Len() > 0 && p.bcqs[1].Len() > 0 })
-	rwc := pollOne(t, p.bcqs[1])
+	n.Run(1_000_000, func() bool { return p.acqs[0].Len() > 0 && p.bcqs[1].Len() > 0 })
+	rwc := roctest.PollOne(t, p.bcqs[1])
 	if rwc.Status != WCSuccess || rwc.Opcode != WCRecvRDMAWithImm || rwc.Flags&WCWithImm == 0 ||
 		rwc.Imm != 0x01020304 || rwc.ByteLen != 5000 || rwc.WRID != 9 {
 		t.Errorf("receive completion %+v", rwc)
 	}
-	if wc := pollOne(t, p.acqs[0]); wc.Status != WCSuccess {
+	if wc := roctest.PollOne(t, p.acqs[0]); wc.Status != WCSuccess {
 		t.Errorf("send completion %+v", wc)
 	}
 	if !bytes.Equal(remote.Bytes(), local.Bytes()) {
@@ -107,27 +108,27 @@ func TestRemoteAccessErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := ok
 			tc.mod(&s)
-			n := newTestNet(t, testLink(0), EndpointConfig{})
+			n := newTestNet(t, roctest.Faulty(1, 0), EndpointConfig{})
 			o := defaultQPOpts()
 			o.access = s.qpAccess
 			p := n.newPair(o)
-			local := region(t, n.pa, size, AccessLocalWrite)
-			remote := region(t, n.pb, 8192, s.mrAccess)
-			pattern(local.Bytes(), 1)
-			pattern(remote.Bytes(), 2)
+			local := roctest.Region(t, n.pa, size, AccessLocalWrite)
+			remote := roctest.Region(t, n.pb, 8192, s.mrAccess)
+			roctest.Pattern(local.Bytes(), 1)
+			roctest.Pattern(remote.Bytes(), 2)
 			localWas, remoteWas := bytes.Clone(local.Bytes()), bytes.Clone(remote.Bytes())
 			if err := p.a.PostSend(&SendWR{ID: 1, Opcode: tc.op, Flags: SendSignaled, SGList: []SGE{local.SGE(0, size)},
 				RemoteAddr: s.addr(remote), RKey: s.rkey(remote)}); err != nil {
 				t.Fatal(err)
 			}
 			p.a.PostSend(&SendWR{ID: 2, Opcode: WRSend, Flags: SendSignaled})
-			n.run(100_000, func() bool { return p.acqs[0].Len() == 2 })
-			n.settle()
-			wc := pollOne(t, p.acqs[0])
+			n.Run(100_000, func() bool { return p.acqs[0].Len() == 2 })
+			n.Settle()
+			wc := roctest.PollOne(t, p.acqs[0])
 			if wc.WRID != 1 || wc.Status != WCRemAccessErr || !errors.Is(wc.Status.Err(), ErrRemoteAccess) {
 				t.Errorf("completion %+v, want remote access error", wc)
 			}
-			if wc := pollOne(t, p.acqs[0]); wc.Status != WCWRFlushErr {
+			if wc := roctest.PollOne(t, p.acqs[0]); wc.Status != WCWRFlushErr {
 				t.Errorf("second completion %+v, want flushed", wc)
 			}
 			if !bytes.Equal(remote.Bytes(), remoteWas) || !bytes.Equal(local.Bytes(), localWas) {
@@ -147,19 +148,19 @@ func TestRemoteAccessErrors(t *testing.T) {
 // TestReadLostResponse drops one READ response in the middle: the
 // requester asks again for the rest only, from the missing PSN.
 func TestReadLostResponse(t *testing.T) {
-	n := newTestNet(t, testLink(0), EndpointConfig{})
+	n := newTestNet(t, roctest.Faulty(1, 0), EndpointConfig{})
 	o := defaultQPOpts()
 	p := n.newPair(o)
 	const size = 8*1024 + 100
-	local := region(t, n.pa, size, AccessLocalWrite)
-	remote := region(t, n.pb, size, AccessRemoteRead)
-	pattern(remote.Bytes(), 3)
-	fromA := n.capture(n.la, nil)
-	n.capture(n.lb, dropOnce(func(c *captured) bool { return c.bth.Opcode == wire.OpRCReadRespMiddle }))
+	local := roctest.Region(t, n.pa, size, AccessLocalWrite)
+	remote := roctest.Region(t, n.pb, size, AccessRemoteRead)
+	roctest.Pattern(remote.Bytes(), 3)
+	fromA := n.capture(n.A.Link, nil)
+	n.capture(n.B.Link, dropOnce(func(c *captured) bool { return c.bth.Opcode == wire.OpRCReadRespMiddle }))
 	p.a.PostSend(&SendWR{ID: 1, Opcode: WRRDMARead, Flags: SendSignaled, SGList: []SGE{local.SGE(0, size)},
 		RemoteAddr: remote.Addr(), RKey: remote.RKey()})
-	n.run(100_000, func() bool { return p.acqs[0].Len() > 0 })
-	if wc := pollOne(t, p.acqs[0]); wc.Status != WCSuccess || wc.ByteLen != size {
+	n.Run(100_000, func() bool { return p.acqs[0].Len() > 0 })
+	if wc := roctest.PollOne(t, p.acqs[0]); wc.Status != WCSuccess || wc.ByteLen != size {
 		t.Errorf("completion %+v", wc)
 	}
 	if !bytes.Equal(local.Bytes(), remote.Bytes()) {
@@ -179,21 +180,21 @@ func TestReadLostResponse(t *testing.T) {
 // sides: local length error at the receiver, invalid request NAK at the
 // sender.
 func TestReceiveTooSmall(t *testing.T) {
-	n := newTestNet(t, testLink(0), EndpointConfig{})
+	n := newTestNet(t, roctest.Faulty(1, 0), EndpointConfig{})
 	p := n.newPair(defaultQPOpts())
-	src := region(t, n.pa, 3000, 0)
-	dst := region(t, n.pb, 4096, AccessLocalWrite)
+	src := roctest.Region(t, n.pa, 3000, 0)
+	dst := roctest.Region(t, n.pb, 4096, AccessLocalWrite)
 	p.b.PostRecv(&RecvWR{ID: 1, SGList: []SGE{dst.SGE(0, 2000)}})
 	p.b.PostRecv(&RecvWR{ID: 2, SGList: []SGE{dst.SGE(2000, 2000)}})
 	p.a.PostSend(&SendWR{ID: 3, Opcode: WRSend, Flags: SendSignaled, SGList: []SGE{src.SGE(0, 3000)}})
-	n.run(100_000, func() bool { return p.acqs[0].Len() > 0 && p.bcqs[1].Len() == 2 })
-	if wc := pollOne(t, p.acqs[0]); wc.Status != WCRemInvReqErr {
+	n.Run(100_000, func() bool { return p.acqs[0].Len() > 0 && p.bcqs[1].Len() == 2 })
+	if wc := roctest.PollOne(t, p.acqs[0]); wc.Status != WCRemInvReqErr {
 		t.Errorf("send completion %+v", wc)
 	}
-	if wc := pollOne(t, p.bcqs[1]); wc.WRID != 1 || wc.Status != WCLocLenErr {
+	if wc := roctest.PollOne(t, p.bcqs[1]); wc.WRID != 1 || wc.Status != WCLocLenErr {
 		t.Errorf("first receive completion %+v", wc)
 	}
-	if wc := pollOne(t, p.bcqs[1]); wc.WRID != 2 || wc.Status != WCWRFlushErr {
+	if wc := roctest.PollOne(t, p.bcqs[1]); wc.WRID != 2 || wc.Status != WCWRFlushErr {
 		t.Errorf("second receive completion %+v", wc)
 	}
 	if sb := p.b.Stats(); sb.NaksSent[NakInvalidRequest] != 1 {
@@ -204,13 +205,13 @@ func TestReceiveTooSmall(t *testing.T) {
 // TestOutstandingReads issues more READs than MaxRdAtomic: the requester
 // keeps at most that many in flight and all complete in order.
 func TestOutstandingReads(t *testing.T) {
-	n := newTestNet(t, testLink(0.02), EndpointConfig{})
+	n := newTestNet(t, roctest.Faulty(1, 0.02), EndpointConfig{})
 	o := defaultQPOpts()
 	o.rdAtomic = 2
 	p := n.newPair(o)
-	local := region(t, n.pa, 16*5000, AccessLocalWrite)
-	remote := region(t, n.pb, 16*5000, AccessRemoteRead)
-	pattern(remote.Bytes(), 4)
+	local := roctest.Region(t, n.pa, 16*5000, AccessLocalWrite)
+	remote := roctest.Region(t, n.pb, 16*5000, AccessRemoteRead)
+	roctest.Pattern(remote.Bytes(), 4)
 	for i := range 16 {
 		if err := p.a.PostSend(&SendWR{ID: uint64(i), Opcode: WRRDMARead, Flags: SendSignaled,
 			SGList: []SGE{local.SGE(i*5000, 5000)}, RemoteAddr: remote.Addr() + uint64(i*5000), RKey: remote.RKey()}); err != nil {
@@ -218,12 +219,12 @@ func TestOutstandingReads(t *testing.T) {
 		}
 	}
 	maxOut := 0
-	n.run(1_000_000, func() bool {
+	n.Run(1_000_000, func() bool {
 		maxOut = max(maxOut, p.a.req.readsOut)
 		return p.acqs[0].Len() == 16
 	})
 	for i := range 16 {
-		if wc := pollOne(t, p.acqs[0]); wc.WRID != uint64(i) || wc.Status != WCSuccess {
+		if wc := roctest.PollOne(t, p.acqs[0]); wc.WRID != uint64(i) || wc.Status != WCSuccess {
 			t.Errorf("completion %d: %+v", i, wc)
 		}
 	}
@@ -241,23 +242,23 @@ func TestOutstandingReads(t *testing.T) {
 // window must then open past both, or the SEND behind them stalls. The
 // second READ is not asked for again.
 func TestReadCompletedBehindLostRead(t *testing.T) {
-	n := newTestNet(t, testLink(0), EndpointConfig{MaxUnackedPSNs: 4})
+	n := newTestNet(t, roctest.Faulty(1, 0), EndpointConfig{MaxUnackedPSNs: 4})
 	o := defaultQPOpts()
 	p := n.newPair(o)
-	local := region(t, n.pa, 100+4096, AccessLocalWrite)
-	remote := region(t, n.pb, 100+4096, AccessRemoteRead)
-	pattern(remote.Bytes(), 8)
-	fromA := n.capture(n.la, nil)
-	n.capture(n.lb, dropOnce(func(c *captured) bool { return c.bth.Opcode == wire.OpRCReadRespOnly }))
+	local := roctest.Region(t, n.pa, 100+4096, AccessLocalWrite)
+	remote := roctest.Region(t, n.pb, 100+4096, AccessRemoteRead)
+	roctest.Pattern(remote.Bytes(), 8)
+	fromA := n.capture(n.A.Link, nil)
+	n.capture(n.B.Link, dropOnce(func(c *captured) bool { return c.bth.Opcode == wire.OpRCReadRespOnly }))
 	p.a.PostSend(&SendWR{ID: 0, Opcode: WRRDMARead, Flags: SendSignaled, SGList: []SGE{local.SGE(0, 100)},
 		RemoteAddr: remote.Addr(), RKey: remote.RKey()})
 	p.a.PostSend(&SendWR{ID: 1, Opcode: WRRDMARead, Flags: SendSignaled, SGList: []SGE{local.SGE(100, 4096)},
 		RemoteAddr: remote.Addr() + 100, RKey: remote.RKey()})
 	p.b.PostRecv(&RecvWR{ID: 9})
 	p.a.PostSend(&SendWR{ID: 2, Opcode: WRSend, Flags: SendSignaled})
-	n.run(100_000, func() bool { return p.acqs[0].Len() == 3 })
+	n.Run(100_000, func() bool { return p.acqs[0].Len() == 3 })
 	for i := range 3 {
-		if wc := pollOne(t, p.acqs[0]); wc.WRID != uint64(i) || wc.Status != WCSuccess {
+		if wc := roctest.PollOne(t, p.acqs[0]); wc.WRID != uint64(i) || wc.Status != WCSuccess {
 			t.Errorf("completion %d: %+v", i, wc)
 		}
 	}
@@ -280,24 +281,24 @@ func TestReadCompletedBehindLostRead(t *testing.T) {
 // responses arrive while the first is missing and must count once it is
 // complete, so that asking for the one missing response fits the window.
 func TestReadPartlyAnsweredBehindLostRead(t *testing.T) {
-	n := newTestNet(t, testLink(0), EndpointConfig{MaxUnackedPSNs: 4})
+	n := newTestNet(t, roctest.Faulty(1, 0), EndpointConfig{MaxUnackedPSNs: 4})
 	o := defaultQPOpts()
 	p := n.newPair(o)
 	const second = 6 * 1024
-	local := region(t, n.pa, 100+second, AccessLocalWrite)
-	remote := region(t, n.pb, 100+second, AccessRemoteRead)
-	pattern(remote.Bytes(), 9)
-	fromA := n.capture(n.la, nil)
+	local := roctest.Region(t, n.pa, 100+second, AccessLocalWrite)
+	remote := roctest.Region(t, n.pb, 100+second, AccessRemoteRead)
+	roctest.Pattern(remote.Bytes(), 9)
+	fromA := n.capture(n.A.Link, nil)
 	dropOnly := dropOnce(func(c *captured) bool { return c.bth.Opcode == wire.OpRCReadRespOnly })
 	dropLast := dropOnce(func(c *captured) bool { return c.bth.Opcode == wire.OpRCReadRespLast })
-	n.capture(n.lb, func(c *captured, i int) bool { return dropOnly(c, i) || dropLast(c, i) })
+	n.capture(n.B.Link, func(c *captured, i int) bool { return dropOnly(c, i) || dropLast(c, i) })
 	p.a.PostSend(&SendWR{ID: 0, Opcode: WRRDMARead, Flags: SendSignaled, SGList: []SGE{local.SGE(0, 100)},
 		RemoteAddr: remote.Addr(), RKey: remote.RKey()})
 	p.a.PostSend(&SendWR{ID: 1, Opcode: WRRDMARead, Flags: SendSignaled, SGList: []SGE{local.SGE(100, second)},
 		RemoteAddr: remote.Addr() + 100, RKey: remote.RKey()})
-	n.run(100_000, func() bool { return p.acqs[0].Len() == 2 })
+	n.Run(100_000, func() bool { return p.acqs[0].Len() == 2 })
 	for i := range 2 {
-		if wc := pollOne(t, p.acqs[0]); wc.WRID != uint64(i) || wc.Status != WCSuccess {
+		if wc := roctest.PollOne(t, p.acqs[0]); wc.WRID != uint64(i) || wc.Status != WCSuccess {
 			t.Errorf("completion %d: %+v", i, wc)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cephdpdkd/cephdpdkd/roce/roctest"
 	"github.com/cephdpdkd/cephdpdkd/roce/wire"
 )
 
@@ -13,9 +14,9 @@ import (
 // size patterned bytes on a.
 func sendSetup(t *testing.T, n *testNet, p *qpPair, size int, postRecv bool) (src, dst *MR) {
 	t.Helper()
-	src = region(t, n.pa, size, 0)
-	dst = region(t, n.pb, size, AccessLocalWrite)
-	pattern(src.Bytes(), uint64(size))
+	src = roctest.Region(t, n.pa, size, 0)
+	dst = roctest.Region(t, n.pb, size, AccessLocalWrite)
+	roctest.Pattern(src.Bytes(), uint64(size))
 	if postRecv {
 		if err := p.b.PostRecv(&RecvWR{ID: 1, SGList: []SGE{dst.SGE(0, size)}}); err != nil {
 			t.Fatal(err)
@@ -30,12 +31,12 @@ func sendSetup(t *testing.T, n *testNet, p *qpPair, size int, postRecv bool) (sr
 // checkDelivered waits for both completions and checks them and the data.
 func checkDelivered(t *testing.T, n *testNet, p *qpPair, src, dst *MR) {
 	t.Helper()
-	n.run(1_000_000, func() bool { return p.acqs[0].Len() > 0 && p.bcqs[1].Len() > 0 })
-	n.settle()
-	if swc := pollOne(t, p.acqs[0]); swc.Status != WCSuccess {
+	n.Run(1_000_000, func() bool { return p.acqs[0].Len() > 0 && p.bcqs[1].Len() > 0 })
+	n.Settle()
+	if swc := roctest.PollOne(t, p.acqs[0]); swc.Status != WCSuccess {
 		t.Errorf("send completion %+v", swc)
 	}
-	if rwc := pollOne(t, p.bcqs[1]); rwc.Status != WCSuccess || int(rwc.ByteLen) != src.Len() {
+	if rwc := roctest.PollOne(t, p.bcqs[1]); rwc.Status != WCSuccess || int(rwc.ByteLen) != src.Len() {
 		t.Errorf("recv completion %+v", rwc)
 	}
 	if k := p.bcqs[1].Len(); k != 0 {
@@ -50,12 +51,12 @@ func checkDelivered(t *testing.T, n *testNet, p *qpPair, src, dst *MR) {
 // responder sends one sequence NAK and drops what follows silently, and
 // the requester resends from the lost packet, as a MIDDLE.
 func TestGoBackNMidMessage(t *testing.T) {
-	n := newTestNet(t, testLink(0), EndpointConfig{})
+	n := newTestNet(t, roctest.Faulty(1, 0), EndpointConfig{})
 	o := defaultQPOpts()
 	p := n.newPair(o)
 	lost := wire.PSNAdd(o.psnA, 3)
-	fromA := n.capture(n.la, dropOnce(func(c *captured) bool { return c.bth.PSN == lost }))
-	fromB := n.capture(n.lb, nil)
+	fromA := n.capture(n.A.Link, dropOnce(func(c *captured) bool { return c.bth.PSN == lost }))
+	fromB := n.capture(n.B.Link, nil)
 	src, dst := sendSetup(t, n, p, 10*1024, true)
 	checkDelivered(t, n, p, src, dst)
 
@@ -88,12 +89,12 @@ func TestGoBackNMidMessage(t *testing.T) {
 // to NAK, so only the timer can recover it, and the whole message goes
 // again.
 func TestTimeoutRetransmit(t *testing.T) {
-	n := newTestNet(t, testLink(0), EndpointConfig{})
+	n := newTestNet(t, roctest.Faulty(1, 0), EndpointConfig{})
 	o := defaultQPOpts()
 	p := n.newPair(o)
 	lost := map[uint32]bool{o.psnA: true, wire.PSNAdd(o.psnA, 1): true, wire.PSNAdd(o.psnA, 2): true}
-	fromA := n.capture(n.la, func(c *captured, i int) bool { return i < 3 && lost[c.bth.PSN] })
-	start := n.now
+	fromA := n.capture(n.A.Link, func(c *captured, i int) bool { return i < 3 && lost[c.bth.PSN] })
+	start := n.Now
 	src, dst := sendSetup(t, n, p, 3000, true)
 	checkDelivered(t, n, p, src, dst)
 	if sa := p.a.Stats(); sa.Timeouts != 1 || sa.Retransmits != 3 {
@@ -117,13 +118,13 @@ func TestTimeoutRetransmit(t *testing.T) {
 // measured yet), and the requester resends the last packet alone, well
 // before its transport timeout would have resent the whole message.
 func TestShortMessageNak(t *testing.T) {
-	n := newTestNet(t, testLink(0), EndpointConfig{})
+	n := newTestNet(t, roctest.Faulty(1, 0), EndpointConfig{})
 	o := defaultQPOpts()
 	p := n.newPair(o)
 	last := wire.PSNAdd(o.psnA, 2)
-	fromA := n.capture(n.la, dropOnce(func(c *captured) bool { return c.bth.PSN == last }))
-	fromB := n.capture(n.lb, dropOnce(func(c *captured) bool { return c.bth.Opcode == wire.OpRCAck }))
-	start := n.now
+	fromA := n.capture(n.A.Link, dropOnce(func(c *captured) bool { return c.bth.PSN == last }))
+	fromB := n.capture(n.B.Link, dropOnce(func(c *captured) bool { return c.bth.Opcode == wire.OpRCAck }))
+	start := n.Now
 	src, dst := sendSetup(t, n, p, 3000, true)
 	checkDelivered(t, n, p, src, dst)
 	if sa := p.a.Stats(); sa.Timeouts != 0 || sa.Retransmits != 1 || sa.NaksReceived[NakSequence] != 1 {
@@ -159,9 +160,9 @@ func TestShortMessageNak(t *testing.T) {
 // resends, the responder sees a duplicate, acknowledges it again and
 // does not deliver the message twice.
 func TestLostAck(t *testing.T) {
-	n := newTestNet(t, testLink(0), EndpointConfig{})
+	n := newTestNet(t, roctest.Faulty(1, 0), EndpointConfig{})
 	p := n.newPair(defaultQPOpts())
-	n.capture(n.lb, dropOnce(func(c *captured) bool { return c.bth.Opcode == wire.OpRCAck }))
+	n.capture(n.B.Link, dropOnce(func(c *captured) bool { return c.bth.Opcode == wire.OpRCAck }))
 	src, dst := sendSetup(t, n, p, 5000, true)
 	checkDelivered(t, n, p, src, dst)
 	if sb := p.b.Stats(); sb.Duplicates == 0 {
@@ -176,14 +177,14 @@ func TestLostAck(t *testing.T) {
 // its RNR timer; the requester waits that long before each retry and
 // completes once a buffer appears.
 func TestRNRBackoff(t *testing.T) {
-	n := newTestNet(t, testLink(0), EndpointConfig{})
+	n := newTestNet(t, roctest.Faulty(1, 0), EndpointConfig{})
 	o := defaultQPOpts()
 	o.minRNR = 14 // 1.28 ms
 	p := n.newPair(o)
-	fromA := n.capture(n.la, nil)
-	fromB := n.capture(n.lb, nil)
+	fromA := n.capture(n.A.Link, nil)
+	fromB := n.capture(n.B.Link, nil)
 	src, dst := sendSetup(t, n, p, 10001, false)
-	n.run(100000, func() bool { return p.a.Stats().RNRNaksReceived >= 3 })
+	n.Run(100000, func() bool { return p.a.Stats().RNRNaksReceived >= 3 })
 	if p.acqs[0].Len() != 0 || p.bcqs[1].Len() != 0 {
 		t.Fatal("completed without a receive buffer")
 	}
@@ -221,13 +222,13 @@ func TestRNRBackoff(t *testing.T) {
 // client's QP); the requester's retransmit timer resends it, and it is
 // delivered once a buffer is posted.
 func TestNoRNRSilentDrop(t *testing.T) {
-	n := newTestNet(t, testLink(0), EndpointConfig{})
+	n := newTestNet(t, roctest.Faulty(1, 0), EndpointConfig{})
 	o := defaultQPOpts()
 	o.noRNR = true
 	o.timeout = 8 // about 1 ms
 	p := n.newPair(o)
 	src, dst := sendSetup(t, n, p, 3000, false)
-	n.run(100000, func() bool { return p.a.Stats().Timeouts >= 2 })
+	n.Run(100000, func() bool { return p.a.Stats().Timeouts >= 2 })
 	if p.bcqs[1].Len() != 0 {
 		t.Fatal("completed without a receive buffer")
 	}
@@ -249,22 +250,22 @@ func TestNoRNRSilentDrop(t *testing.T) {
 // requester resend at once instead of on its transport timer (about a
 // second for Ceph's clients), and none goes out while it still has none.
 func TestNoRNRSequenceNAK(t *testing.T) {
-	n := newTestNet(t, testLink(0), EndpointConfig{})
+	n := newTestNet(t, roctest.Faulty(1, 0), EndpointConfig{})
 	o := defaultQPOpts()
 	o.noRNR = true
 	o.timeout = 8 // about 1 ms
 	timer := 4096 * time.Nanosecond << o.timeout
 	p := n.newPair(o)
-	fromA := n.capture(n.la, nil)
+	fromA := n.capture(n.A.Link, nil)
 	src, dst := sendSetup(t, n, p, 3000, false)
-	n.run(100000, func() bool { return p.b.Stats().RNRSilentDrops > 0 })
+	n.Run(100000, func() bool { return p.b.Stats().RNRSilentDrops > 0 })
 	for range 100 {
-		n.poll()
+		n.Poll()
 	}
 	if sb := p.b.Stats(); sb.NaksSent[NakSequence] != 0 || p.a.Stats().Timeouts != 0 {
 		t.Fatalf("before a receive is posted: %d sequence NAKs sent, %d timeouts", sb.NaksSent[NakSequence], p.a.Stats().Timeouts)
 	}
-	posted := n.now
+	posted := n.Now
 	if err := p.b.PostRecv(&RecvWR{ID: 1, SGList: []SGE{dst.SGE(0, dst.Len())}}); err != nil {
 		t.Fatal(err)
 	}
@@ -291,13 +292,13 @@ func TestNoRNRSequenceNAK(t *testing.T) {
 // rdma_cm leaves Linux peers with) is retried after MaxRNRWait instead.
 func TestMaxRNRWait(t *testing.T) {
 	const limit = 2 * time.Millisecond
-	n := newTestNet(t, testLink(0), EndpointConfig{MaxRNRWait: limit})
+	n := newTestNet(t, roctest.Faulty(1, 0), EndpointConfig{MaxRNRWait: limit})
 	o := defaultQPOpts()
 	o.minRNR = 0
 	p := n.newPair(o)
-	fromA := n.capture(n.la, nil)
+	fromA := n.capture(n.A.Link, nil)
 	sendSetup(t, n, p, 3000, false)
-	n.run(100000, func() bool { return p.a.Stats().RNRNaksReceived >= 3 })
+	n.Run(100000, func() bool { return p.a.Stats().RNRNaksReceived >= 3 })
 	var firsts []time.Time
 	for _, c := range *fromA {
 		if c.bth.Opcode == wire.OpRCSendFirst {
@@ -325,22 +326,22 @@ func TestRetryExhaustion(t *testing.T) {
 		{"timeout", false, WCRetryExcErr, ErrRetryExceeded},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			n := newTestNet(t, testLink(0), EndpointConfig{})
+			n := newTestNet(t, roctest.Faulty(1, 0), EndpointConfig{})
 			o := defaultQPOpts()
 			o.retry, o.rnrRetry = 2, 2
 			p := n.newPair(o)
 			if !tc.rnr {
-				n.la.SetFaults(1, 0, 0, 0) // the link loses everything
+				n.A.Link.SetFaults(1, 0, 0, 0) // the link loses everything
 			}
 			sendSetup(t, n, p, 2000, false)
 			// A second request gets flushed when the first fails.
 			p.a.PostSend(&SendWR{ID: 3, Opcode: WRSend, Flags: SendSignaled})
-			n.run(1_000_000, func() bool { return p.acqs[0].Len() == 2 })
-			wc := pollOne(t, p.acqs[0])
+			n.Run(1_000_000, func() bool { return p.acqs[0].Len() == 2 })
+			wc := roctest.PollOne(t, p.acqs[0])
 			if wc.WRID != 2 || wc.Status != tc.status || !errors.Is(wc.Status.Err(), tc.err) {
 				t.Errorf("completion %+v, want status %v", wc, tc.status)
 			}
-			if wc := pollOne(t, p.acqs[0]); wc.WRID != 3 || wc.Status != WCWRFlushErr {
+			if wc := roctest.PollOne(t, p.acqs[0]); wc.WRID != 3 || wc.Status != WCWRFlushErr {
 				t.Errorf("second completion %+v, want flushed", wc)
 			}
 			if p.a.State() != QPStateError || !errors.Is(p.a.Err(), tc.err) {
@@ -363,13 +364,13 @@ func TestRetryExhaustion(t *testing.T) {
 // TestICRCDrop corrupts every frame for a while: the responder drops them
 // silently (no NAK), counts them, and the requester recovers by timeout.
 func TestICRCDrop(t *testing.T) {
-	n := newTestNet(t, testLink(0), EndpointConfig{})
+	n := newTestNet(t, roctest.Faulty(1, 0), EndpointConfig{})
 	p := n.newPair(defaultQPOpts())
-	fromB := n.capture(n.lb, nil)
-	n.la.SetFaults(0, 0, 0, 1)
+	fromB := n.capture(n.B.Link, nil)
+	n.A.Link.SetFaults(0, 0, 0, 1)
 	src, dst := sendSetup(t, n, p, 4000, true)
 	for range 50 {
-		n.poll()
+		n.Poll()
 	}
 	if len(*fromB) != 0 {
 		t.Errorf("responder answered %d corrupted frames", len(*fromB))
@@ -378,7 +379,7 @@ func TestICRCDrop(t *testing.T) {
 	if es.ICRCErrors+es.Malformed+es.NotLocal != 4 || es.ICRCErrors == 0 {
 		t.Errorf("endpoint stats %+v, want the 4 frames dropped, mostly for their ICRC", es)
 	}
-	n.la.SetFaults(0, 0, 0, 0)
+	n.A.Link.SetFaults(0, 0, 0, 0)
 	checkDelivered(t, n, p, src, dst)
 	if p.a.Stats().Timeouts == 0 {
 		t.Error("recovered without a timeout")

@@ -2,6 +2,7 @@ package roce
 
 import (
 	"bytes"
+	"github.com/cephdpdkd/cephdpdkd/roce/roctest"
 	"math/rand/v2"
 	"testing"
 )
@@ -33,14 +34,14 @@ const soakSlot = 8 << 10 // memory per operation
 func newSoakSide(t *testing.T, req, resp *QP, reqPD, respPD *PD, sendCQ, recvCQ *CQ, nops int, rng *rand.Rand) *soakSide {
 	s := &soakSide{
 		req: req, resp: resp, sendCQ: sendCQ, recvCQ: recvCQ,
-		src:      region(t, reqPD, nops*soakSlot, 0),
-		readDst:  region(t, reqPD, nops*soakSlot, AccessLocalWrite),
-		target:   region(t, respPD, nops*soakSlot, AccessLocalWrite|AccessRemoteWrite),
-		recvs:    region(t, respPD, nops*soakSlot, AccessLocalWrite),
-		readable: region(t, respPD, nops*soakSlot, AccessRemoteRead),
+		src:      roctest.Region(t, reqPD, nops*soakSlot, 0),
+		readDst:  roctest.Region(t, reqPD, nops*soakSlot, AccessLocalWrite),
+		target:   roctest.Region(t, respPD, nops*soakSlot, AccessLocalWrite|AccessRemoteWrite),
+		recvs:    roctest.Region(t, respPD, nops*soakSlot, AccessLocalWrite),
+		readable: roctest.Region(t, respPD, nops*soakSlot, AccessRemoteRead),
 	}
-	pattern(s.src.Bytes(), rng.Uint64())
-	pattern(s.readable.Bytes(), rng.Uint64())
+	roctest.Pattern(s.src.Bytes(), rng.Uint64())
+	roctest.Pattern(s.readable.Bytes(), rng.Uint64())
 	for i := range nops {
 		op := soakOp{op: WROpcode(rng.IntN(int(WRRDMARead) + 1)), off: i * soakSlot, size: rng.IntN(6000)}
 		if rng.IntN(8) == 0 {
@@ -136,7 +137,7 @@ func TestMixedOperationsUnderFaults(t *testing.T) {
 	if testing.Short() {
 		nops = 100
 	}
-	n := newTestNet(t, testLink(0.02), EndpointConfig{})
+	n := newTestNet(t, roctest.Faulty(1, 0.02), EndpointConfig{})
 	o := defaultQPOpts()
 	o.mtu = 512
 	o.sendDepth, o.recvDept = 32, nops
@@ -144,7 +145,7 @@ func TestMixedOperationsUnderFaults(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	ab := newSoakSide(t, p.a, p.b, n.pa, n.pb, p.acqs[0], p.bcqs[1], nops, rng)
 	ba := newSoakSide(t, p.b, p.a, n.pb, n.pa, p.bcqs[0], p.acqs[1], nops, rng)
-	n.run(10_000_000, func() bool {
+	n.Run(10_000_000, func() bool {
 		for _, s := range []*soakSide{ab, ba} {
 			s.post(t)
 			s.check(t)

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/cephdpdkd/cephdpdkd/roce/memlink"
+	"github.com/cephdpdkd/cephdpdkd/roce/roctest"
 )
 
 // srqNet is senders on endpoint a connected to QPs on endpoint b that
@@ -27,8 +28,8 @@ func newSRQNet(t *testing.T, o qpOpts) *srqNet {
 	}
 	s.rcq, _ = n.b.NewCQ(CQConfig{Depth: 16})
 	s.scq, _ = n.b.NewCQ(CQConfig{Depth: 16})
-	s.mrB = region(t, n.pb, 8*64, AccessLocalWrite)
-	s.mrA = region(t, n.pa, 64, 0)
+	s.mrB = roctest.Region(t, n.pb, 8*64, AccessLocalWrite)
+	s.mrA = roctest.Region(t, n.pa, 64, 0)
 	return s
 }
 
@@ -85,7 +86,7 @@ func TestSRQ(t *testing.T) {
 	}
 	s.send(senders[0], 1)
 	s.send(senders[1], 2)
-	n.settle()
+	n.Settle()
 	got := map[uint32]uint64{}
 	var wc [4]WorkCompletion
 	for _, w := range wc[:rcq.Poll(wc[:])] {
@@ -104,12 +105,12 @@ func TestSRQ(t *testing.T) {
 	// The SRQ's last receive, then an RNR NAK for the next SEND.
 	s.send(senders[1], 3)
 	s.send(senders[1], 4)
-	n.run(1000, func() bool { return senders[1].Stats().RNRNaksReceived > 0 })
+	n.Run(1000, func() bool { return senders[1].Stats().RNRNaksReceived > 0 })
 	if k := rcq.Poll(wc[:]); k != 1 || wc[0].WRID != 2 || wc[0].QPN != recvers[1].QPN() {
 		t.Errorf("%d completions %+v", k, wc[:k])
 	}
 	s.post(3)
-	n.settle()
+	n.Settle()
 	if k := rcq.Poll(wc[:]); k != 1 || wc[0].WRID != 3 {
 		t.Errorf("after the repost: %d completions %+v", k, wc[:k])
 	}
@@ -140,7 +141,7 @@ func TestSRQLending(t *testing.T) {
 	for id := range uint64(6) {
 		s.send(sender, id)
 	}
-	n.run(100_000, func() bool { return recver.Stats().RNRSilentDrops > 0 && rcq.Len() == 4 })
+	n.Run(100_000, func() bool { return recver.Stats().RNRSilentDrops > 0 && rcq.Len() == 4 })
 	if recver.SRQHeld() != 4 || srq.Len() != 2 {
 		t.Errorf("held %d, %d left on the SRQ; want 4 (2 lent), 2", recver.SRQHeld(), srq.Len())
 	}
@@ -163,7 +164,7 @@ func TestSRQLimit(t *testing.T) {
 	for id := range uint64(3) {
 		s.send(sender, id)
 	}
-	n.run(100_000, func() bool { return recver.Stats().RNRSilentDrops > 0 && rcq.Len() == 2 })
+	n.Run(100_000, func() bool { return recver.Stats().RNRSilentDrops > 0 && rcq.Len() == 2 })
 	if recver.SRQHeld() != 2 || srq.Len() != 2 {
 		t.Errorf("at the limit: held %d, %d left on the SRQ", recver.SRQHeld(), srq.Len())
 	}
@@ -175,7 +176,7 @@ func TestSRQLimit(t *testing.T) {
 		t.Fatalf("%d completions %+v", k, wc[:k])
 	}
 	recver.ReleaseSRQ(1)
-	n.run(100_000, func() bool { return rcq.Len() == 1 && scqs[0].Len() == 3 })
+	n.Run(100_000, func() bool { return rcq.Len() == 1 && scqs[0].Len() == 3 })
 	if k := rcq.Poll(wc[:]); k != 1 || wc[0].WRID != 2 || wc[0].Status != WCSuccess {
 		t.Fatalf("after the release: %d completions %+v", k, wc[:k])
 	}

@@ -1,6 +1,9 @@
 package roce
 
-import "testing"
+import (
+	"github.com/cephdpdkd/cephdpdkd/roce/roctest"
+	"testing"
+)
 
 // qpStatsOf returns the snapshots EachQPStats gives for e, by QPN.
 func qpStatsOf(e *Endpoint) map[uint32]QPStats {
@@ -12,20 +15,20 @@ func qpStatsOf(e *Endpoint) map[uint32]QPStats {
 // sendSome posts k receives of size bytes on p.b and k signaled SENDs
 // of size bytes on p.a, and runs until all have completed both sides.
 func (n *testNet) sendSome(p *qpPair, k, size int) {
-	n.tb.Helper()
-	src := region(n.tb, n.pa, size, 0)
-	dst := region(n.tb, n.pb, k*size, AccessLocalWrite)
+	n.TB.Helper()
+	src := roctest.Region(n.TB, n.pa, size, 0)
+	dst := roctest.Region(n.TB, n.pb, k*size, AccessLocalWrite)
 	for i := range k {
 		if err := p.b.PostRecv(&RecvWR{ID: uint64(i), SGList: []SGE{dst.SGE(i*size, size)}}); err != nil {
-			n.tb.Fatal(err)
+			n.TB.Fatal(err)
 		}
 		if err := p.a.PostSend(&SendWR{ID: uint64(i), Opcode: WRSend, Flags: SendSignaled, SGList: []SGE{src.SGE(0, size)}}); err != nil {
-			n.tb.Fatal(err)
+			n.TB.Fatal(err)
 		}
 	}
 	var wc [16]WorkCompletion
 	sent, got := 0, 0
-	n.run(1_000_000, func() bool {
+	n.Run(1_000_000, func() bool {
 		sent += p.acqs[0].Poll(wc[:])
 		got += p.bcqs[1].Poll(wc[:])
 		return sent == k && got == k
@@ -38,15 +41,15 @@ func (n *testNet) sendSome(p *qpPair, k, size int) {
 // itself reports, and forgets a destroyed QP. (internal/metrics checks
 // how these snapshots are exported.)
 func TestEachQPStats(t *testing.T) {
-	n := newTestNet(t, testLink(0), EndpointConfig{})
+	n := newTestNet(t, roctest.Faulty(1, 0), EndpointConfig{})
 	p := n.newPair(defaultQPOpts())
-	src := region(t, n.pa, 4096, 0)
+	src := roctest.Region(t, n.pa, 4096, 0)
 	for i := range 2 {
 		if err := p.a.PostSend(&SendWR{ID: uint64(i), Opcode: WRSend, Flags: SendSignaled, SGList: []SGE{src.SGE(0, 4096)}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	n.poll() // sent, not yet acknowledged
+	n.Poll() // sent, not yet acknowledged
 	qpa := p.a.QPN()
 	stats := p.a.Stats()
 	got := qpStatsOf(n.a)
@@ -87,7 +90,7 @@ func TestEachQPStats(t *testing.T) {
 // as a metrics scrape does, while the endpoints move data over a lossy
 // link and QPs come and go (run with -race).
 func TestEachQPStatsConcurrently(t *testing.T) {
-	n := newTestNet(t, testLink(0.01), EndpointConfig{})
+	n := newTestNet(t, roctest.Faulty(1, 0.01), EndpointConfig{})
 	p := n.newPair(defaultQPOpts())
 	stop := make(chan struct{})
 	done := make(chan int)
@@ -137,7 +140,7 @@ func TestEachQPStatsConcurrently(t *testing.T) {
 func starve(t *testing.T, n *testNet, p *qpPair, starved func() bool) {
 	t.Helper()
 	src, dst := sendSetup(t, n, p, 3000, false)
-	n.run(100_000, starved)
+	n.Run(100_000, starved)
 	if err := p.b.PostRecv(&RecvWR{ID: 1, SGList: []SGE{dst.SGE(0, dst.Len())}}); err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +151,7 @@ func starve(t *testing.T, n *testNet, p *qpPair, starved func() bool) {
 // sums of its QPs' and outlive them: a metric of backpressure sampled
 // after the connection is gone still shows it.
 func TestEndpointResponderCounters(t *testing.T) {
-	n := newTestNet(t, testLink(0), EndpointConfig{})
+	n := newTestNet(t, roctest.Faulty(1, 0), EndpointConfig{})
 	type counts struct{ rnrNaks, silent, seqNaks uint64 }
 	ofEndpoint := func(e *Endpoint) counts {
 		s := e.Stats()

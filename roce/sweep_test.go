@@ -43,7 +43,7 @@ func TestSweepOperations(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 6))
 			ab := newSoakSide(t, p.a, p.b, n.pa, n.pb, p.acqs[0], p.bcqs[1], nops, rng)
 			ba := newSoakSide(t, p.b, p.a, n.pb, n.pa, p.bcqs[0], p.acqs[1], nops, rng)
-			n.run(1_000_000, func() bool {
+			n.Run(1_000_000, func() bool {
 				for _, s := range []*soakSide{ab, ba} {
 					s.post(t)
 					s.check(t)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/cephdpdkd/cephdpdkd/roce/roctest"
 	"github.com/cephdpdkd/cephdpdkd/roce/wire"
 )
 
@@ -11,13 +12,13 @@ func TestSendSizes(t *testing.T) {
 	for _, mtu := range []int{256, 1024, 4096} {
 		for _, size := range []int{0, 1, 3, mtu - 1, mtu, mtu + 1, 10001, 65536} {
 			for _, imm := range []bool{false, true} {
-				n := newTestNet(t, testLink(0), EndpointConfig{})
+				n := newTestNet(t, roctest.Faulty(1, 0), EndpointConfig{})
 				o := defaultQPOpts()
 				o.mtu = mtu
 				p := n.newPair(o)
-				src := region(t, n.pa, max(size, 1), 0)
-				dst := region(t, n.pb, 70000, AccessLocalWrite)
-				pattern(src.Bytes(), uint64(size))
+				src := roctest.Region(t, n.pa, max(size, 1), 0)
+				dst := roctest.Region(t, n.pb, 70000, AccessLocalWrite)
+				roctest.Pattern(src.Bytes(), uint64(size))
 				if err := p.b.PostRecv(&RecvWR{ID: 7, SGList: []SGE{dst.SGE(0, 70000)}}); err != nil {
 					t.Fatal(err)
 				}
@@ -28,8 +29,8 @@ func TestSendSizes(t *testing.T) {
 				if err := p.a.PostSend(&wr); err != nil {
 					t.Fatal(err)
 				}
-				n.run(100000, func() bool { return p.acqs[0].Len() > 0 && p.bcqs[1].Len() > 0 })
-				swc, rwc := pollOne(t, p.acqs[0]), pollOne(t, p.bcqs[1])
+				n.Run(100000, func() bool { return p.acqs[0].Len() > 0 && p.bcqs[1].Len() > 0 })
+				swc, rwc := roctest.PollOne(t, p.acqs[0]), roctest.PollOne(t, p.bcqs[1])
 				if swc.Status != WCSuccess || swc.WRID != 9 || swc.Opcode != WCSend {
 					t.Errorf("mtu %d size %d: send completion %+v", mtu, size, swc)
 				}
@@ -53,21 +54,21 @@ func TestSendSizes(t *testing.T) {
 // answered by one ACK for the last PSN with MSN 1. The FIRST asks for an
 // ACK too: the first packet sent with nothing in flight is timed.
 func TestSendSegmentation(t *testing.T) {
-	n := newTestNet(t, testLink(0), EndpointConfig{})
+	n := newTestNet(t, roctest.Faulty(1, 0), EndpointConfig{})
 	o := defaultQPOpts()
 	p := n.newPair(o)
-	fromA, fromB := n.capture(n.la, nil), n.capture(n.lb, nil)
-	src := region(t, n.pa, 10001, 0)
-	dst := region(t, n.pb, 10001, AccessLocalWrite)
-	pattern(src.Bytes(), 1)
+	fromA, fromB := n.capture(n.A.Link, nil), n.capture(n.B.Link, nil)
+	src := roctest.Region(t, n.pa, 10001, 0)
+	dst := roctest.Region(t, n.pb, 10001, AccessLocalWrite)
+	roctest.Pattern(src.Bytes(), 1)
 	if err := p.b.PostRecv(&RecvWR{ID: 1, SGList: []SGE{dst.SGE(0, 10001)}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.a.PostSend(&SendWR{ID: 2, Opcode: WRSend, SGList: []SGE{src.SGE(0, 10001)}}); err != nil {
 		t.Fatal(err)
 	}
-	n.run(1000, func() bool { return p.bcqs[1].Len() > 0 })
-	n.settle()
+	n.Run(1000, func() bool { return p.bcqs[1].Len() > 0 })
+	n.Settle()
 	if got := p.acqs[0].Len(); got != 0 {
 		t.Errorf("unsignaled send produced %d completions", got)
 	}
@@ -107,17 +108,17 @@ func TestSendSegmentation(t *testing.T) {
 // nothing in flight), every AckReqEvery-th packet after it and the last,
 // and that the responder answers a burst of them with fewer ACKs.
 func TestAckReqAndCoalescing(t *testing.T) {
-	n := newTestNet(t, testLink(0), EndpointConfig{AckReqEvery: 8})
+	n := newTestNet(t, roctest.Faulty(1, 0), EndpointConfig{AckReqEvery: 8})
 	o := defaultQPOpts()
 	o.mtu = 256
 	p := n.newPair(o)
-	fromA, fromB := n.capture(n.la, nil), n.capture(n.lb, nil)
+	fromA, fromB := n.capture(n.A.Link, nil), n.capture(n.B.Link, nil)
 	const size = 256 * 256
-	src := region(t, n.pa, size, 0)
-	dst := region(t, n.pb, size, AccessLocalWrite)
+	src := roctest.Region(t, n.pa, size, 0)
+	dst := roctest.Region(t, n.pb, size, AccessLocalWrite)
 	p.b.PostRecv(&RecvWR{ID: 1, SGList: []SGE{dst.SGE(0, size)}})
 	p.a.PostSend(&SendWR{ID: 2, Opcode: WRSend, Flags: SendSignaled, SGList: []SGE{src.SGE(0, size)}})
-	n.run(10000, func() bool { return p.acqs[0].Len() > 0 })
+	n.Run(10000, func() bool { return p.acqs[0].Len() > 0 })
 	ackReqs := 0
 	for i, c := range *fromA {
 		want := i%8 == 0 || i == 255
@@ -137,23 +138,23 @@ func TestAckReqAndCoalescing(t *testing.T) {
 }
 
 func TestSendScatterGather(t *testing.T) {
-	n := newTestNet(t, testLink(0), EndpointConfig{})
+	n := newTestNet(t, roctest.Faulty(1, 0), EndpointConfig{})
 	o := defaultQPOpts()
 	o.mtu = 256
 	p := n.newPair(o)
-	s1, s2, s3 := region(t, n.pa, 1000, 0), region(t, n.pa, 1500, 0), region(t, n.pa, 777, 0)
-	pattern(s1.Bytes(), 1)
-	pattern(s2.Bytes(), 2)
-	pattern(s3.Bytes(), 3)
-	d1, d2 := region(t, n.pb, 2000, AccessLocalWrite), region(t, n.pb, 2000, AccessLocalWrite)
+	s1, s2, s3 := roctest.Region(t, n.pa, 1000, 0), roctest.Region(t, n.pa, 1500, 0), roctest.Region(t, n.pa, 777, 0)
+	roctest.Pattern(s1.Bytes(), 1)
+	roctest.Pattern(s2.Bytes(), 2)
+	roctest.Pattern(s3.Bytes(), 3)
+	d1, d2 := roctest.Region(t, n.pb, 2000, AccessLocalWrite), roctest.Region(t, n.pb, 2000, AccessLocalWrite)
 	p.b.PostRecv(&RecvWR{ID: 1, SGList: []SGE{d1.SGE(0, 2000), d2.SGE(0, 2000)}})
 	// The middle SGE starts inside its region to check SGE offsets.
 	err := p.a.PostSend(&SendWR{ID: 2, Opcode: WRSend, SGList: []SGE{s1.SGE(0, 1000), s2.SGE(100, 1400), s3.SGE(0, 777)}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.run(10000, func() bool { return p.bcqs[1].Len() > 0 })
-	wc := pollOne(t, p.bcqs[1])
+	n.Run(10000, func() bool { return p.bcqs[1].Len() > 0 })
+	wc := roctest.PollOne(t, p.bcqs[1])
 	want := append(append(append([]byte{}, s1.Bytes()...), s2.Bytes()[100:]...), s3.Bytes()...)
 	got := append(append([]byte{}, d1.Bytes()...), d2.Bytes()...)[:len(want)]
 	if wc.Status != WCSuccess || int(wc.ByteLen) != len(want) || !bytes.Equal(got, want) {
@@ -165,15 +166,15 @@ func TestSendScatterGather(t *testing.T) {
 // packet that fills the window carries AckReq, so a long message moves
 // without waiting for the retransmit timer.
 func TestSmallWindowAsksForAck(t *testing.T) {
-	n := newTestNet(t, testLink(0), EndpointConfig{MaxUnackedPSNs: 4, AckReqEvery: 64})
+	n := newTestNet(t, roctest.Faulty(1, 0), EndpointConfig{MaxUnackedPSNs: 4, AckReqEvery: 64})
 	o := defaultQPOpts()
 	o.mtu = 256
 	p := n.newPair(o)
-	fromA := n.capture(n.la, nil)
-	src, dst := region(t, n.pa, 256*20, 0), region(t, n.pb, 256*20, AccessLocalWrite)
+	fromA := n.capture(n.A.Link, nil)
+	src, dst := roctest.Region(t, n.pa, 256*20, 0), roctest.Region(t, n.pb, 256*20, AccessLocalWrite)
 	p.b.PostRecv(&RecvWR{ID: 1, SGList: []SGE{dst.SGE(0, dst.Len())}})
 	p.a.PostSend(&SendWR{ID: 2, Opcode: WRSend, Flags: SendSignaled, SGList: []SGE{src.SGE(0, src.Len())}})
-	n.run(10000, func() bool { return p.acqs[0].Len() > 0 })
+	n.Run(10000, func() bool { return p.acqs[0].Len() > 0 })
 	if sa := p.a.Stats(); sa.Timeouts != 0 || sa.Retransmits != 0 {
 		t.Errorf("%d timeouts, %d retransmits", sa.Timeouts, sa.Retransmits)
 	}

@@ -6,14 +6,15 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/cephdpdkd/cephdpdkd/roce/roctest"
 	"github.com/cephdpdkd/cephdpdkd/roce/wire"
 )
 
 func TestMemoryRegions(t *testing.T) {
-	n := newTestNet(t, testLink(0), EndpointConfig{})
+	n := newTestNet(t, roctest.Faulty(1, 0), EndpointConfig{})
 	pd := n.pa
-	a := region(t, pd, 4096, AccessLocalWrite|AccessRemoteRead)
-	b := region(t, pd, 100, AccessLocalWrite|AccessRemoteWrite)
+	a := roctest.Region(t, pd, 4096, AccessLocalWrite|AccessRemoteRead)
+	b := roctest.Region(t, pd, 100, AccessLocalWrite|AccessRemoteWrite)
 	if a.LKey() == b.LKey() || a.Addr() == b.Addr() || a.LKey() != a.RKey() {
 		t.Fatalf("keys %#x/%#x addrs %#x/%#x", a.LKey(), b.LKey(), a.Addr(), b.Addr())
 	}
@@ -49,7 +50,7 @@ func TestMemoryRegions(t *testing.T) {
 	if _, ok := pd.span(old, a.Addr(), 1, 0); ok {
 		t.Error("deregistered key still works")
 	}
-	c := region(t, pd, 10, 0) // reuses a's slot with a new generation
+	c := roctest.Region(t, pd, 10, 0) // reuses a's slot with a new generation
 	if c.Addr() != a.Addr() || c.LKey() == old {
 		t.Errorf("reused slot: addr %#x key %#x (old %#x)", c.Addr(), c.LKey(), old)
 	}
@@ -98,7 +99,7 @@ func TestHeapAllocator(t *testing.T) {
 }
 
 func TestCQRing(t *testing.T) {
-	n := newTestNet(t, testLink(0), EndpointConfig{})
+	n := newTestNet(t, roctest.Faulty(1, 0), EndpointConfig{})
 	calls := 0
 	cq, err := n.a.NewCQ(CQConfig{Depth: 3, OnCompletion: func(*CQ) { calls++ }})
 	if err != nil {
@@ -123,7 +124,7 @@ func TestCQRing(t *testing.T) {
 	if cq.push(&WorkCompletion{}) {
 		t.Error("push into a full queue succeeded")
 	}
-	n.a.Poll(n.now)
+	n.a.Poll(n.Now)
 	if calls != 1 {
 		t.Errorf("completion handler called %d times in one poll, want 1", calls)
 	}
@@ -133,7 +134,7 @@ func TestCQRing(t *testing.T) {
 }
 
 func TestQPStateMachine(t *testing.T) {
-	n := newTestNet(t, testLink(0), EndpointConfig{})
+	n := newTestNet(t, roctest.Faulty(1, 0), EndpointConfig{})
 	var events []Event
 	qp, _ := n.newQP(n.pa, defaultQPOpts(), &events)
 	rtr := QPAttr{State: QPStateRTR, AV: AddressVector{DstMAC: macB, DstIP: ipB}, PathMTU: 1024, DestQPN: 0x22, RQPSN: 5}
@@ -192,12 +193,12 @@ func TestQPStateMachine(t *testing.T) {
 }
 
 func TestPostValidation(t *testing.T) {
-	n := newTestNet(t, testLink(0), EndpointConfig{})
+	n := newTestNet(t, roctest.Faulty(1, 0), EndpointConfig{})
 	o := defaultQPOpts()
 	o.sendDepth, o.recvDept, o.sges = 2, 2, 1
 	p := n.newPair(o)
-	ro := region(t, n.pa, 100, 0)
-	rw := region(t, n.pa, 100, AccessLocalWrite)
+	ro := roctest.Region(t, n.pa, 100, 0)
+	rw := roctest.Region(t, n.pa, 100, AccessLocalWrite)
 	for _, tc := range []struct {
 		name string
 		wr   SendWR
@@ -232,14 +233,14 @@ func TestPostValidation(t *testing.T) {
 // TestFlushInError: moving a QP to ERROR completes every posted work
 // request, signaled or not, as flushed; later posts complete at once.
 func TestFlushInError(t *testing.T) {
-	n := newTestNet(t, testLink(0), EndpointConfig{})
+	n := newTestNet(t, roctest.Faulty(1, 0), EndpointConfig{})
 	p := n.newPair(defaultQPOpts())
-	buf := region(t, n.pa, 100, AccessLocalWrite)
+	buf := roctest.Region(t, n.pa, 100, AccessLocalWrite)
 	for i := range 3 {
 		p.a.PostSend(&SendWR{ID: uint64(i), Opcode: WRSend, SGList: []SGE{buf.SGE(0, 10)}}) // unsignaled
 		p.a.PostRecv(&RecvWR{ID: uint64(10 + i), SGList: []SGE{buf.SGE(0, 100)}})
 	}
-	n.poll() // some packets go out; nothing completes before ERROR
+	n.Poll() // some packets go out; nothing completes before ERROR
 	if err := p.a.Modify(&QPAttr{State: QPStateError}, QPAttrState); err != nil {
 		t.Fatal(err)
 	}
@@ -251,20 +252,20 @@ func TestFlushInError(t *testing.T) {
 		op   WCOpcode
 	}{{p.acqs[0], 0, WCSend}, {p.acqs[1], 10, WCRecv}} {
 		for i := range 4 {
-			wc := pollOne(t, q.cq)
+			wc := roctest.PollOne(t, q.cq)
 			if wc.WRID != q.base+uint64(i) || wc.Status != WCWRFlushErr || wc.Opcode != q.op || wc.QPN != p.a.QPN() {
 				t.Errorf("completion %+v, want wr %d flushed", wc, q.base+uint64(i))
 			}
 		}
 	}
-	n.settle() // frames to an ERROR QP are dropped
+	n.Settle() // frames to an ERROR QP are dropped
 	if p.a.Stats().Dropped == 0 {
 		t.Error("the peer's acknowledgements were not dropped")
 	}
 }
 
 func TestCommEstablished(t *testing.T) {
-	n := newTestNet(t, testLink(0), EndpointConfig{})
+	n := newTestNet(t, roctest.Faulty(1, 0), EndpointConfig{})
 	o := defaultQPOpts()
 	var aEv, bEv []Event
 	qa, acqs := n.newQP(n.pa, o, &aEv)
@@ -278,7 +279,7 @@ func TestCommEstablished(t *testing.T) {
 	}
 	qb.PostRecv(&RecvWR{ID: 1})
 	qa.PostSend(&SendWR{ID: 2, Opcode: WRSend, Flags: SendSignaled})
-	n.run(1000, func() bool { return acqs[0].Len() > 0 && bcqs[1].Len() > 0 })
+	n.Run(1000, func() bool { return acqs[0].Len() > 0 && bcqs[1].Len() > 0 })
 	if len(bEv) != 1 || bEv[0].Type != EventCommEstablished || bEv[0].QPN != qb.QPN() {
 		t.Errorf("events %+v", bEv)
 	}
@@ -287,7 +288,7 @@ func TestCommEstablished(t *testing.T) {
 // TestAddressChecks: frames from a source address other than the QP's
 // peer (rxe check_addr), to an unknown QP or to another host are dropped.
 func TestAddressChecks(t *testing.T) {
-	n := newTestNet(t, testLink(0), EndpointConfig{})
+	n := newTestNet(t, roctest.Faulty(1, 0), EndpointConfig{})
 	o := defaultQPOpts()
 	p := n.newPair(o)
 	var ev []Event
@@ -307,7 +308,7 @@ func TestAddressChecks(t *testing.T) {
 	send(ipB, ipA, 0xABCDE)
 	send(netip.MustParseAddr("10.0.0.3"), ipA, p.b.QPN())
 	for range 10 {
-		n.poll()
+		n.Poll()
 	}
 	if sb := p.b.Stats(); sb.Dropped != 1 || sb.RxPackets != 0 {
 		t.Errorf("qp stats %+v, want the spoofed frame dropped", sb)
@@ -318,7 +319,7 @@ func TestAddressChecks(t *testing.T) {
 }
 
 func TestGSI(t *testing.T) {
-	n := newTestNet(t, testLink(0), EndpointConfig{})
+	n := newTestNet(t, roctest.Faulty(1, 0), EndpointConfig{})
 	var got []byte
 	var from wire.Packet
 	n.b.Attach(nil, &dispatcher{gsi: func(p *wire.Packet) {
@@ -326,11 +327,11 @@ func TestGSI(t *testing.T) {
 		from = *p
 	}})
 	mad := make([]byte, 256)
-	pattern(mad, 9)
+	roctest.Pattern(mad, 9)
 	if err := n.a.SendGSI(&AddressVector{DstMAC: macB, DstIP: ipB}, mad); err != nil {
 		t.Fatal(err)
 	}
-	n.poll()
+	n.Poll()
 	if !bytes.Equal(got, mad) {
 		t.Fatalf("handler got %d bytes", len(got))
 	}

@@ -1,6 +1,10 @@
 package config
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/cephdpdkd/cephdpdkd/roce/bridge"
+)
 
 // Bridge configures the RoCE⇄TCP bridge: each rdma_cm connection to one
 // of Ports on roce.address becomes a kernel TCP connection to the same
@@ -20,15 +24,6 @@ type Bridge struct {
 	SendPool int `yaml:"send_pool"`
 }
 
-// Bridge limits.
-const (
-	DefaultBridgeChunks   = 16
-	MaxBridgeChunks       = 1024
-	DefaultBridgeRecvPool = 512
-	DefaultBridgeSendPool = 256
-	MaxBridgePool         = 1 << 16
-)
-
 // DefaultBridgePorts are Ceph's: the monitor's msgr2 port and the range
 // OSDs, MGRs and MDSs bind.
 var DefaultBridgePorts = []PortRange{{3300, 3300}, {6800, 7568}}
@@ -42,13 +37,13 @@ func (c *Config) bridgeDefaults() {
 		b.Ports = append([]PortRange(nil), DefaultBridgePorts...)
 	}
 	if b.Chunks == 0 {
-		b.Chunks = DefaultBridgeChunks
+		b.Chunks = bridge.DefaultChunks
 	}
 	if b.RecvPool == 0 {
-		b.RecvPool = DefaultBridgeRecvPool
+		b.RecvPool = bridge.DefaultRecvPool
 	}
 	if b.SendPool == 0 {
-		b.SendPool = DefaultBridgeSendPool
+		b.SendPool = bridge.DefaultSendPool
 	}
 }
 
@@ -62,15 +57,15 @@ func (c *Config) validateBridge(bad func(string, string, ...any)) {
 	} else if !c.roceAddressIsKernel() {
 		bad("roce.bridge", "roce.address %v must be one of kernel.addresses: clients reach the daemons at the address they dial", c.RoCE.Address.Addr())
 	}
-	if b.Chunks < 1 || b.Chunks > MaxBridgeChunks {
-		bad("roce.bridge.chunks", "%d is outside 1..%d", b.Chunks, MaxBridgeChunks)
+	if b.Chunks < 1 || b.Chunks > bridge.MaxChunks {
+		bad("roce.bridge.chunks", "%d is outside 1..%d", b.Chunks, bridge.MaxChunks)
 	}
 	for _, p := range []struct {
 		path string
 		v    int
 	}{{"roce.bridge.recv_pool", b.RecvPool}, {"roce.bridge.send_pool", b.SendPool}} {
-		if p.v < 4 || p.v > MaxBridgePool {
-			bad(p.path, "%d is outside 4..%d", p.v, MaxBridgePool)
+		if p.v < bridge.MinPool || p.v > bridge.MaxPool {
+			bad(p.path, "%d is outside %d..%d", p.v, bridge.MinPool, bridge.MaxPool)
 		}
 	}
 	for i, r := range b.Ports {

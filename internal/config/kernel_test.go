@@ -80,8 +80,9 @@ kernel: {}
 	}
 }
 
-func TestKernelAddressSharedWithRoCE(t *testing.T) {
-	const base = `
+// sharedAddressBase is a configuration with a kernel interface at
+// 10.0.0.5 and a roce service, for a roce section to follow.
+const sharedAddressBase = `
 port: {name: node0, device: "net_af_packet0,iface=veth0"}
 services:
   - {name: other, consumer: {type: kernel}}
@@ -89,6 +90,9 @@ services:
 default_service: other
 kernel: {addresses: [10.0.0.5/24]}
 `
+
+func TestKernelAddressSharedWithRoCE(t *testing.T) {
+	const base = sharedAddressBase
 	c, err := Parse([]byte(base + "roce: {service: roce, address: 10.0.0.5}\n"))
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,9 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/header"
 	"github.com/cephdpdkd/cephdpdkd/internal/devargs"
 	"github.com/cephdpdkd/cephdpdkd/roce"
+	"github.com/cephdpdkd/cephdpdkd/roce/bridge"
+	"github.com/cephdpdkd/cephdpdkd/roce/cm"
+	"github.com/cephdpdkd/cephdpdkd/roce/session"
 	"github.com/cephdpdkd/cephdpdkd/roce/wire"
 )
 
@@ -85,29 +88,18 @@ func (c *Config) applyDefaults() {
 		}
 	}
 	if r := c.RoCE; r != nil {
-		d := func(v *int, def int) {
-			if *v == 0 {
-				*v = def
-			}
-		}
-		d(&r.BufferSize, 128<<10)
-		d(&r.SendBuffers, 32)
-		d(&r.RecvBuffers, 32)
-		d(&r.MTU, 1024)
-		d(&r.MaxSessions, 16)
-		d(&r.MemoryMB, 256)
-		if r.RNRTimer == 0 {
-			r.RNRTimer = 0x0e // 1.28 ms; 0 would mean 655 ms
-		}
-		if r.Timeout == 0 {
-			r.Timeout = 0x0e
-		}
-		if r.RetryCount == 0 {
-			r.RetryCount = 7
-		}
-		if r.RNRRetry == 0 {
-			r.RNRRetry = 7
-		}
+		// Each owner's default: the sessions' sizes, the connection
+		// manager's QP settings (an RNR timer of 0 would mean 655 ms).
+		orDefault(&r.BufferSize, session.DefaultBufferSize)
+		orDefault(&r.SendBuffers, session.DefaultSendBuffers)
+		orDefault(&r.RecvBuffers, session.DefaultRecvBuffers)
+		orDefault(&r.MTU, cm.DefaultPathMTU)
+		orDefault(&r.MaxSessions, DefaultRoCESessions)
+		orDefault(&r.MemoryMB, DefaultRoCEMemoryMB)
+		orDefault(&r.RNRTimer, cm.DefaultMinRNRTimer)
+		orDefault(&r.Timeout, cm.DefaultTimeout)
+		orDefault(&r.RetryCount, cm.DefaultRetryCount)
+		orDefault(&r.RNRRetry, cm.DefaultRNRRetry)
 		if r.IdleProbe == nil {
 			d := roce.DefaultIdleProbe
 			r.IdleProbe = &d
@@ -404,12 +396,25 @@ func (c *Config) txQueueOf(s Service) (int, bool) {
 	return 0, false
 }
 
+// orDefault sets *v to def if it is the zero value: the key was left out.
+func orDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
+}
+
 // MaxRoCEWindow bounds roce.window, far inside the PSN space's half.
 const MaxRoCEWindow = 1 << 16
 
-// MaxRoCESessions bounds roce.max_sessions; each session registers
-// send_buffers + recv_buffers buffers of buffer_size bytes.
-const MaxRoCESessions = 4096
+// The daemon's own RoCE budget: roce.max_sessions sessions (each
+// registers send_buffers + recv_buffers buffers of buffer_size bytes) in
+// roce.memory_mb of DPDK memory.
+const (
+	DefaultRoCESessions = 16
+	MaxRoCESessions     = 4096
+	DefaultRoCEMemoryMB = 256
+)
 
 func (c *Config) validateRoCE(r *RoCE, services map[string]int, bad func(string, string, ...any)) {
 	if i, ok := services[r.Service]; !ok {
@@ -429,9 +434,7 @@ func (c *Config) validateRoCE(r *RoCE, services map[string]int, bad func(string,
 	if r.TxQueue < 0 || r.TxQueue >= c.Port.TxQueues {
 		bad("roce.tx_queue", "tx queue %d does not exist: the port has %d", r.TxQueue, c.Port.TxQueues)
 	}
-	switch r.MTU {
-	case 256, 512, 1024, 2048, 4096:
-	default:
+	if _, ok := wire.MTUEnum(r.MTU); !ok {
 		bad("roce.mtu", "%d: want 256, 512, 1024, 2048 or 4096", r.MTU)
 	}
 	if r.MTU+80 > c.Port.MTU+14 && r.MTU > 1024 {
@@ -440,14 +443,16 @@ func (c *Config) validateRoCE(r *RoCE, services map[string]int, bad func(string,
 	if r.Window < 0 || r.Window > MaxRoCEWindow {
 		bad("roce.window", "%d packets: want 1..%d (0: rxe's 128)", r.Window, MaxRoCEWindow)
 	}
-	if r.BufferSize < 64 || r.BufferSize > 1<<20 {
-		bad("roce.buffer_size", "%d outside 64..1048576", r.BufferSize)
+	bufferOK := r.BufferSize >= session.MinBufferSize && r.BufferSize <= session.MaxBufferSize
+	if !bufferOK {
+		bad("roce.buffer_size", "%d outside %d..%d", r.BufferSize, session.MinBufferSize, session.MaxBufferSize)
 	}
-	if r.SendBuffers < 1 || r.SendBuffers > 4096 || r.RecvBuffers < 1 || r.RecvBuffers > 4096 {
-		bad("roce", "send_buffers and recv_buffers must be 1..4096")
+	buffersOK := r.SendBuffers >= 1 && r.SendBuffers <= session.MaxBuffers && r.RecvBuffers >= 1 && r.RecvBuffers <= session.MaxBuffers
+	if !buffersOK {
+		bad("roce", "send_buffers and recv_buffers must be 1..%d", session.MaxBuffers)
 	}
-	if r.RNRTimer > 31 || r.Timeout > 31 || r.RetryCount > 7 || r.RNRRetry > 7 {
-		bad("roce", "rnr_timer and timeout are 5-bit codes (0..31), retry_count and rnr_retry 0..7")
+	if r.RNRTimer > roce.MaxTimerCode || r.Timeout > roce.MaxTimerCode || r.RetryCount > roce.MaxRetry || r.RNRRetry > roce.MaxRetry {
+		bad("roce", "rnr_timer and timeout are 5-bit codes (0..%d), retry_count and rnr_retry 0..%d", roce.MaxTimerCode, roce.MaxRetry)
 	}
 	if p := r.IdleProbeInterval(); p != 0 && (p < roce.MinIdleProbe || p > roce.MaxIdleProbe) {
 		bad("roce.idle_probe", "%v: want 0s (off) or %v..%v", p, roce.MinIdleProbe, roce.MaxIdleProbe)
@@ -461,8 +466,7 @@ func (c *Config) validateRoCE(r *RoCE, services map[string]int, bad func(string,
 		bad("roce.memory_mb", "%d is outside 1..%d", r.MemoryMB, MaxMemoryMB)
 	}
 	// With every factor in range the product stays below 2^46.
-	if sessionsOK && memoryOK && r.BufferSize >= 64 && r.BufferSize <= 1<<20 &&
-		r.SendBuffers >= 1 && r.SendBuffers <= 4096 && r.RecvBuffers >= 1 && r.RecvBuffers <= 4096 {
+	if sessionsOK && memoryOK && bufferOK && buffersOK {
 		// The built-in services give each session buffers of its own;
 		// the bridge's connections share its pools.
 		need, what := 0, ""
@@ -470,7 +474,7 @@ func (c *Config) validateRoCE(r *RoCE, services map[string]int, bad func(string,
 			need = r.MaxSessions * (r.SendBuffers + r.RecvBuffers) * r.BufferSize
 			what = fmt.Sprintf("%d sessions × %d buffers × %d bytes", r.MaxSessions, r.SendBuffers+r.RecvBuffers, r.BufferSize)
 		}
-		if b := r.Bridge; b != nil && b.RecvPool <= MaxBridgePool && b.SendPool <= MaxBridgePool {
+		if b := r.Bridge; b != nil && b.RecvPool <= bridge.MaxPool && b.SendPool <= bridge.MaxPool {
 			need += (b.RecvPool + b.SendPool) * r.BufferSize
 			if what != "" {
 				what += " + "

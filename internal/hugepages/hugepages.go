@@ -27,7 +27,7 @@ import (
 const (
 	DefaultSysfs  = "/sys"
 	DefaultMounts = "/proc/self/mounts"
-	DefaultRunDir = "/run/cephdpdkd"
+	DefaultRunDir = statefile.DefaultDir
 )
 
 // System reads and writes one machine's hugepage settings. The zero
@@ -38,7 +38,7 @@ type System struct {
 	// Mounts is the mount table, in /proc/mounts format; /proc/self/mounts
 	// when empty.
 	Mounts string
-	// RunDir holds the state files; "/run/cephdpdkd" when empty.
+	// RunDir holds the state files; statefile.DefaultDir when empty.
 	RunDir string
 	// Mount mounts hugetlbfs of a page size on a directory; mount(2) when nil.
 	Mount func(dir string, sizeKB int) error
@@ -85,13 +85,7 @@ func (s *System) mounts() string {
 }
 
 // StatePath returns the state file of a port.
-func (s *System) StatePath(port string) string {
-	dir := s.RunDir
-	if dir == "" {
-		dir = DefaultRunDir
-	}
-	return filepath.Join(dir, port+".hugepages.json")
-}
+func (s *System) StatePath(port string) string { return statefile.Path(s.RunDir, port, "hugepages") }
 
 // sizeName writes a page size as people do: 2M, 1G.
 func sizeName(kb int) string {

@@ -180,3 +180,33 @@ func TestCrashThenRelease(t *testing.T) {
 		t.Errorf("after Release: nr %d (want 0), unmounts %q (want none: it is gone)", k.Nr, k.Unmounts)
 	}
 }
+
+// TestReleaseOldStateFile: Release (restore-nic) reads the state file
+// an earlier release wrote (testdata/node0.hugepages.json: 8 pages added,
+// nothing mounted, as written before package statefile) at the path it
+// used, and gives the pages back.
+func TestReleaseOldStateFile(t *testing.T) {
+	old, err := os.ReadFile("testdata/node0.hugepages.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, s := hugepagestest.New(t, 108, 0)
+	path := filepath.Join(s.RunDir, "node0.hugepages.json")
+	if s.StatePath("node0") != path {
+		t.Fatalf("state file at %s, want %s", s.StatePath("node0"), path)
+	}
+	os.MkdirAll(s.RunDir, 0o755)
+	if err := os.WriteFile(path, old, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st, err := s.Release(path)
+	if err != nil || st == nil || st.Added != 8 || st.SizeKB != 2048 || st.Time.IsZero() {
+		t.Fatalf("Release: %+v, %v", st, err)
+	}
+	if k.Nr != 100 {
+		t.Errorf("nr_hugepages %d after Release, want 100", k.Nr)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Errorf("state file left: %v", err)
+	}
+}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cephdpdkd/cephdpdkd/roce"
 	"github.com/cephdpdkd/cephdpdkd/roce/memlink"
+	"github.com/cephdpdkd/cephdpdkd/roce/roctest/cmtest"
 	"github.com/cephdpdkd/cephdpdkd/roce/session"
 )
 
@@ -183,7 +184,7 @@ func family(fams []*dto.MetricFamily, name string, labels map[string]string) (fl
 func TestRoCECollectorsLive(t *testing.T) {
 	p := newRocePair(t, memlink.Config{Seed: 5, Loss: 0.02, Reorder: 0.02})
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(NewRoCECollector(nil, p.srv, p.cli), NewCMCollector(p.srvM, p.cliM),
+	reg.MustRegister(NewRoCECollector(nil, p.Srv, p.Cli), NewCMCollector(p.SrvM, p.CliM),
 		NewAppCollector(map[string]AppSource{"7471": p.echo}))
 	stop, scrapes, started := make(chan struct{}), make(chan int), make(chan struct{})
 	go func() {
@@ -208,7 +209,7 @@ func TestRoCECollectorsLive(t *testing.T) {
 	// The scraper must run while the endpoints work: on a loaded machine
 	// it may not have been scheduled yet.
 	<-started
-	p.run(t, func() bool { return p.echo.Stats().MessagesIn >= 50 })
+	p.run(func() bool { return p.echo.Stats().MessagesIn >= 50 })
 	close(stop)
 	if n := <-scrapes; n == 0 {
 		t.Error("never scraped")
@@ -224,7 +225,7 @@ func TestRoCECollectorsLive(t *testing.T) {
 			t.Errorf("%s%v = %v (found %v), want %v", name, labels, got, ok, want)
 		}
 	}
-	for _, e := range []*roce.Endpoint{p.srv, p.cli} {
+	for _, e := range []*roce.Endpoint{p.Srv, p.Cli} {
 		ep := e.IP().String()
 		es := e.Stats()
 		check("cephdpdkd_roce_endpoint_frames_total", map[string]string{"endpoint": ep, "direction": "rx"}, float64(es.RxFrames))
@@ -258,18 +259,18 @@ func TestRoCECollectorsLive(t *testing.T) {
 			t.Errorf("%s: %d QPs visited, %d held", ep, qps, e.NumQPs())
 		}
 	}
-	srv, cli := p.srv.IP().String(), p.cli.IP().String()
+	srv, cli := p.Srv.IP().String(), p.Cli.IP().String()
 	check("cephdpdkd_roce_cm_established_total", map[string]string{"endpoint": srv, "role": "passive"}, 1)
 	check("cephdpdkd_roce_cm_established_total", map[string]string{"endpoint": cli, "role": "active"}, 1)
-	check("cephdpdkd_roce_cm_connections", map[string]string{"endpoint": srv}, float64(p.srvM.NumConns()))
+	check("cephdpdkd_roce_cm_connections", map[string]string{"endpoint": srv}, float64(p.SrvM.NumConns()))
 	check("cephdpdkd_roce_app_connections_total", map[string]string{"service": "7471", "event": "accepted"}, 1)
 	check("cephdpdkd_roce_app_messages_total", map[string]string{"service": "7471", "direction": "in"}, float64(p.echo.Stats().MessagesIn))
 
-	p.run(t, func() bool { return len(done) == 1 })
+	p.run(func() bool { return len(done) == 1 })
 	if r := <-done; r.Err != nil || r.Received != 200 {
 		t.Fatalf("ping: %+v", r)
 	}
-	p.run(t, func() bool { return p.cliM.NumConns() == 0 && p.cli.NumQPs() == 0 })
+	p.run(func() bool { return p.CliM.NumConns() == 0 && p.Cli.NumQPs() == 0 })
 	fams, _ = reg.Gather()
 	var qpns []string
 	for _, f := range fams {
@@ -288,7 +289,7 @@ func TestRoCECollectorsLive(t *testing.T) {
 		t.Errorf("client QPs exported after the disconnect: %v", qpns)
 	}
 	// The endpoint's sums of its QPs' counters stay.
-	es := p.cli.Stats()
+	es := p.Cli.Stats()
 	check("cephdpdkd_roce_endpoint_sequence_naks_sent_total", map[string]string{"endpoint": cli}, float64(es.SequenceNaksSent))
 	check("cephdpdkd_roce_endpoint_rnr_naks_sent_total", map[string]string{"endpoint": cli}, float64(es.RNRNaksSent))
 }
@@ -297,14 +298,8 @@ func TestRoCECollectorsLive(t *testing.T) {
 // registry, keyed by endpoint and QP number (both endpoints here number
 // their QPs alike); a QP without a session exports zeros.
 func TestRoCECollectorSessions(t *testing.T) {
-	la, lb := memlink.New(memlink.Config{})
-	var eps [2]*roce.Endpoint
-	for i, c := range []roce.EndpointConfig{{MAC: macSrv, IP: ipSrv, IO: la}, {MAC: macCli, IP: ipCli, IO: lb}} {
-		var err error
-		if eps[i], err = roce.NewEndpoint(c); err != nil {
-			t.Fatal(err)
-		}
-	}
+	n := cmtest.New(t, cmtest.Config{})
+	eps := [2]*roce.Endpoint{n.Srv, n.Cli}
 	var sessions session.Registry
 	cfg := session.DefaultConfig()
 	cfg.BufferSize, cfg.SendBuffers, cfg.RecvBuffers = 4096, 5, 4

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/cephdpdkd/cephdpdkd/internal/devargs"
+	"github.com/cephdpdkd/cephdpdkd/internal/statefile"
 )
 
 // DPDK drivers Bind accepts.
@@ -33,7 +34,7 @@ const (
 // Defaults for the zero System.
 const (
 	DefaultSysfs   = "/sys"
-	DefaultRunDir  = "/run/cephdpdkd"
+	DefaultRunDir  = statefile.DefaultDir
 	DefaultTimeout = 10 * time.Second
 )
 
@@ -51,7 +52,7 @@ type Activity struct {
 type System struct {
 	// Sysfs is the sysfs mount point; "/sys" when empty.
 	Sysfs string
-	// RunDir holds the state files; "/run/cephdpdkd" when empty.
+	// RunDir holds the state files; statefile.DefaultDir when empty.
 	RunDir string
 	// Activity returns an interface's addresses and routes; netlink when nil.
 	Activity func(ifname string) (Activity, error)
@@ -97,13 +98,6 @@ func (s *System) root() string {
 	return s.Sysfs
 }
 
-func (s *System) runDir() string {
-	if s.RunDir == "" {
-		return DefaultRunDir
-	}
-	return s.RunDir
-}
-
 func (s *System) path(elem ...string) string {
 	return filepath.Join(append([]string{s.root()}, elem...)...)
 }
@@ -137,9 +131,7 @@ func writeAttr(path string, data []byte) error {
 }
 
 // StatePath returns the state file of a port.
-func (s *System) StatePath(port string) string {
-	return filepath.Join(s.runDir(), port+".json")
-}
+func (s *System) StatePath(port string) string { return statefile.Path(s.RunDir, port, "") }
 
 // isPCIName reports whether name is a PCI address as sysfs writes it,
 // which is also a safe path element.

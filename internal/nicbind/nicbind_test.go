@@ -314,3 +314,46 @@ func TestStatus(t *testing.T) {
 		t.Error("DPDK() wrong")
 	}
 }
+
+// TestRestoreOldStateFile: restore-nic after a crash reads the state
+// file an earlier release wrote (testdata/node0.json: the record of
+// ens1f0 bound to vfio-pci, as written before package statefile), and
+// what Bind writes now is that record.
+func TestRestoreOldStateFile(t *testing.T) {
+	old, err := os.ReadFile("testdata/node0.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, s, _ := setup(t, nil)
+	st, err := s.Bind("node0", nicbind.Request{Driver: nicbind.VFIO, Interface: "ens1f0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrote, err := s.ReadState(s.StatePath("node0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(s.StatePath("node0"), old, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.ReadState(s.StatePath("node0"))
+	if err != nil || got == nil {
+		t.Fatalf("ReadState of the old file: %+v, %v", got, err)
+	}
+	if got.Time.IsZero() {
+		t.Error("old file's time not read")
+	}
+	got.Time, wrote.Time, st.Time = time.Time{}, time.Time{}, time.Time{}
+	if *got != *wrote || *got != *st {
+		t.Errorf("old record %+v; Bind wrote %+v and returned %+v", *got, *wrote, *st)
+	}
+	if _, err := s.Restore(s.StatePath("node0")); err != nil {
+		t.Fatal(err)
+	}
+	if tr.Driver(pciA) != "ixgbe" || !tr.HasInterface("ens1f0") {
+		t.Fatalf("after Restore: driver %q, interface %v", tr.Driver(pciA), tr.HasInterface("ens1f0"))
+	}
+	if _, err := os.Stat(s.StatePath("node0")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("state file left: %v", err)
+	}
+}

@@ -1,6 +1,7 @@
 package nicbind
 
 import (
+	"github.com/cephdpdkd/cephdpdkd/internal/statefile"
 	"os"
 	"path/filepath"
 	"sort"
@@ -74,7 +75,7 @@ func (s *System) Status() ([]Device, error) {
 // cannot read are left out.
 func (s *System) states() map[string]*State {
 	m := map[string]*State{}
-	paths, _ := filepath.Glob(filepath.Join(s.runDir(), "*.json"))
+	paths, _ := filepath.Glob(filepath.Join(statefile.Dir(s.RunDir), "*.json"))
 	for _, p := range paths {
 		if st, err := s.ReadState(p); err == nil && st != nil {
 			m[st.PCI] = st

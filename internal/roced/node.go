@@ -115,13 +115,13 @@ func New(cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("roced: endpoint: %w", err)
 	}
+	// The MAD retransmission interval and the largest path MTU a REQ
+	// may ask for are the Manager's defaults.
 	n.cm, err = cm.New(n.ep, cm.Config{
-		PathMTU: r.MTU, MaxPathMTU: 4096, MinRNRTimer: r.RNRTimer, Timeout: r.Timeout,
+		PathMTU: r.MTU, MinRNRTimer: r.RNRTimer, Timeout: r.Timeout,
 		RetryCount: r.RetryCount, RNRRetry: r.RNRRetry, MaxConns: 4 * r.MaxSessions,
-		// Give up on a silent peer within a few seconds: rxe answers in
-		// well under one.
-		RetransmitTimeout: time.Second, MaxRetries: 5,
-		Log: n.log,
+		MaxRetries: cm.LANMaxRetries,
+		Log:        n.log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("roced: connection manager: %w", err)
@@ -153,7 +153,7 @@ func New(cfg Config) (_ *Node, err error) {
 }
 
 func (n *Node) newService(r *config.RoCE, l config.RoCEListener) (app.Service, error) {
-	stall := 30 * time.Second
+	stall := app.DefaultStallTimeout
 	switch l.App {
 	case config.AppEcho, config.AppDiscard:
 		return app.NewRawEcho(n.ep, app.RawConfig{
@@ -182,7 +182,7 @@ func (n *Node) startCeph(r *config.RoCE) error {
 	cfg.Session.MinRNRTimer = r.RNRTimer
 	// Ceph asks for unlimited retries; a vanished peer must still free
 	// its QP, buffers and mbufs.
-	cfg.Session.RetryCount = min(r.RetryCount, 6)
+	cfg.Session.RetryCount = min(r.RetryCount, cm.DefaultMaxRetryCount)
 	cfg.OnError = func(peer netip.AddrPort, err error) {
 		n.log.Warn("Ceph async+rdma connection failed", "peer", peer, "err", err)
 	}

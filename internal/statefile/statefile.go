@@ -2,6 +2,10 @@
 // its run directory (what it bound, what it reserved) so that a later
 // process can undo them after a crash. A write is durable and atomic: a
 // reader finds the old record or the new one, never half of one.
+//
+// Each port has one record of each kind in the directory: the NIC it
+// bound (package nicbind) at port.json, the hugepages it reserved
+// (package hugepages) at port.hugepages.json.
 package statefile
 
 import (
@@ -11,6 +15,28 @@ import (
 	"os"
 	"path/filepath"
 )
+
+// DefaultDir is the run directory: under /run, so that a reboot, which
+// undoes everything the records describe, also removes them.
+const DefaultDir = "/run/cephdpdkd"
+
+// Dir returns dir, or DefaultDir when dir is empty.
+func Dir(dir string) string {
+	if dir == "" {
+		return DefaultDir
+	}
+	return dir
+}
+
+// Path returns the file of port's record of kind in dir (DefaultDir when
+// empty): port.json for kind "", port.kind.json for another.
+func Path(dir, port, kind string) string {
+	name := port + ".json"
+	if kind != "" {
+		name = port + "." + kind + ".json"
+	}
+	return filepath.Join(Dir(dir), name)
+}
 
 // Write stores v as JSON at path: a temporary file in the same directory,
 // fsync, rename, then fsync of the directory.

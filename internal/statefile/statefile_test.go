@@ -34,3 +34,18 @@ func TestWriteRead(t *testing.T) {
 		t.Errorf("Read of a broken record: %v; want an error naming the file", err)
 	}
 }
+
+func TestPath(t *testing.T) {
+	for _, tc := range []struct {
+		dir, port, kind, want string
+	}{
+		{"", "p0", "", "/run/cephdpdkd/p0.json"},
+		{"", "p0", "hugepages", "/run/cephdpdkd/p0.hugepages.json"},
+		{"/tmp/run", "node0", "", "/tmp/run/node0.json"},
+		{"/tmp/run", "node0", "hugepages", "/tmp/run/node0.hugepages.json"},
+	} {
+		if got := Path(tc.dir, tc.port, tc.kind); got != tc.want {
+			t.Errorf("Path(%q, %q, %q) = %s, want %s", tc.dir, tc.port, tc.kind, got, tc.want)
+		}
+	}
+}

@@ -18,10 +18,10 @@ func (n *testNet) spin(cond func() bool) bool {
 		if cond() {
 			return true
 		}
-		if n.poll() == 0 && !n.advance() {
+		if n.Poll() == 0 && !n.Advance() {
 			return cond()
 		}
-		n.now = n.now.Add(time.Microsecond)
+		n.Now = n.Now.Add(time.Microsecond)
 	}
 	return false
 }
@@ -43,11 +43,11 @@ type rawPingPong struct {
 
 func newRawPingPong(tb testing.TB, link memlink.Config, size int) (*rawPingPong, *app.RawEcho) {
 	n := newTestNet(tb, link)
-	echo, err := app.NewRawEcho(n.srv, app.RawConfig{MessageSize: size, Depth: 4})
+	echo, err := app.NewRawEcho(n.Srv, app.RawConfig{MessageSize: size, Depth: 4})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	n.pollers = append(n.pollers, echo.Poll)
+	n.AddFunc(echo.Poll)
 	r := &rawPingPong{n: n}
 	if r.sqp, err = echo.Accept(nil); err != nil {
 		tb.Fatal(err)
@@ -118,7 +118,7 @@ func sessionEcho(tb testing.TB, link memlink.Config) (*sessionPair, *testNet) {
 	n := newTestNet(tb, link)
 	sp := n.newSessionPair(smallSessions())
 	echo := app.NewEcho(app.EchoConfig{})
-	n.pollers = append(n.pollers, echo.Poll)
+	n.AddFunc(echo.Poll)
 	if err := echo.Attach(sp.srv, nil); err != nil {
 		tb.Fatal(err)
 	}
@@ -139,10 +139,10 @@ func sessionRound(n *testNet, s *session.Session, msg, back []byte) bool {
 			}
 			sent += k
 		}
-		if n.poll() == 0 {
-			n.advance()
+		if n.Poll() == 0 {
+			n.Advance()
 		}
-		n.now = n.now.Add(time.Microsecond)
+		n.Now = n.Now.Add(time.Microsecond)
 		k, err := s.Recv(back[got:])
 		if err != nil && !errors.Is(err, roce.ErrWouldBlock) {
 			return false

@@ -9,6 +9,7 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/roce/app"
 	"github.com/cephdpdkd/cephdpdkd/roce/cm"
 	"github.com/cephdpdkd/cephdpdkd/roce/memlink"
+	"github.com/cephdpdkd/cephdpdkd/roce/roctest"
 )
 
 // cmClient is a client connection made through the client's connection
@@ -26,7 +27,7 @@ func (n *testNet) cmDial(tb testing.TB, port uint16, p *peerQP) *cmClient {
 	tb.Helper()
 	c := &cmClient{p: p}
 	var err error
-	c.conn, err = n.cliM.Dial(ipSrv, port, p.qp, nil, cm.Events{
+	c.conn, err = n.CliM.Dial(ipSrv, port, p.qp, nil, cm.Events{
 		Connected:    func(_ *cm.Conn, err error) { c.connected++; c.connErr = err },
 		Disconnected: func(_ *cm.Conn, err error) { c.disconnected++; c.discErr = err },
 	})
@@ -46,32 +47,32 @@ func TestCMServices(t *testing.T) {
 		t.Run(fmt.Sprintf("rdma_client/loss%v", link.Loss), func(t *testing.T) {
 			n := newCMNet(t, link)
 			alloc := &roce.HeapAllocator{}
-			echo, err := app.NewRawEcho(n.srv, app.RawConfig{MessageSize: 4096, Depth: 4, Allocator: alloc})
+			echo, err := app.NewRawEcho(n.Srv, app.RawConfig{MessageSize: 4096, Depth: 4, Allocator: alloc})
 			if err != nil {
 				t.Fatal(err)
 			}
-			n.pollers = append(n.pollers, echo.Poll)
-			if err := app.Listen(n.srvM, 7471, echo); err != nil {
+			n.AddFunc(echo.Poll)
+			if err := app.Listen(n.SrvM, 7471, echo); err != nil {
 				t.Fatal(err)
 			}
 			p := n.newPeer(1, 1, 32)
 			p.postRecv(t, 1, 16, 16)
 			c := n.cmDial(t, 7471, p)
-			n.run(10_000_000, func() bool { return c.connected > 0 })
+			n.Run(10_000_000, func() bool { return c.connected > 0 })
 			if c.connErr != nil {
 				t.Fatal(c.connErr)
 			}
 			fill(p.mr.Bytes()[:16], 3)
 			p.postSend(t, roce.SendWR{Opcode: roce.WRSend, SGList: []roce.SGE{p.mr.SGE(0, 16)}})
-			n.run(10_000_000, func() bool { return p.rcq.Len() > 0 && p.scq.Len() > 0 })
-			if wc := pollOne(t, p.rcq); wc.Status != roce.WCSuccess || wc.ByteLen != 16 ||
+			n.Run(10_000_000, func() bool { return p.rcq.Len() > 0 && p.scq.Len() > 0 })
+			if wc := roctest.PollOne(t, p.rcq); wc.Status != roce.WCSuccess || wc.ByteLen != 16 ||
 				!bytes.Equal(p.mr.Bytes()[16:32], p.mr.Bytes()[:16]) {
 				t.Errorf("echo %+v %x", wc, p.mr.Bytes()[:32])
 			}
-			if err := n.cliM.Disconnect(c.conn); err != nil {
+			if err := n.CliM.Disconnect(c.conn); err != nil {
 				t.Fatal(err)
 			}
-			n.run(10_000_000, func() bool { return c.disconnected > 0 && echo.Stats().Active == 0 })
+			n.Run(10_000_000, func() bool { return c.disconnected > 0 && echo.Stats().Active == 0 })
 			p.destroy(t)
 			if st := echo.Stats(); st.Completed != 1 || st.MessagesIn != 1 {
 				t.Errorf("stats %+v", st)
@@ -86,12 +87,12 @@ func TestCMServices(t *testing.T) {
 			n := newCMNet(t, link)
 			alloc := &roce.HeapAllocator{}
 			const count, size, conns = 10, 4096, 3
-			tose, err := app.NewCMATose(n.srv, app.CMAToseConfig{Count: count, Size: size, Allocator: alloc})
+			tose, err := app.NewCMATose(n.Srv, app.CMAToseConfig{Count: count, Size: size, Allocator: alloc})
 			if err != nil {
 				t.Fatal(err)
 			}
-			n.pollers = append(n.pollers, tose.Poll)
-			if err := app.Listen(n.srvM, 7472, tose); err != nil {
+			n.AddFunc(tose.Poll)
+			if err := app.Listen(n.SrvM, 7472, tose); err != nil {
 				t.Fatal(err)
 			}
 			var cs []*cmClient
@@ -103,7 +104,7 @@ func TestCMServices(t *testing.T) {
 				cs = append(cs, n.cmDial(t, 7472, p))
 			}
 			replied := make([]bool, conns)
-			n.run(50_000_000, func() bool {
+			n.Run(50_000_000, func() bool {
 				all := true
 				for i, c := range cs {
 					if c.connErr != nil {
@@ -138,17 +139,17 @@ func TestCMServices(t *testing.T) {
 		t.Run(fmt.Sprintf("rping/loss%v", link.Loss), func(t *testing.T) {
 			n := newCMNet(t, link)
 			alloc := &roce.HeapAllocator{}
-			srv, err := app.NewRPingServer(n.srv, app.RPingConfig{Allocator: alloc})
+			srv, err := app.NewRPingServer(n.Srv, app.RPingConfig{Allocator: alloc})
 			if err != nil {
 				t.Fatal(err)
 			}
-			n.pollers = append(n.pollers, srv.Poll)
-			if err := app.Listen(n.srvM, 7174, srv); err != nil {
+			n.AddFunc(srv.Poll)
+			if err := app.Listen(n.SrvM, 7174, srv); err != nil {
 				t.Fatal(err)
 			}
 			rc := newRPingClient(t, n, 64)
 			c := n.cmDial(t, 7174, rc.p)
-			n.run(10_000_000, func() bool { return c.connected > 0 })
+			n.Run(10_000_000, func() bool { return c.connected > 0 })
 			if c.connErr != nil {
 				t.Fatal(c.connErr)
 			}
@@ -156,8 +157,8 @@ func TestCMServices(t *testing.T) {
 			for round := range 10 {
 				rc.ping(round, &start)
 			}
-			n.cliM.Disconnect(c.conn)
-			n.run(10_000_000, func() bool { return c.disconnected > 0 && srv.Stats().Active == 0 })
+			n.CliM.Disconnect(c.conn)
+			n.Run(10_000_000, func() bool { return c.disconnected > 0 && srv.Stats().Active == 0 })
 			rc.p.destroy(t)
 			if st := srv.Stats(); st.RDMAReads != 10 || st.RDMAWrites != 10 || st.Completed != 1 {
 				t.Errorf("stats %+v", st)
@@ -174,18 +175,18 @@ func TestCMServices(t *testing.T) {
 // connection manager reject it; the client fails at once.
 func TestCMRefused(t *testing.T) {
 	n := newCMNet(t, memlink.Config{})
-	echo, err := app.NewRawEcho(n.srv, app.RawConfig{MessageSize: 64, Depth: 1, MaxConns: 1})
+	echo, err := app.NewRawEcho(n.Srv, app.RawConfig{MessageSize: 64, Depth: 1, MaxConns: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.pollers = append(n.pollers, echo.Poll)
-	if err := app.Listen(n.srvM, 7471, echo); err != nil {
+	n.AddFunc(echo.Poll)
+	if err := app.Listen(n.SrvM, 7471, echo); err != nil {
 		t.Fatal(err)
 	}
 	first := n.cmDial(t, 7471, n.newPeer(1, 1, 64))
-	n.run(10_000_000, func() bool { return first.connected > 0 })
+	n.Run(10_000_000, func() bool { return first.connected > 0 })
 	second := n.cmDial(t, 7471, n.newPeer(1, 1, 64))
-	n.run(10_000_000, func() bool { return second.connected > 0 })
+	n.Run(10_000_000, func() bool { return second.connected > 0 })
 	if first.connErr != nil || second.connErr == nil {
 		t.Errorf("first %v, second %v", first.connErr, second.connErr)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/roce"
 	"github.com/cephdpdkd/cephdpdkd/roce/app"
 	"github.com/cephdpdkd/cephdpdkd/roce/memlink"
+	"github.com/cephdpdkd/cephdpdkd/roce/roctest"
 )
 
 // toseClient is one connection of a cmatose client (cmatose.c
@@ -35,16 +36,16 @@ func TestCMAToseClients(t *testing.T) {
 		{64, 10, 3, memlink.Config{}},
 		{4096, 10, 3, lossy(0.05)},
 		{64 << 10, 4, 2, lossy(0.02)},
-		{1000, 500, 2, faulty(0.01)},
+		{1000, 500, 2, roctest.Faulty(3, 0.01)},
 	} {
 		t.Run(fmt.Sprintf("S%d/C%d/c%d/loss%v", tc.size, tc.count, tc.conns, tc.link.Loss), func(t *testing.T) {
 			n := newTestNet(t, tc.link)
 			alloc := &roce.HeapAllocator{}
-			tose, err := app.NewCMATose(n.srv, app.CMAToseConfig{Count: tc.count, Size: tc.size, Allocator: alloc})
+			tose, err := app.NewCMATose(n.Srv, app.CMAToseConfig{Count: tc.count, Size: tc.size, Allocator: alloc})
 			if err != nil {
 				t.Fatal(err)
 			}
-			n.pollers = append(n.pollers, tose.Poll)
+			n.AddFunc(tose.Poll)
 			clients := make([]*toseClient, tc.conns)
 			for i := range clients {
 				c := &toseClient{}
@@ -66,7 +67,7 @@ func TestCMAToseClients(t *testing.T) {
 				}
 			}
 			var wcs [16]roce.WorkCompletion
-			n.run(50_000_000, func() bool {
+			n.Run(50_000_000, func() bool {
 				all := true
 				for _, c := range clients {
 					// Drain the CQs: one acknowledgement may complete
@@ -132,11 +133,11 @@ func TestCMAToseClients(t *testing.T) {
 // (Linux moves the passive QP to RTS before sending the REP).
 func TestCMAToseWaitsForEstablished(t *testing.T) {
 	n := newTestNet(t, memlink.Config{})
-	tose, err := app.NewCMATose(n.srv, app.CMAToseConfig{})
+	tose, err := app.NewCMATose(n.Srv, app.CMAToseConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.pollers = append(n.pollers, tose.Poll)
+	n.AddFunc(tose.Poll)
 	sqp, err := tose.Accept(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -147,24 +148,24 @@ func TestCMAToseWaitsForEstablished(t *testing.T) {
 	}
 	n.connect(sqp, p.qp, defaultCM())
 	for range 100 {
-		n.poll()
+		n.Poll()
 	}
 	if p.rcq.Len() != 0 || sqp.Stats().TxPackets != 0 {
 		t.Fatalf("sent before established: %d messages", p.rcq.Len())
 	}
 	tose.Established(sqp)
-	n.run(100_000, func() bool { return p.rcq.Len() == 10 })
+	n.Run(100_000, func() bool { return p.rcq.Len() == 10 })
 }
 
 // TestCMAToseClientTooBig: a reply larger than RecvSize fails the
 // connection with a length error.
 func TestCMAToseClientTooBig(t *testing.T) {
 	n := newTestNet(t, memlink.Config{})
-	tose, err := app.NewCMATose(n.srv, app.CMAToseConfig{Count: 2, Size: 64})
+	tose, err := app.NewCMATose(n.Srv, app.CMAToseConfig{Count: 2, Size: 64})
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.pollers = append(n.pollers, tose.Poll)
+	n.AddFunc(tose.Poll)
 	var d doneRecorder
 	sqp, _ := tose.Accept(d.done)
 	p := n.newPeer(2, 2, 4096)
@@ -172,9 +173,9 @@ func TestCMAToseClientTooBig(t *testing.T) {
 	p.postRecv(t, 0, 0, 4096)
 	n.connect(sqp, p.qp, defaultCM())
 	tose.Established(sqp)
-	n.run(100_000, func() bool { return p.rcq.Len() == 2 })
+	n.Run(100_000, func() bool { return p.rcq.Len() == 2 })
 	p.postSend(t, roce.SendWR{Opcode: roce.WRSend, SGList: []roce.SGE{p.mr.SGE(0, 4096)}})
-	n.run(100_000, func() bool { return d.calls > 0 })
+	n.Run(100_000, func() bool { return d.calls > 0 })
 	if !errors.Is(d.err, roce.ErrLocalLength) {
 		t.Errorf("done with %v", d.err)
 	}

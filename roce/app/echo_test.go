@@ -11,6 +11,7 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/roce"
 	"github.com/cephdpdkd/cephdpdkd/roce/app"
 	"github.com/cephdpdkd/cephdpdkd/roce/memlink"
+	"github.com/cephdpdkd/cephdpdkd/roce/roctest"
 	"github.com/cephdpdkd/cephdpdkd/roce/session"
 )
 
@@ -31,22 +32,22 @@ func smallSessions() session.Config {
 }
 
 func (n *testNet) newSessionPair(cfg session.Config) *sessionPair {
-	n.tb.Helper()
+	n.TB.Helper()
 	sp := &sessionPair{alloc: &roce.HeapAllocator{}}
 	cfg.Allocator = sp.alloc
-	qs, err := session.NewQP(n.srv.NewPD(), cfg)
+	qs, err := session.NewQP(n.Srv.NewPD(), cfg)
 	if err != nil {
-		n.tb.Fatal(err)
+		n.TB.Fatal(err)
 	}
 	qc, err := session.NewQP(n.cliPD, cfg)
 	if err != nil {
-		n.tb.Fatal(err)
+		n.TB.Fatal(err)
 	}
 	if sp.srv, err = session.New(qs, cfg); err != nil {
-		n.tb.Fatal(err)
+		n.TB.Fatal(err)
 	}
 	if sp.cli, err = session.New(qc, cfg); err != nil {
-		n.tb.Fatal(err)
+		n.TB.Fatal(err)
 	}
 	const psnS, psnC = 0x00FFF0, 0xFFFFF0
 	for _, m := range []func() (*roce.QPAttr, roce.QPAttrMask){
@@ -63,7 +64,7 @@ func (n *testNet) newSessionPair(cfg session.Config) *sessionPair {
 			qp = qc
 		}
 		if err := qp.Modify(a, mask); err != nil {
-			n.tb.Fatal(err)
+			n.TB.Fatal(err)
 		}
 	}
 	for _, x := range []struct {
@@ -71,7 +72,7 @@ func (n *testNet) newSessionPair(cfg session.Config) *sessionPair {
 		psn uint32
 	}{{qs, psnS}, {qc, psnC}} {
 		if err := x.qp.Modify(cfg.RTSAttr(x.psn)); err != nil {
-			n.tb.Fatal(err)
+			n.TB.Fatal(err)
 		}
 	}
 	return sp
@@ -187,7 +188,7 @@ func TestEchoSession(t *testing.T) {
 	}{
 		{"echo/clean", memlink.Config{}, 3 << 20, 0, false},
 		{"echo/small buffer", memlink.Config{}, 1 << 20, 1000, false},
-		{"echo/faults", faulty(0.01), 1 << 20, 0, false},
+		{"echo/faults", roctest.Faulty(3, 0.01), 1 << 20, 0, false},
 		{"echo/loss", lossy(0.05), 512 << 10, 0, false},
 		{"echo/empty", memlink.Config{}, 0, 0, false},
 		{"discard/clean", memlink.Config{}, 2 << 20, 0, true},
@@ -201,7 +202,7 @@ func TestEchoSession(t *testing.T) {
 			if tc.discard {
 				svc = app.NewDiscard(cfg)
 			}
-			n.pollers = append(n.pollers, svc.Poll)
+			n.AddFunc(svc.Poll)
 			var d doneRecorder
 			if err := svc.Attach(sp.srv, d.done); err != nil {
 				t.Fatal(err)
@@ -211,7 +212,7 @@ func TestEchoSession(t *testing.T) {
 			}
 			c := newStreamClient(sp.cli, tc.size, 1)
 			c.expectNothing = tc.discard
-			n.run(50_000_000, func() bool { return c.step() && d.calls > 0 })
+			n.Run(50_000_000, func() bool { return c.step() && d.calls > 0 })
 			if c.err != nil {
 				t.Fatalf("client after %d sent, %d received: %v", c.sent, c.got, c.err)
 			}
@@ -241,7 +242,7 @@ func TestEchoBackPressure(t *testing.T) {
 	n := newTestNet(t, memlink.Config{})
 	sp := n.newSessionPair(smallSessions())
 	echo := app.NewEcho(app.EchoConfig{BufferSize: 4096})
-	n.pollers = append(n.pollers, echo.Poll)
+	n.AddFunc(echo.Poll)
 	var d doneRecorder
 	echo.Attach(sp.srv, d.done)
 	const size = 8 << 20
@@ -255,10 +256,10 @@ func TestEchoBackPressure(t *testing.T) {
 		}
 		before := c.sent
 		c.step()
-		if n.poll() == 0 {
-			n.advance()
+		if n.Poll() == 0 {
+			n.Advance()
 		}
-		n.now = n.now.Add(time.Microsecond)
+		n.Now = n.Now.Add(time.Microsecond)
 		if c.sent == before {
 			stuck++
 		} else {
@@ -275,7 +276,7 @@ func TestEchoBackPressure(t *testing.T) {
 	}
 	t.Logf("blocked after %d bytes sent, echo moved %+v", c.sent, echo.Stats())
 	reading = true
-	n.run(50_000_000, func() bool { return c.step() && d.calls > 0 })
+	n.Run(50_000_000, func() bool { return c.step() && d.calls > 0 })
 	if c.err != nil || c.got != size || d.err != nil {
 		t.Fatalf("got %d of %d: %v / %v", c.got, size, c.err, d.err)
 	}
@@ -288,21 +289,21 @@ func TestEchoDetach(t *testing.T) {
 	n := newTestNet(t, memlink.Config{})
 	sp := n.newSessionPair(smallSessions())
 	echo := app.NewEcho(app.EchoConfig{})
-	n.pollers = append(n.pollers, echo.Poll)
+	n.AddFunc(echo.Poll)
 	var d doneRecorder
 	echo.Attach(sp.srv, d.done)
 	c := newStreamClient(sp.cli, 100_000, 3)
 	c.pause = func() bool { return true }
 	for range 1000 {
 		c.step()
-		n.poll()
-		n.now = n.now.Add(time.Microsecond)
+		n.Poll()
+		n.Now = n.Now.Add(time.Microsecond)
 	}
 	echo.Detach(sp.srv)
 	echo.Detach(sp.srv) // a second time does nothing
 	sp.release(t)
 	for range 100 {
-		n.poll()
+		n.Poll()
 	}
 	if st := echo.Stats(); d.calls != 0 || st.Active != 0 || st.Accepted != 1 {
 		t.Errorf("done %d, stats %+v", d.calls, st)
@@ -316,18 +317,18 @@ func TestEchoLinger(t *testing.T) {
 	n := newTestNet(t, memlink.Config{})
 	sp := n.newSessionPair(smallSessions())
 	echo := app.NewEcho(app.EchoConfig{Linger: 2 * time.Second})
-	n.pollers = append(n.pollers, echo.Poll)
+	n.AddFunc(echo.Poll)
 	var d doneRecorder
 	echo.Attach(sp.srv, d.done)
 	if err := sp.cli.Close(); err != nil {
 		t.Fatal(err)
 	}
-	n.run(100_000, func() bool { return sp.cli.QP().SendQueueFree() == sp.cli.QP().Cap().MaxSendWR })
+	n.Run(100_000, func() bool { return sp.cli.QP().SendQueueFree() == sp.cli.QP().Cap().MaxSendWR })
 	sp.cli.QP().Modify(&roce.QPAttr{State: roce.QPStateError}, roce.QPAttrState)
-	start := n.now
-	n.run(10_000_000, func() bool { return d.calls > 0 })
-	if d.err != nil || n.now.Sub(start) < 2*time.Second {
-		t.Errorf("done after %v: %v", n.now.Sub(start), d.err)
+	start := n.Now
+	n.Run(10_000_000, func() bool { return d.calls > 0 })
+	if d.err != nil || n.Now.Sub(start) < 2*time.Second {
+		t.Errorf("done after %v: %v", n.Now.Sub(start), d.err)
 	}
 	sp.release(t)
 }
@@ -338,15 +339,15 @@ func TestEchoStall(t *testing.T) {
 	n := newTestNet(t, memlink.Config{})
 	sp := n.newSessionPair(smallSessions())
 	echo := app.NewEcho(app.EchoConfig{StallTimeout: 10 * time.Second})
-	n.pollers = append(n.pollers, echo.Poll)
+	n.AddFunc(echo.Poll)
 	var d doneRecorder
 	echo.Attach(sp.srv, d.done)
 	if _, err := sp.cli.Send(make([]byte, 1000)); err != nil {
 		t.Fatal(err)
 	}
-	n.run(100_000, func() bool { return echo.Stats().BytesIn == 1000 })
-	n.ls.SetFaults(1, 0, 0, 0) // the echo never arrives
-	n.run(10_000_000, func() bool { return d.calls > 0 })
+	n.Run(100_000, func() bool { return echo.Stats().BytesIn == 1000 })
+	n.A.Link.SetFaults(1, 0, 0, 0) // the echo never arrives
+	n.Run(10_000_000, func() bool { return d.calls > 0 })
 	if !errors.Is(d.err, app.ErrStalled) {
 		t.Errorf("done with %v", d.err)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/roce"
 	"github.com/cephdpdkd/cephdpdkd/roce/app"
 	"github.com/cephdpdkd/cephdpdkd/roce/memlink"
+	"github.com/cephdpdkd/cephdpdkd/roce/roctest"
 )
 
 func FuzzRPingInfo(f *testing.F) {
@@ -54,11 +55,11 @@ func FuzzRPingServer(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in []byte) {
 		n := newTestNet(t, memlink.Config{})
 		alloc := &roce.HeapAllocator{}
-		srv, err := app.NewRPingServer(n.srv, app.RPingConfig{MaxSize: 4096, Allocator: alloc, StallTimeout: 1e9})
+		srv, err := app.NewRPingServer(n.Srv, app.RPingConfig{MaxSize: 4096, Allocator: alloc, StallTimeout: 1e9})
 		if err != nil {
 			t.Fatal(err)
 		}
-		n.pollers = append(n.pollers, srv.Poll)
+		n.AddFunc(srv.Poll)
 		var d doneRecorder
 		sqp, err := srv.Accept(d.done)
 		if err != nil {
@@ -91,12 +92,12 @@ func FuzzRPingServer(f *testing.F) {
 			off += l
 		}
 		for i := 0; i < 200_000; i++ {
-			if d.calls > 0 || n.poll() == 0 && !n.advance() {
+			if d.calls > 0 || n.Poll() == 0 && !n.Advance() {
 				break
 			}
-			n.now = n.now.Add(1000)
+			n.Now = n.Now.Add(1000)
 			for p.rcq.Len() > 0 { // go-aheads: keep receives posted
-				wc := pollOne(t, p.rcq)
+				wc := roctest.PollOne(t, p.rcq)
 				if wc.Status == roce.WCSuccess {
 					p.postRecv(t, wc.WRID, 4096+int(wc.WRID%4)*16, 16)
 				}

@@ -7,99 +7,41 @@ import (
 
 	"github.com/cephdpdkd/cephdpdkd/roce"
 	"github.com/cephdpdkd/cephdpdkd/roce/cm"
-	"github.com/cephdpdkd/cephdpdkd/roce/internal/simclock"
 	"github.com/cephdpdkd/cephdpdkd/roce/memlink"
+	"github.com/cephdpdkd/cephdpdkd/roce/roctest"
+	"github.com/cephdpdkd/cephdpdkd/roce/roctest/cmtest"
 )
 
-var (
-	macSrv = [6]byte{0x02, 0, 0, 0, 0, 0x0A}
-	macCli = [6]byte{0x02, 0, 0, 0, 0, 0x0B}
-	ipSrv  = netip.MustParseAddr("10.0.0.1")
-	ipCli  = netip.MustParseAddr("10.0.0.2")
-)
+// The server is side A of the network, the client side B.
+var macSrv, macCli, ipSrv, ipCli = roctest.MACA, roctest.MACB, roctest.IPA, roctest.IPB
 
 // testNet is a server endpoint (where the services run) and a client
-// endpoint (where the test's peers run) joined by a memlink, driven by a
-// manual clock.
+// endpoint (where the test's peers run) on a roctest network.
 type testNet struct {
-	tb       testing.TB
-	ls, lc   *memlink.End
-	srv, cli *roce.Endpoint
-	cliPD    *roce.PD
-	now      time.Time
-	pollers  []func(time.Time) int
-	// With connection managers, they poll the endpoints.
-	srvM, cliM *cm.Manager
+	*cmtest.Net
+	cliPD *roce.PD
 }
 
 func newTestNet(tb testing.TB, lc memlink.Config) *testNet {
 	tb.Helper()
-	ls, lcl := memlink.New(lc)
-	n := &testNet{tb: tb, ls: ls, lc: lcl, now: time.Unix(1_000_000, 0)}
-	var err error
-	if n.srv, err = roce.NewEndpoint(roce.EndpointConfig{MAC: macSrv, IP: ipSrv, IO: ls}); err != nil {
-		tb.Fatal(err)
-	}
-	if n.cli, err = roce.NewEndpoint(roce.EndpointConfig{MAC: macCli, IP: ipCli, IO: lcl}); err != nil {
-		tb.Fatal(err)
-	}
-	n.cliPD = n.cli.NewPD()
-	return n
+	return newNet(tb, cmtest.Config{Link: lc})
 }
 
 // lossy returns a link config that loses the fraction p of frames.
 func lossy(p float64) memlink.Config { return memlink.Config{Seed: 7, Loss: p} }
 
-// faulty returns a link config with all four faults at probability p.
-func faulty(p float64) memlink.Config {
-	return memlink.Config{Seed: 3, Loss: p, Reorder: p, Duplicate: p, Corrupt: p}
-}
-
 // newCMNet is a testNet whose endpoints run connection managers.
 func newCMNet(tb testing.TB, lc memlink.Config) *testNet {
 	tb.Helper()
-	n := newTestNet(tb, lc)
-	var err error
-	cfg := cm.Config{Seed: 1, RetransmitTimeout: 100 * time.Millisecond, MaxRetries: 4, TimeWait: 50 * time.Millisecond}
-	if n.srvM, err = cm.New(n.srv, cfg); err != nil {
-		tb.Fatal(err)
-	}
-	cfg.Seed = 2
-	if n.cliM, err = cm.New(n.cli, cfg); err != nil {
-		tb.Fatal(err)
-	}
+	return newNet(tb, cmtest.Config{Link: lc,
+		CM: &cm.Config{Seed: 1, RetransmitTimeout: 100 * time.Millisecond, MaxRetries: 4, TimeWait: 50 * time.Millisecond}})
+}
+
+func newNet(tb testing.TB, cfg cmtest.Config) *testNet {
+	tb.Helper()
+	n := &testNet{Net: cmtest.New(tb, cfg)}
+	n.cliPD = n.Cli.NewPD()
 	return n
-}
-
-func (n *testNet) poll() int {
-	// Each endpoint, then its connection manager, as internal/roced's
-	// Node does.
-	w := n.srv.Poll(n.now)
-	if n.srvM != nil {
-		w += n.srvM.Poll(n.now)
-	}
-	w += n.cli.Poll(n.now)
-	if n.cliM != nil {
-		w += n.cliM.Poll(n.now)
-	}
-	for _, p := range n.pollers {
-		w += p(n.now)
-	}
-	return w
-}
-
-// advance moves the clock to the next timer deadline, if any.
-func (n *testNet) advance() bool {
-	if n.srvM != nil {
-		return simclock.Advance(&n.now, n.srv.NextDeadline, n.srvM.NextDeadline, n.cli.NextDeadline, n.cliM.NextDeadline)
-	}
-	return simclock.Advance(&n.now, n.srv.NextDeadline, n.cli.NextDeadline)
-}
-
-// run polls until done reports true (simclock.Run).
-func (n *testNet) run(maxRounds int, done func() bool) {
-	n.tb.Helper()
-	simclock.Run(n.tb, &n.now, maxRounds, n.poll, n.advance, done)
 }
 
 // cmParams are what the connection manager would negotiate: librdmacm's
@@ -120,7 +62,7 @@ func defaultCM() cmParams {
 // connect does what rdma_cm does to both QPs of a connection: INIT (the
 // service's is there already) → RTR → RTS.
 func (n *testNet) connect(srvQP, cliQP *roce.QP, p cmParams) {
-	n.tb.Helper()
+	n.TB.Helper()
 	for _, s := range []struct {
 		qp           *roce.QP
 		mac          [6]byte
@@ -137,13 +79,13 @@ func (n *testNet) connect(srvQP, cliQP *roce.QP, p cmParams) {
 			PathMTU: p.mtu, DestQPN: s.dst.QPN(), RQPSN: s.rq, MaxDestRdAtomic: s.dest, MinRNRTimer: p.minRNR,
 		}, roce.QPAttrState|roce.QPAttrAV|roce.QPAttrPathMTU|roce.QPAttrDestQPN|roce.QPAttrRQPSN|roce.QPAttrMaxDestRdAtomic|roce.QPAttrMinRNRTimer)
 		if err != nil {
-			n.tb.Fatal(err)
+			n.TB.Fatal(err)
 		}
 		err = s.qp.Modify(&roce.QPAttr{
 			State: roce.QPStateRTS, SQPSN: s.sq, Timeout: p.timeout, RetryCnt: p.retry, RNRRetry: p.rnrRetry, MaxRdAtomic: s.rdAtom,
 		}, roce.QPAttrState|roce.QPAttrSQPSN|roce.QPAttrTimeout|roce.QPAttrRetryCnt|roce.QPAttrRNRRetry|roce.QPAttrMaxRdAtomic)
 		if err != nil {
-			n.tb.Fatal(err)
+			n.TB.Fatal(err)
 		}
 	}
 }
@@ -157,26 +99,26 @@ type peerQP struct {
 }
 
 func (n *testNet) newPeer(sendWR, recvWR, memSize int) *peerQP {
-	n.tb.Helper()
+	n.TB.Helper()
 	p := &peerQP{}
 	var err error
-	if p.scq, err = n.cli.NewCQ(roce.CQConfig{Depth: 2 * sendWR}); err != nil {
-		n.tb.Fatal(err)
+	if p.scq, err = n.Cli.NewCQ(roce.CQConfig{Depth: 2 * sendWR}); err != nil {
+		n.TB.Fatal(err)
 	}
-	if p.rcq, err = n.cli.NewCQ(roce.CQConfig{Depth: 2 * recvWR}); err != nil {
-		n.tb.Fatal(err)
+	if p.rcq, err = n.Cli.NewCQ(roce.CQConfig{Depth: 2 * recvWR}); err != nil {
+		n.TB.Fatal(err)
 	}
 	if p.qp, err = n.cliPD.CreateQP(&roce.QPInitAttr{SendCQ: p.scq, RecvCQ: p.rcq,
 		Cap: roce.QPCap{MaxSendWR: sendWR, MaxRecvWR: recvWR}, SigAll: true}); err != nil {
-		n.tb.Fatal(err)
+		n.TB.Fatal(err)
 	}
 	if p.mr, err = n.cliPD.RegisterMR(make([]byte, memSize),
 		roce.AccessLocalWrite|roce.AccessRemoteRead|roce.AccessRemoteWrite); err != nil {
-		n.tb.Fatal(err)
+		n.TB.Fatal(err)
 	}
 	if err := p.qp.Modify(&roce.QPAttr{State: roce.QPStateInit, Access: roce.AccessRemoteRead | roce.AccessRemoteWrite},
 		roce.QPAttrState|roce.QPAttrAccessFlags); err != nil {
-		n.tb.Fatal(err)
+		n.TB.Fatal(err)
 	}
 	return p
 }
@@ -204,16 +146,6 @@ func (p *peerQP) postSend(tb testing.TB, wr roce.SendWR) {
 	if err := p.qp.PostSend(&wr); err != nil {
 		tb.Fatal(err)
 	}
-}
-
-// pollOne returns one completion from cq, failing if there is none.
-func pollOne(tb testing.TB, cq *roce.CQ) roce.WorkCompletion {
-	tb.Helper()
-	var wc [1]roce.WorkCompletion
-	if cq.Poll(wc[:]) != 1 {
-		tb.Fatal("no completion")
-	}
-	return wc[0]
 }
 
 // doneRecorder records a done callback's calls.

@@ -8,6 +8,7 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/roce"
 	"github.com/cephdpdkd/cephdpdkd/roce/app"
 	"github.com/cephdpdkd/cephdpdkd/roce/memlink"
+	"github.com/cephdpdkd/cephdpdkd/roce/roctest"
 )
 
 // TestRawEchoRDMAClient does what librdmacm's rdma_client does against
@@ -21,16 +22,16 @@ func TestRawEchoRDMAClient(t *testing.T) {
 	}{
 		{"clean", memlink.Config{}},
 		{"loss", lossy(0.2)},
-		{"faults", faulty(0.1)},
+		{"faults", roctest.Faulty(3, 0.1)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := newTestNet(t, tc.link)
 			alloc := &roce.HeapAllocator{}
-			echo, err := app.NewRawEcho(n.srv, app.RawConfig{MessageSize: 4096, Depth: 4, Allocator: alloc})
+			echo, err := app.NewRawEcho(n.Srv, app.RawConfig{MessageSize: 4096, Depth: 4, Allocator: alloc})
 			if err != nil {
 				t.Fatal(err)
 			}
-			n.pollers = append(n.pollers, echo.Poll)
+			n.AddFunc(echo.Poll)
 			var d doneRecorder
 			sqp, err := echo.Accept(d.done)
 			if err != nil {
@@ -48,11 +49,11 @@ func TestRawEchoRDMAClient(t *testing.T) {
 			msg := p.mr.Bytes()
 			fill(msg[:16], 0x41)
 			p.postSend(t, roce.SendWR{ID: 2, Opcode: roce.WRSend, SGList: []roce.SGE{p.mr.SGE(0, 16)}})
-			n.run(1_000_000, func() bool { return p.scq.Len() == 1 && p.rcq.Len() == 1 })
-			if wc := pollOne(t, p.scq); wc.Status != roce.WCSuccess || wc.WRID != 2 {
+			n.Run(1_000_000, func() bool { return p.scq.Len() == 1 && p.rcq.Len() == 1 })
+			if wc := roctest.PollOne(t, p.scq); wc.Status != roce.WCSuccess || wc.WRID != 2 {
 				t.Errorf("send completion %+v", wc)
 			}
-			if wc := pollOne(t, p.rcq); wc.Status != roce.WCSuccess || wc.Opcode != roce.WCRecv || wc.ByteLen != 16 || wc.WRID != 1 {
+			if wc := roctest.PollOne(t, p.rcq); wc.Status != roce.WCSuccess || wc.Opcode != roce.WCRecv || wc.ByteLen != 16 || wc.WRID != 1 {
 				t.Errorf("receive completion %+v", wc)
 			}
 			if !bytes.Equal(msg[16:32], msg[:16]) {
@@ -61,7 +62,7 @@ func TestRawEchoRDMAClient(t *testing.T) {
 			// rdma_client disconnects; the connection manager tells the
 			// daemon, which closes the connection.
 			p.destroy(t)
-			n.run(1000, func() bool { return n.poll() == 0 })
+			n.Run(1000, func() bool { return n.Poll() == 0 })
 			if err := echo.Close(sqp); err != nil {
 				t.Fatal(err)
 			}
@@ -112,7 +113,7 @@ func echoStream(t *testing.T, n *testNet, echo *app.RawEcho, msgs, window, maxSi
 	slot := func(k int) int { return k % window * 2 * maxSize }
 	sent, got := 0, 0
 	var wcs [8]roce.WorkCompletion
-	n.run(50_000_000, func() bool {
+	n.Run(50_000_000, func() bool {
 		for sent < msgs && sent-got < window && p.qp.SendQueueFree() > 0 {
 			off, sz := slot(sent), size(sent)
 			fill(mem[off:off+sz], sent)
@@ -165,22 +166,22 @@ func TestRawEchoStream(t *testing.T) {
 		{"clean/64k", memlink.Config{}, 200, 64 << 10, 4, 4},
 		{"more in flight than buffers", memlink.Config{}, 500, 3000, 16, 4}, // RNR NAKs
 		{"loss", lossy(0.05), 500, 5000, 8, 8},
-		{"faults", faulty(0.02), 500, 5000, 8, 8},
+		{"faults", roctest.Faulty(3, 0.02), 500, 5000, 8, 8},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := newTestNet(t, tc.link)
 			alloc := &roce.HeapAllocator{}
-			echo, err := app.NewRawEcho(n.srv, app.RawConfig{MessageSize: tc.maxSize, Depth: tc.depth, Allocator: alloc})
+			echo, err := app.NewRawEcho(n.Srv, app.RawConfig{MessageSize: tc.maxSize, Depth: tc.depth, Allocator: alloc})
 			if err != nil {
 				t.Fatal(err)
 			}
-			n.pollers = append(n.pollers, echo.Poll)
+			n.AddFunc(echo.Poll)
 			qs := echoStream(t, n, echo, tc.msgs, tc.window, tc.maxSize)
 			if tc.window > tc.depth && qs.RNRNaksSent == 0 {
 				t.Error("more messages in flight than buffers, but no RNR NAK")
 			}
-			if tc.link.Loss > 0 && (n.ls.Stats().Lost == 0 || n.lc.Stats().Lost == 0 || qs.Retransmits == 0) {
-				t.Errorf("no loss recovered from: links %+v %+v, qp %+v", n.ls.Stats(), n.lc.Stats(), qs)
+			if tc.link.Loss > 0 && (n.A.Link.Stats().Lost == 0 || n.B.Link.Stats().Lost == 0 || qs.Retransmits == 0) {
+				t.Errorf("no loss recovered from: links %+v %+v, qp %+v", n.A.Link.Stats(), n.B.Link.Stats(), qs)
 			}
 			if err := echo.Shutdown(); err != nil {
 				t.Fatal(err)
@@ -195,11 +196,11 @@ func TestRawEchoStream(t *testing.T) {
 // TestRawDiscard: messages are counted and dropped, receives reposted.
 func TestRawDiscard(t *testing.T) {
 	n := newTestNet(t, lossy(0.05))
-	svc, err := app.NewRawEcho(n.srv, app.RawConfig{MessageSize: 2048, Depth: 4, Discard: true})
+	svc, err := app.NewRawEcho(n.Srv, app.RawConfig{MessageSize: 2048, Depth: 4, Discard: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.pollers = append(n.pollers, svc.Poll)
+	n.AddFunc(svc.Poll)
 	sqp, err := svc.Accept(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -208,13 +209,13 @@ func TestRawDiscard(t *testing.T) {
 	n.connect(sqp, p.qp, defaultCM())
 	const msgs = 300
 	posted, done := 0, 0
-	n.run(10_000_000, func() bool {
+	n.Run(10_000_000, func() bool {
 		for posted < msgs && p.qp.SendQueueFree() > 0 {
 			p.postSend(t, roce.SendWR{ID: uint64(posted), Opcode: roce.WRSend, SGList: []roce.SGE{p.mr.SGE(0, 1+posted%2048)}})
 			posted++
 		}
 		for p.scq.Len() > 0 {
-			if wc := pollOne(t, p.scq); wc.Status != roce.WCSuccess {
+			if wc := roctest.PollOne(t, p.scq); wc.Status != roce.WCSuccess {
 				t.Fatalf("send %+v", wc)
 			}
 			done++
@@ -234,11 +235,11 @@ func TestRawDiscard(t *testing.T) {
 // connection with a length error, reported through done.
 func TestRawEchoTooLong(t *testing.T) {
 	n := newTestNet(t, memlink.Config{})
-	echo, err := app.NewRawEcho(n.srv, app.RawConfig{MessageSize: 512, Depth: 2})
+	echo, err := app.NewRawEcho(n.Srv, app.RawConfig{MessageSize: 512, Depth: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.pollers = append(n.pollers, echo.Poll)
+	n.AddFunc(echo.Poll)
 	var d doneRecorder
 	sqp, err := echo.Accept(d.done)
 	if err != nil {
@@ -248,11 +249,11 @@ func TestRawEchoTooLong(t *testing.T) {
 	n.connect(sqp, p.qp, defaultCM())
 	echo.Established(sqp)
 	p.postSend(t, roce.SendWR{ID: 1, Opcode: roce.WRSend, SGList: []roce.SGE{p.mr.SGE(0, 513)}})
-	n.run(100_000, func() bool { return d.calls > 0 && p.scq.Len() > 0 })
+	n.Run(100_000, func() bool { return d.calls > 0 && p.scq.Len() > 0 })
 	if d.calls != 1 || !errors.Is(d.err, roce.ErrLocalLength) {
 		t.Errorf("done %d times with %v, want a local length error", d.calls, d.err)
 	}
-	if wc := pollOne(t, p.scq); !errors.Is(wc.Status.Err(), roce.ErrRemoteInvalidRequest) {
+	if wc := roctest.PollOne(t, p.scq); !errors.Is(wc.Status.Err(), roce.ErrRemoteInvalidRequest) {
 		t.Errorf("peer's send completion %+v", wc)
 	}
 	if st := echo.Stats(); st.Failed != 1 || st.Active != 1 {
@@ -270,23 +271,23 @@ func TestRawEchoTooLong(t *testing.T) {
 // is given up after the stall timeout even with unlimited retries.
 func TestRawEchoStall(t *testing.T) {
 	n := newTestNet(t, memlink.Config{})
-	echo, err := app.NewRawEcho(n.srv, app.RawConfig{MessageSize: 64, Depth: 2, StallTimeout: 3e9})
+	echo, err := app.NewRawEcho(n.Srv, app.RawConfig{MessageSize: 64, Depth: 2, StallTimeout: 3e9})
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.pollers = append(n.pollers, echo.Poll)
+	n.AddFunc(echo.Poll)
 	var d doneRecorder
 	sqp, _ := echo.Accept(d.done)
 	p := n.newPeer(1, 1, 64)
 	n.connect(sqp, p.qp, defaultCM())
 	p.postSend(t, roce.SendWR{ID: 1, Opcode: roce.WRSend, SGList: []roce.SGE{p.mr.SGE(0, 8)}})
-	n.run(100_000, func() bool { return p.scq.Len() == 1 })
+	n.Run(100_000, func() bool { return p.scq.Len() == 1 })
 	// The echo gets no receive (RNR NAK), and then the peer is gone.
-	n.lc.SetFaults(1, 0, 0, 0)
-	start := n.now
-	n.run(1_000_000, func() bool { return d.calls > 0 })
-	if !errors.Is(d.err, app.ErrStalled) || n.now.Sub(start) < 3e9 {
-		t.Errorf("done with %v after %v", d.err, n.now.Sub(start))
+	n.B.Link.SetFaults(1, 0, 0, 0)
+	start := n.Now
+	n.Run(1_000_000, func() bool { return d.calls > 0 })
+	if !errors.Is(d.err, app.ErrStalled) || n.Now.Sub(start) < 3e9 {
+		t.Errorf("done with %v after %v", d.err, n.Now.Sub(start))
 	}
 	echo.Close(sqp)
 	p.destroy(t)
@@ -294,14 +295,14 @@ func TestRawEchoStall(t *testing.T) {
 
 func TestRawEchoLimits(t *testing.T) {
 	n := newTestNet(t, memlink.Config{})
-	if _, err := app.NewRawEcho(n.srv, app.RawConfig{Depth: roce.MaxQueueDepth + 1}); !errors.Is(err, roce.ErrInvalidArgument) {
+	if _, err := app.NewRawEcho(n.Srv, app.RawConfig{Depth: roce.MaxQueueDepth + 1}); !errors.Is(err, roce.ErrInvalidArgument) {
 		t.Errorf("depth too large: %v", err)
 	}
 	if _, err := app.NewRawEcho(nil, app.RawConfig{}); !errors.Is(err, roce.ErrInvalidArgument) {
 		t.Errorf("no endpoint: %v", err)
 	}
 	alloc := &roce.HeapAllocator{Limit: 3000}
-	echo, err := app.NewRawEcho(n.srv, app.RawConfig{MessageSize: 1000, Depth: 2, MaxConns: 2, Allocator: alloc})
+	echo, err := app.NewRawEcho(n.Srv, app.RawConfig{MessageSize: 1000, Depth: 2, MaxConns: 2, Allocator: alloc})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/roce"
 	"github.com/cephdpdkd/cephdpdkd/roce/app"
 	"github.com/cephdpdkd/cephdpdkd/roce/memlink"
+	"github.com/cephdpdkd/cephdpdkd/roce/roctest"
 )
 
 // rpingClient follows librdmacm's rping client (rping.c
@@ -55,14 +56,14 @@ func (c *rpingClient) sendInfo(off int) {
 // receive, as rping's CQ handler does.
 func (c *rpingClient) waitGoAhead() {
 	c.t.Helper()
-	c.n.run(10_000_000, func() bool { return c.p.rcq.Len() > 0 })
-	wc := pollOne(c.t, c.p.rcq)
+	c.n.Run(10_000_000, func() bool { return c.p.rcq.Len() > 0 })
+	wc := roctest.PollOne(c.t, c.p.rcq)
 	if wc.Status != roce.WCSuccess || wc.ByteLen != 16 {
 		c.t.Fatalf("go ahead: %+v", wc)
 	}
 	c.p.postRecv(c.t, 0, rpRecvOff, 16)
 	for c.p.scq.Len() > 0 {
-		if wc := pollOne(c.t, c.p.scq); wc.Status != roce.WCSuccess {
+		if wc := roctest.PollOne(c.t, c.p.scq); wc.Status != roce.WCSuccess {
 			c.t.Fatalf("send: %+v", wc)
 		}
 	}
@@ -104,18 +105,18 @@ func TestRPingServer(t *testing.T) {
 		{64, 10, memlink.Config{}},
 		{64, 10, lossy(0.1)},
 		{65535, 10, memlink.Config{}},
-		{65535, 10, faulty(0.01)},
+		{65535, 10, roctest.Faulty(3, 0.01)},
 		{25, 10, memlink.Config{}}, // RPING_MIN_BUFSIZE
 		{3000, 200, lossy(0.02)},
 	} {
 		t.Run(fmt.Sprintf("S%d/C%d/loss%v", tc.size, tc.count, tc.link.Loss), func(t *testing.T) {
 			n := newTestNet(t, tc.link)
 			alloc := &roce.HeapAllocator{}
-			srv, err := app.NewRPingServer(n.srv, app.RPingConfig{Allocator: alloc})
+			srv, err := app.NewRPingServer(n.Srv, app.RPingConfig{Allocator: alloc})
 			if err != nil {
 				t.Fatal(err)
 			}
-			n.pollers = append(n.pollers, srv.Poll)
+			n.AddFunc(srv.Poll)
 			var d doneRecorder
 			sqp, err := srv.Accept(d.done)
 			if err != nil {
@@ -179,11 +180,11 @@ func TestRPingServerErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := newTestNet(t, memlink.Config{})
-			srv, err := app.NewRPingServer(n.srv, app.RPingConfig{})
+			srv, err := app.NewRPingServer(n.Srv, app.RPingConfig{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			n.pollers = append(n.pollers, srv.Poll)
+			n.AddFunc(srv.Poll)
 			var d doneRecorder
 			sqp, _ := srv.Accept(d.done)
 			c := newRPingClient(t, n, 64)
@@ -195,7 +196,7 @@ func TestRPingServerErrors(t *testing.T) {
 			srv.Established(sqp)
 			// The rkey corruption must happen before the SEND leaves.
 			tc.act(c)
-			n.run(1_000_000, func() bool { return d.calls > 0 })
+			n.Run(1_000_000, func() bool { return d.calls > 0 })
 			if !errors.Is(d.err, tc.want) {
 				t.Errorf("done with %v, want %v", d.err, tc.want)
 			}
@@ -214,20 +215,20 @@ func TestRPingServerErrors(t *testing.T) {
 func TestRPingClientVanishes(t *testing.T) {
 	n := newTestNet(t, memlink.Config{})
 	alloc := &roce.HeapAllocator{}
-	srv, err := app.NewRPingServer(n.srv, app.RPingConfig{Allocator: alloc, StallTimeout: 5e9})
+	srv, err := app.NewRPingServer(n.Srv, app.RPingConfig{Allocator: alloc, StallTimeout: 5e9})
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.pollers = append(n.pollers, srv.Poll)
+	n.AddFunc(srv.Poll)
 	var d doneRecorder
 	sqp, _ := srv.Accept(d.done)
 	c := newRPingClient(t, n, 64)
 	n.connect(sqp, c.p.qp, defaultCM())
 	srv.Established(sqp)
 	c.sendInfo(rpStartOff)
-	n.run(1000, func() bool { return c.p.scq.Len() > 0 })
+	n.Run(1000, func() bool { return c.p.scq.Len() > 0 })
 	c.p.destroy(t)
-	n.run(1_000_000, func() bool { return d.calls > 0 })
+	n.Run(1_000_000, func() bool { return d.calls > 0 })
 	if !errors.Is(d.err, app.ErrStalled) {
 		t.Errorf("done with %v", d.err)
 	}
@@ -282,11 +283,11 @@ func TestRPingInfo(t *testing.T) {
 func TestQuietPeerVanishes(t *testing.T) {
 	n := newTestNet(t, memlink.Config{})
 	alloc := &roce.HeapAllocator{}
-	srv, err := app.NewRPingServer(n.srv, app.RPingConfig{Allocator: alloc})
+	srv, err := app.NewRPingServer(n.Srv, app.RPingConfig{Allocator: alloc})
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.pollers = append(n.pollers, srv.Poll)
+	n.AddFunc(srv.Poll)
 	var d doneRecorder
 	sqp, _ := srv.Accept(d.done)
 	c := newRPingClient(t, n, 64)
@@ -297,15 +298,15 @@ func TestQuietPeerVanishes(t *testing.T) {
 	c.p.destroy(t) // gone before sending anything: the server just waits
 	// Services keep no timers of their own: the daemon polls them
 	// continuously, so step the clock as its loop would.
-	start := n.now
+	start := n.Now
 	for i := 0; i < 100_000 && d.calls == 0; i++ {
-		n.poll()
-		n.now = n.now.Add(time.Millisecond)
+		n.Poll()
+		n.Now = n.Now.Add(time.Millisecond)
 	}
 	if d.err == nil || !errors.Is(sqp.Err(), roce.ErrRetryExceeded) {
 		t.Errorf("done with %v, qp error %v; want the retry limit", d.err, sqp.Err())
 	}
-	if took := n.now.Sub(start); took > time.Minute {
+	if took := n.Now.Sub(start); took > time.Minute {
 		t.Errorf("vanished peer found after %v", took)
 	}
 	if err := srv.Close(sqp); err != nil {

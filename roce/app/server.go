@@ -10,6 +10,10 @@ import (
 // Defaults shared by the QP-level services.
 const (
 	DefaultMaxConns = 64
+	// DefaultStallTimeout is the StallTimeout of a service that must not
+	// hold a stuck client's buffers for ever, as cephdpdkd's listeners;
+	// a zero StallTimeout never fails a connection.
+	DefaultStallTimeout = 30 * time.Second
 )
 
 // protocol is the service-specific half of a QP-level connection.

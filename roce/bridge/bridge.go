@@ -64,13 +64,18 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/roce/session"
 )
 
-// Defaults.
+// Defaults and limits.
 const (
 	DefaultMaxConns    = 256
-	DefaultChunks      = 8
+	DefaultChunks      = 16
+	MaxChunks          = 1024
 	DefaultDialTimeout = 2 * time.Second
 	DefaultRecvPool    = session.DefaultPoolRecvBuffers
 	DefaultSendPool    = session.DefaultPoolSendBuffers
+	// MinPool and MaxPool bound RecvPool and SendPool: a connection may
+	// hold up to a quarter of each.
+	MinPool = 4
+	MaxPool = 1 << 16
 	// maxFreeChunks bounds the idle chunks kept for reuse.
 	maxFreeChunks = 256
 	// closeTimeout bounds how long an orderly close may wait for the TCP

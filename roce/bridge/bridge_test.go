@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,23 +15,20 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/roce"
 	"github.com/cephdpdkd/cephdpdkd/roce/cm"
 	"github.com/cephdpdkd/cephdpdkd/roce/memlink"
+	"github.com/cephdpdkd/cephdpdkd/roce/roctest"
+	"github.com/cephdpdkd/cephdpdkd/roce/roctest/cmtest"
 	"github.com/cephdpdkd/cephdpdkd/roce/session"
 )
 
-var (
-	macC = [6]byte{0x02, 0, 0, 0, 0, 0x0C}
-	macS = [6]byte{0x02, 0, 0, 0, 0, 0x05}
-	ipC  = netip.MustParseAddr("10.0.0.1")
-	ipS  = netip.MustParseAddr("10.0.0.2")
-)
+// The bridge's endpoint is side A of the network, the client side B.
+var ipS = roctest.IPA
 
-// testNet is a client endpoint and a bridging endpoint on a memlink; the
-// bridge dials real loopback TCP, so everything runs on the wall clock.
+// testNet is a client endpoint and a bridging endpoint on a roctest
+// network; the bridge dials real loopback TCP, so everything runs on the
+// wall clock.
 type testNet struct {
+	*cmtest.Net
 	t       *testing.T
-	cliM    *cm.Manager
-	srvM    *cm.Manager
-	cliLink *memlink.End // what the client sends
 	cliPD   *roce.PD
 	b       *Bridge
 	alloc   *roce.HeapAllocator
@@ -57,26 +53,15 @@ func newTestNetTimeout(t *testing.T, cfg Config, timeout uint8) *testNet {
 // (roce.EndpointConfig.IdleProbe; 0: none).
 func newTestNetIdle(t *testing.T, cfg Config, timeout uint8, idle time.Duration) *testNet {
 	t.Helper()
-	la, lb := memlink.New(memlink.Config{Seed: 3})
-	epC, err := roce.NewEndpoint(roce.EndpointConfig{MAC: macC, IP: ipC, IO: la})
-	if err != nil {
-		t.Fatal(err)
-	}
-	epS, err := roce.NewEndpoint(roce.EndpointConfig{MAC: macS, IP: ipS, IO: lb, IdleProbe: idle})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := &testNet{t: t, alloc: &roce.HeapAllocator{}, cliLink: la}
-	cmCfg := cm.Config{Seed: 1, RetransmitTimeout: 200 * time.Millisecond, MaxRetries: 4, TimeWait: 10 * time.Millisecond,
-		Timeout: timeout, RetryCount: 7}
-	if n.cliM, err = cm.New(epC, cmCfg); err != nil {
-		t.Fatal(err)
-	}
-	cmCfg.Seed++
-	if n.srvM, err = cm.New(epS, cmCfg); err != nil {
-		t.Fatal(err)
-	}
-	n.cliPD = epC.NewPD()
+	n := &testNet{t: t, alloc: &roce.HeapAllocator{}}
+	n.Net = cmtest.New(t, cmtest.Config{
+		Link: memlink.Config{Seed: 3},
+		Srv:  roce.EndpointConfig{IdleProbe: idle},
+		CM: &cm.Config{Seed: 1, RetransmitTimeout: 200 * time.Millisecond, MaxRetries: 4, TimeWait: 10 * time.Millisecond,
+			Timeout: timeout, RetryCount: 7},
+	})
+	n.Wall = true
+	n.cliPD = n.Cli.NewPD()
 	n.cliCfg = session.DefaultConfig()
 	n.cliCfg.BufferSize, n.cliCfg.SendBuffers, n.cliCfg.RecvBuffers = 16<<10, 16, 16
 	n.cliCfg.RNRRetry = 0
@@ -91,9 +76,13 @@ func newTestNetIdle(t *testing.T, cfg Config, timeout uint8, idle time.Duration)
 	// bridge that keeps up never drops one.
 	cfg.Session.BufferSize, cfg.Session.SendBuffers, cfg.Session.RecvBuffers = 16<<10, 8, 32
 	cfg.Session.Allocator = n.alloc
-	if n.b, err = New(n.srvM, cfg); err != nil {
+	var err error
+	if n.b, err = New(n.SrvM, cfg); err != nil {
 		t.Fatal(err)
 	}
+	// After the endpoints and their managers, as internal/roced's Node
+	// polls.
+	n.Add(n.b)
 	return n
 }
 
@@ -110,25 +99,11 @@ func loopbackDialer(set func(*net.TCPConn)) Dialer {
 	}
 }
 
-func (n *testNet) poll() int {
-	now := time.Now()
-	// Each endpoint, then its connection manager, then the bridge, as
-	// internal/roced's Node does.
-	return n.cliM.Endpoint().Poll(now) + n.cliM.Poll(now) +
-		n.srvM.Endpoint().Poll(now) + n.srvM.Poll(now) + n.b.Poll(now)
-}
-
 // run polls until done or the wall-clock limit.
 func (n *testNet) run(limit time.Duration, done func() bool) {
 	n.t.Helper()
-	end := time.Now().Add(limit)
-	for !done() {
-		if time.Now().After(end) {
-			n.t.Fatalf("not done within %v; bridge %+v", limit, n.b.Stats())
-		}
-		if n.poll() == 0 {
-			runtime.Gosched()
-		}
+	if !n.RunWall(limit, nil, done) {
+		n.t.Fatalf("not done within %v; bridge %+v", limit, n.b.Stats())
 	}
 }
 
@@ -177,7 +152,7 @@ func (n *testNet) dial(port uint16) *client {
 	if c.sess, err = session.New(c.qp, n.cliCfg); err != nil {
 		n.t.Fatal(err)
 	}
-	c.conn, err = n.cliM.Dial(ipS, port, c.qp, nil, cm.Events{
+	c.conn, err = n.CliM.Dial(ipS, port, c.qp, nil, cm.Events{
 		Connected: func(_ *cm.Conn, err error) {
 			c.connected, c.connErr = true, err
 			if err != nil {
@@ -244,7 +219,7 @@ func TestBridgeStream(t *testing.T) {
 	if !bytes.Equal(got, msg) {
 		t.Fatal("the echo differs from what was sent")
 	}
-	if err := n.cliM.Disconnect(c.conn); err != nil {
+	if err := n.CliM.Disconnect(c.conn); err != nil {
 		t.Fatal(err)
 	}
 	// The bridge hands the last bytes over and closes the TCP side from
@@ -378,7 +353,7 @@ func TestBridgeBackpressure(t *testing.T) {
 		}
 		return sent == len(msg) && n.b.Stats().BytesToTCP == uint64(len(msg))
 	})
-	n.cliM.Disconnect(c.conn)
+	n.CliM.Disconnect(c.conn)
 	n.run(5*time.Second, func() bool { return c.disconnected && n.b.Conns() == 0 && isClosed(done) })
 	if !bytes.Equal(received.Bytes(), msg) {
 		t.Errorf("the daemon got %d bytes, differing from the %d sent", received.Len(), len(msg))
@@ -430,11 +405,11 @@ func testReapsDeadPeer(t *testing.T, dreq bool) {
 		got = append(got, buf[:k]...)
 		return len(got) == len(msg)
 	})
-	srvEP := n.srvM.Endpoint()
+	srvEP := n.SrvM.Endpoint()
 	pool := n.b.Pool().Stats()
-	n.cliLink.SetFilter(func([]byte) bool { return false }) // nothing from the client arrives
+	n.B.Link.SetFilter(func([]byte) bool { return false }) // nothing from the client arrives
 	if dreq {
-		if err := n.cliM.Disconnect(c.conn); err != nil {
+		if err := n.CliM.Disconnect(c.conn); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -463,13 +438,13 @@ func testReapsDeadPeer(t *testing.T, dreq bool) {
 	n.run(5*time.Second, func() bool { return c.disconnected })
 
 	// MaxConns is 1: the reaped connection no longer counts.
-	n.cliLink.SetFilter(nil)
+	n.B.Link.SetFilter(nil)
 	c2 := n.dial(n.tcpPort)
 	n.run(5*time.Second, func() bool { return c2.connected })
 	if c2.connErr != nil {
 		t.Fatalf("a new client after the reaping: %v", c2.connErr)
 	}
-	n.cliM.Disconnect(c2.conn)
+	n.CliM.Disconnect(c2.conn)
 	n.run(5*time.Second, func() bool { return c2.disconnected && n.b.Conns() == 0 })
 	if err := n.b.Shutdown(); err != nil {
 		t.Fatal(err)

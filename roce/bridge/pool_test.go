@@ -80,7 +80,7 @@ func TestBridgeManyConns(t *testing.T) {
 	}
 	start = time.Now()
 	for _, c := range cs {
-		n.cliM.Disconnect(c.conn)
+		n.CliM.Disconnect(c.conn)
 	}
 	n.run(20*time.Second, func() bool { return n.b.Conns() == 0 && n.b.Stats().Active == 0 })
 	teardown := time.Since(start)
@@ -175,7 +175,7 @@ func TestBridgePoolFairness(t *testing.T) {
 			return bc.qp.SRQHeld() == holds
 		})
 		for range 20 { // and no more
-			n.poll()
+			n.Poll()
 		}
 		if held := bc.qp.SRQHeld(); held != holds {
 			t.Fatalf("a stalled connection holds %d receive buffers, want %d", held, holds)
@@ -208,7 +208,7 @@ func TestBridgePoolFairness(t *testing.T) {
 		if !bytes.Equal(got, msg) {
 			t.Error("the echo differs")
 		}
-		n.cliM.Disconnect(c.conn)
+		n.CliM.Disconnect(c.conn)
 		n.run(5*time.Second, func() bool { return c.disconnected })
 	}
 	stall(4) // its cap of 2 and 2 lent, until 4 of the 8 are left

@@ -24,7 +24,7 @@ func TestPingStream(t *testing.T) {
 	const count, size = 40, 5000 // a message size that is no buffer multiple
 	var res *ping.Result
 	sc := n.cliCfg
-	c, err := ping.Start(n.cliM, ipS, n.tcpPort, ping.Config{
+	c, err := ping.Start(n.CliM, ipS, n.tcpPort, ping.Config{
 		Count: count, Size: size, Mode: ping.ModeStream, Session: sc, Allocator: n.alloc, Timeout: 20 * time.Second,
 	}, time.Now(), func(r ping.Result) { res = &r })
 	if err != nil {

@@ -15,6 +15,8 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/roce/app"
 	"github.com/cephdpdkd/cephdpdkd/roce/cephrdma"
 	"github.com/cephdpdkd/cephdpdkd/roce/memlink"
+	"github.com/cephdpdkd/cephdpdkd/roce/roctest"
+	"github.com/cephdpdkd/cephdpdkd/roce/roctest/cmtest"
 	"github.com/cephdpdkd/cephdpdkd/roce/session"
 	"github.com/cephdpdkd/cephdpdkd/roce/wire"
 )
@@ -24,10 +26,9 @@ import (
 // 127.0.0.0/8), so that the GID check sees what it would on a real
 // network.
 var (
-	macSrv = [6]byte{0x02, 0, 0, 0, 0, 0x0A}
-	macCli = [6]byte{0x02, 0, 0, 0, 0, 0x0B}
-	ipSrv  = netip.MustParseAddr("127.0.0.2")
-	ipCli  = netip.MustParseAddr("127.0.0.3")
+	macSrv, macCli = roctest.MACA, roctest.MACB
+	ipSrv          = netip.MustParseAddr("127.0.0.2")
+	ipCli          = netip.MustParseAddr("127.0.0.3")
 )
 
 // testResolver answers from a table, at once or from its poll.
@@ -94,9 +95,7 @@ func (l *errLog) get() []error {
 // on two endpoints joined by a memlink, with the TCP exchange over
 // loopback. It runs on the wall clock: the TCP side is real.
 type testNet struct {
-	tb                 testing.TB
-	ls, lc             *memlink.End
-	srv, cli           *roce.Endpoint
+	*cmtest.Net
 	srvStack, cliStack *cephrdma.Stack
 	srvRes, cliRes     *testResolver
 	srvErrs, cliErrs   errLog
@@ -105,7 +104,6 @@ type testNet struct {
 	ln                 net.Listener
 	serving            bool
 	serveErr           chan error
-	pollers            []func(time.Time) int
 	goroutines         int
 }
 
@@ -129,15 +127,9 @@ func testSessions() session.Config {
 
 func newTestNet(tb testing.TB, o netOpts) *testNet {
 	tb.Helper()
-	n := &testNet{tb: tb, goroutines: runtime.NumGoroutine(), srvAlloc: &roce.HeapAllocator{}, cliAlloc: &roce.HeapAllocator{}}
-	n.ls, n.lc = memlink.New(o.link)
-	var err error
-	if n.srv, err = roce.NewEndpoint(roce.EndpointConfig{MAC: macSrv, IP: ipSrv, IO: n.ls}); err != nil {
-		tb.Fatal(err)
-	}
-	if n.cli, err = roce.NewEndpoint(roce.EndpointConfig{MAC: macCli, IP: ipCli, IO: n.lc}); err != nil {
-		tb.Fatal(err)
-	}
+	n := &testNet{goroutines: runtime.NumGoroutine(), srvAlloc: &roce.HeapAllocator{}, cliAlloc: &roce.HeapAllocator{}}
+	n.Net = cmtest.New(tb, cmtest.Config{Link: o.link, Srv: roce.EndpointConfig{IP: ipSrv}, Cli: roce.EndpointConfig{IP: ipCli}})
+	n.Wall = true
 	n.srvRes = &testResolver{table: map[netip.Addr][6]byte{ipCli: macCli}, async: o.asyncRes}
 	n.cliRes = &testResolver{table: map[netip.Addr][6]byte{ipSrv: macSrv}, async: o.asyncRes}
 	mk := func(alloc *roce.HeapAllocator, res *testResolver, log *errLog, mod func(*cephrdma.Config)) *cephrdma.Config {
@@ -159,16 +151,22 @@ func newTestNet(tb testing.TB, o netOpts) *testNet {
 		}
 		return &cfg
 	}
-	if n.srvStack, err = cephrdma.New(n.srv, *mk(n.srvAlloc, n.srvRes, &n.srvErrs, o.server)); err != nil {
+	var err error
+	if n.srvStack, err = cephrdma.New(n.Srv, *mk(n.srvAlloc, n.srvRes, &n.srvErrs, o.server)); err != nil {
 		tb.Fatal(err)
 	}
-	if n.cliStack, err = cephrdma.New(n.cli, *mk(n.cliAlloc, n.cliRes, &n.cliErrs, nil)); err != nil {
+	if n.cliStack, err = cephrdma.New(n.Cli, *mk(n.cliAlloc, n.cliRes, &n.cliErrs, nil)); err != nil {
 		tb.Fatal(err)
 	}
 	n.svc = o.svc
 	if n.svc == nil {
 		n.svc = app.NewEcho(app.EchoConfig{})
 	}
+	// Each round polls the endpoints, the stacks, the service and the
+	// resolvers, at one time.
+	n.Add(n.srvStack, n.cliStack, n.svc)
+	n.AddFunc(func(time.Time) int { return n.srvRes.poll() })
+	n.AddFunc(func(time.Time) int { return n.cliRes.poll() })
 	if n.ln, err = net.Listen("tcp", netip.AddrPortFrom(ipSrv, 0).String()); err != nil {
 		tb.Fatal(err)
 	}
@@ -182,35 +180,18 @@ func newTestNet(tb testing.TB, o netOpts) *testNet {
 
 func (n *testNet) addr() string { return n.ln.Addr().String() }
 
-// poll runs one round of everything on the poll goroutine.
-func (n *testNet) poll() int {
-	now := time.Now()
-	w := n.srv.Poll(now) + n.cli.Poll(now) + n.srvStack.Poll(now) + n.cliStack.Poll(now) +
-		n.svc.Poll(now) + n.srvRes.poll() + n.cliRes.poll()
-	for _, p := range n.pollers {
-		w += p(now)
-	}
-	return w
-}
-
 // run polls until cond holds, yielding to the TCP goroutines when
 // idle; it fails the test after limit.
 func (n *testNet) run(limit time.Duration, cond func() bool) {
-	n.tb.Helper()
-	end := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(end) {
-			n.tb.Fatalf("condition not met within %v", limit)
-		}
-		if n.poll() == 0 {
-			time.Sleep(20 * time.Microsecond)
-		}
+	n.TB.Helper()
+	if !n.RunWall(limit, func() { time.Sleep(20 * time.Microsecond) }, cond) {
+		n.TB.Fatalf("condition not met within %v", limit)
 	}
 }
 
 // dial dials the server from the client stack and waits for the result.
 func (n *testNet) dial(addr string) (*cephrdma.Conn, error) {
-	n.tb.Helper()
+	n.TB.Helper()
 	var (
 		conn *cephrdma.Conn
 		derr error
@@ -227,30 +208,30 @@ func (n *testNet) dial(addr string) (*cephrdma.Conn, error) {
 // connection, no QP (the protection domains deallocate), no buffer, no
 // goroutine.
 func (n *testNet) shutdown() {
-	n.tb.Helper()
+	n.TB.Helper()
 	if err := n.srvStack.Close(); err != nil {
-		n.tb.Errorf("server close: %v", err)
+		n.TB.Errorf("server close: %v", err)
 	}
 	if err := n.cliStack.Close(); err != nil {
-		n.tb.Errorf("client close: %v", err)
+		n.TB.Errorf("client close: %v", err)
 	}
 	n.ln.Close()
 	if n.serving {
 		select {
 		case err := <-n.serveErr:
 			if !errors.Is(err, cephrdma.ErrClosed) {
-				n.tb.Errorf("Serve returned %v", err)
+				n.TB.Errorf("Serve returned %v", err)
 			}
 		case <-time.After(5 * time.Second):
-			n.tb.Error("Serve did not return")
+			n.TB.Error("Serve did not return")
 		}
 	}
 	if a, b := n.srvAlloc.InUse(), n.cliAlloc.InUse(); a != 0 || b != 0 {
-		n.tb.Errorf("session buffers still allocated: %d / %d bytes", a, b)
+		n.TB.Errorf("session buffers still allocated: %d / %d bytes", a, b)
 	}
 	for _, s := range []*cephrdma.Stack{n.srvStack, n.cliStack} {
 		if st := s.Stats(); st.Active != 0 {
-			n.tb.Errorf("stats after close: %+v", st)
+			n.TB.Errorf("stats after close: %+v", st)
 		}
 	}
 	deadline := time.Now().Add(5 * time.Second)
@@ -259,7 +240,7 @@ func (n *testNet) shutdown() {
 	}
 	if g := runtime.NumGoroutine(); g > n.goroutines {
 		buf := make([]byte, 1<<16)
-		n.tb.Errorf("%d goroutines left over (%d before):\n%s", g-n.goroutines, n.goroutines, buf[:runtime.Stack(buf, true)])
+		n.TB.Errorf("%d goroutines left over (%d before):\n%s", g-n.goroutines, n.goroutines, buf[:runtime.Stack(buf, true)])
 	}
 }
 

@@ -75,7 +75,7 @@ func TestCephClient(t *testing.T) {
 		name := map[bool]string{false: "orderly", true: "abrupt"}[abrupt]
 		t.Run(name, func(t *testing.T) {
 			n := newTestNet(t, netOpts{})
-			ceph := newCephQP(t, n.cli, 0x0BCDEF)
+			ceph := newCephQP(t, n.Cli, 0x0BCDEF)
 			qpn := ceph.qp.QPN()
 			replies, ack, closeTCP := make(chan wire.CephQPRecord, 1), make(chan struct{}), make(chan struct{})
 			res := n.rawClient(func(c net.Conn) error {
@@ -116,7 +116,7 @@ func TestCephClient(t *testing.T) {
 				n.run(5*time.Second, func() bool { return n.svc.Stats().BytesIn > 0 })
 				ceph.sess.Close()
 				for range 10 {
-					n.poll()
+					n.Poll()
 				}
 			} else {
 				echoStream(t, n, ceph.sess, 1<<20, 7)
@@ -140,7 +140,7 @@ func TestCephClient(t *testing.T) {
 // connection open until the session ends.
 func TestDialCephServer(t *testing.T) {
 	n := newTestNet(t, netOpts{noServe: true})
-	ceph := newCephQP(t, n.srv, 0x00AB12)
+	ceph := newCephQP(t, n.Srv, 0x00AB12)
 	qpn := ceph.qp.QPN()
 	hellos, acks, reply, eof := make(chan wire.CephQPRecord, 1), make(chan wire.CephQPRecord, 1), make(chan struct{}), make(chan error, 1)
 	go func() {
@@ -202,7 +202,7 @@ func TestDialCephServer(t *testing.T) {
 	if err := echo.Attach(ceph.sess, nil); err != nil {
 		t.Fatal(err)
 	}
-	n.pollers = append(n.pollers, echo.Poll)
+	n.AddFunc(echo.Poll)
 	echoStream(t, n, conn.Session(), 2<<20, 9)
 	conn.Close()
 	if err := <-eof; err != nil {

@@ -93,7 +93,7 @@ func BenchmarkSessionEcho(b *testing.B) {
 				k, _ := s.Send(msg[sent:])
 				sent += k
 			}
-			n.poll()
+			n.Poll()
 			k, _ := s.Recv(back[got:])
 			got += k
 		}

@@ -30,35 +30,35 @@ func pattern(n int, seed byte) []byte {
 // connect dials from A to B's listener and runs until both sides are
 // established.
 func (n *testNet) connect(priv []byte) (ca, sb *app) {
-	n.t.Helper()
+	n.TB.Helper()
 	before := len(n.b.apps)
-	ca = n.a.dial(n.t, ipB, testPort, priv)
-	n.run(1_000_000, func() bool {
+	ca = n.a.dial(n.TB, ipB, testPort, priv)
+	n.Run(1_000_000, func() bool {
 		return ca.connected > 0 && len(n.b.apps) > before && n.b.apps[before].connected > 0
 	})
 	sb = n.b.apps[before]
 	if ca.connErr != nil || sb.connErr != nil {
-		n.t.Fatalf("connect: active %v, passive %v", ca.connErr, sb.connErr)
+		n.TB.Fatalf("connect: active %v, passive %v", ca.connErr, sb.connErr)
 	}
 	return ca, sb
 }
 
 // exchange sends msg from a to its echoing peer and waits for the echo.
 func (n *testNet) exchange(a *app, msg []byte) {
-	n.t.Helper()
+	n.TB.Helper()
 	start, sent := len(a.got), 0
-	n.run(1_000_000, func() bool {
+	n.Run(1_000_000, func() bool {
 		if sent < len(msg) {
 			k, err := a.sess.Send(msg[sent:])
 			if err != nil && !errors.Is(err, roce.ErrWouldBlock) {
-				n.t.Fatal(err)
+				n.TB.Fatal(err)
 			}
 			sent += k
 		}
 		return len(a.got) >= start+len(msg)
 	})
 	if !bytes.Equal(a.got[start:start+len(msg)], msg) {
-		n.t.Fatal("echo differs from what was sent")
+		n.TB.Fatal("echo differs from what was sent")
 	}
 }
 
@@ -122,14 +122,14 @@ func TestConnectExchangeDisconnect(t *testing.T) {
 			if err := closer.n.m.Disconnect(closer.conn); err != nil {
 				t.Fatal(err)
 			}
-			n.run(1_000_000, func() bool { return closer.disconnected > 0 && other.disconnected > 0 })
+			n.Run(1_000_000, func() bool { return closer.disconnected > 0 && other.disconnected > 0 })
 			if closer.discErr != nil || other.discErr != nil {
 				t.Errorf("disconnect errors: closer %v, other %v", closer.discErr, other.discErr)
 			}
 			if err := closer.n.m.Disconnect(closer.conn); err != nil {
 				t.Errorf("second Disconnect: %v", err)
 			}
-			n.settle()
+			n.Settle()
 			n.checkClean(n.a, "A")
 			n.checkClean(n.b, "B")
 			if ca.connected != 1 || sb.connected != 1 || ca.disconnected != 1 || sb.disconnected != 1 {
@@ -153,7 +153,7 @@ func TestConcurrentConnections(t *testing.T) {
 	for i := range conns {
 		active = append(active, n.a.dial(t, ipB, testPort, []byte{byte(i)}))
 	}
-	n.run(1_000_000, func() bool {
+	n.Run(1_000_000, func() bool {
 		k := 0
 		for _, a := range n.b.apps {
 			k += a.connected
@@ -174,7 +174,7 @@ func TestConcurrentConnections(t *testing.T) {
 	for i := range msgs {
 		msgs[i] = pattern(3000+100*i, byte(i))
 	}
-	n.run(1_000_000, func() bool {
+	n.Run(1_000_000, func() bool {
 		done := true
 		for i, a := range active {
 			if sent[i] < len(msgs[i]) {
@@ -212,7 +212,7 @@ func TestConcurrentConnections(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	n.settle()
+	n.Settle()
 	for _, a := range append(active, n.b.apps...) {
 		if a.disconnected != 1 || a.discErr != nil {
 			t.Errorf("%v: disconnected %d, %v", a.conn, a.disconnected, a.discErr)
@@ -248,9 +248,9 @@ func TestRejectedAtOnce(t *testing.T) {
 			} else {
 				n.b.listen(t, testPort)
 			}
-			start := n.now
+			start := n.Now
 			a := n.a.dial(t, ipB, tc.port, nil)
-			n.run(10_000, func() bool { return a.connected > 0 })
+			n.Run(10_000, func() bool { return a.connected > 0 })
 			var rerr *RejectError
 			if !errors.Is(a.connErr, ErrRejected) || !errors.As(a.connErr, &rerr) || rerr.Reason != tc.reason {
 				t.Fatalf("Connected(%v), want a REJ with reason %d", a.connErr, tc.reason)
@@ -258,7 +258,7 @@ func TestRejectedAtOnce(t *testing.T) {
 			if !bytes.HasPrefix(rerr.PrivateData, []byte(tc.wantPriv)) {
 				t.Errorf("rej private data %q, want %q", rerr.PrivateData, tc.wantPriv)
 			}
-			if took := n.now.Sub(start); took >= testConfig().RetransmitTimeout {
+			if took := n.Now.Sub(start); took >= testConfig().RetransmitTimeout {
 				t.Errorf("rejected after %v: not at once", took)
 			}
 			if st := n.a.m.Stats(); st.Retransmits != 0 || st.RejectsRcvd != 1 {
@@ -270,7 +270,7 @@ func TestRejectedAtOnce(t *testing.T) {
 			if want := "reason=" + RejectReasonName(tc.reason); !strings.Contains(logged.String(), "cm: REJ sent") || !strings.Contains(logged.String(), want) {
 				t.Errorf("log %q: want a REJ line with %s", logged.String(), want)
 			}
-			n.settle()
+			n.Settle()
 			n.checkClean(n.a, "A")
 			n.checkClean(n.b, "B")
 		})
@@ -289,7 +289,7 @@ func TestDuplicateReqGetsSameRep(t *testing.T) {
 	if err := n.a.ep.SendGSI(&av, req); err != nil {
 		t.Fatal(err)
 	}
-	n.settle()
+	n.Settle()
 	if k := sentB.count(wire.AttrRep); k != 2 {
 		t.Fatalf("passive sent %d REPs, want 2", k)
 	}
@@ -345,23 +345,23 @@ func TestLostRtuFirstPacketEstablishes(t *testing.T) {
 	n.b.listen(t, testPort)
 	sentA := watch(n.a.link, dropFirst(wire.AttrRTU))
 	ca := n.a.dial(t, ipB, testPort, nil)
-	n.run(100_000, func() bool { return ca.connected > 0 })
+	n.Run(100_000, func() bool { return ca.connected > 0 })
 	if ca.connErr != nil {
 		t.Fatal(ca.connErr)
 	}
-	n.quiesce()
+	n.Quiesce()
 	sb := n.b.apps[0]
 	if sb.connected != 0 || sb.conn.State() != StateRepSent || sb.qp.State() != roce.QPStateRTR {
 		t.Fatalf("passive side established without RTU or packet: %v, qp %v", sb.conn.State(), sb.qp.State())
 	}
 	// The active side's first SEND establishes the passive side.
-	start := n.now
+	start := n.Now
 	n.exchange(ca, pattern(3000, 5))
 	if sb.connected != 1 || sb.connErr != nil || sb.qp.State() != roce.QPStateRTS {
 		t.Errorf("passive: connected %d (%v), qp %v", sb.connected, sb.connErr, sb.qp.State())
 	}
-	if n.now.Sub(start) > time.Second {
-		t.Errorf("took %v", n.now.Sub(start))
+	if n.Now.Sub(start) > time.Second {
+		t.Errorf("took %v", n.Now.Sub(start))
 	}
 	if k := sentA.count(wire.AttrRTU); k != 1 {
 		t.Errorf("%d RTUs sent, want the one lost", k)
@@ -380,7 +380,7 @@ func TestUnknownDreqGetsDrep(t *testing.T) {
 		if err := n.a.ep.SendGSI(&av, mad[:]); err != nil {
 			t.Fatal(err)
 		}
-		n.settle()
+		n.Settle()
 	}
 	// Unknown comm IDs: a DREP all the same, IDs swapped, TID echoed.
 	send(&wire.CMDreq{LocalCommID: 0x1234, RemoteCommID: 0xABCD, RemoteQPN: 0x55}, 0x77)
@@ -424,16 +424,16 @@ func TestPeerVanishes(t *testing.T) {
 			if _, err := survivor.sess.Send(pattern(20_000, 8)); err != nil {
 				t.Fatal(err)
 			}
-			start := n.now
-			n.run(10_000_000, func() bool { return survivor.disconnected > 0 })
+			start := n.Now
+			n.Run(10_000_000, func() bool { return survivor.disconnected > 0 })
 			if !errors.Is(survivor.discErr, ErrQPFailed) || !errors.Is(survivor.discErr, roce.ErrRetryExceeded) {
 				t.Errorf("survivor disconnected with %v, want a QP failure from the retry limit", survivor.discErr)
 			}
-			// 7 transport timeouts of 4.096 µs·2^18 each.
-			if took, want := n.now.Sub(start), 7*(4096*time.Nanosecond<<DefaultTimeout); took < want || took > want+time.Second {
+			// 7 transport timeouts of 4.096 µs·2^DefaultTimeout each.
+			if took, want := n.Now.Sub(start), 7*(4096*time.Nanosecond<<DefaultTimeout); took < want || took > want+time.Second {
 				t.Errorf("QP failed after %v, want about %v", took, want)
 			}
-			n.settle()
+			n.Settle()
 			if k := sentS.count(wire.AttrDREQ); k != testConfig().MaxRetries+1 {
 				t.Errorf("%d DREQs sent, want %d", k, testConfig().MaxRetries+1)
 			}
@@ -459,7 +459,7 @@ func TestRepTimeout(t *testing.T) {
 	sentA := watch(n.a.link, func(attr uint16, _ []byte) bool { return attr != wire.AttrReq })
 	sentB := watch(n.b.link, nil)
 	ca := n.a.dial(t, ipB, testPort, nil)
-	n.run(1_000_000, func() bool { return len(n.b.apps) == 1 && n.b.apps[0].connected > 0 })
+	n.Run(1_000_000, func() bool { return len(n.b.apps) == 1 && n.b.apps[0].connected > 0 })
 	sb := n.b.apps[0]
 	if !errors.Is(sb.connErr, ErrTimeout) {
 		t.Fatalf("passive Connected(%v), want ErrTimeout", sb.connErr)
@@ -471,7 +471,7 @@ func TestRepTimeout(t *testing.T) {
 		t.Errorf("%d RTUs (one per REP), want %d", k, testConfig().MaxRetries+1)
 	}
 	// The passive side's timeout REJ reaches the established active side.
-	n.settle()
+	n.Settle()
 	var rerr *RejectError
 	if ca.disconnected != 1 || !errors.As(ca.discErr, &rerr) || rerr.Reason != RejTimeout ||
 		!bytes.Equal(rerr.ARI, []byte{0x00, 0, 0, 0xFF, 0xFE, 0, 0, 0x0B}) {
@@ -484,11 +484,11 @@ func TestRepTimeout(t *testing.T) {
 func TestDialUnreachable(t *testing.T) {
 	n := newTestNet(t, testConfig(), testConfig())
 	a := n.a.dial(t, netip.MustParseAddr("10.0.0.99"), testPort, nil)
-	n.run(100_000, func() bool { return a.connected > 0 })
+	n.Run(100_000, func() bool { return a.connected > 0 })
 	if !errors.Is(a.connErr, neigh.ErrUnreachable) {
 		t.Errorf("Connected(%v), want neigh.ErrUnreachable", a.connErr)
 	}
-	n.settle()
+	n.Settle()
 	n.checkClean(n.a, "A")
 }
 
@@ -503,7 +503,7 @@ func TestDisconnectWhileConnecting(t *testing.T) {
 		if a.connected != 1 || !errors.Is(a.connErr, ErrCanceled) {
 			t.Fatalf("Connected %d times with %v", a.connected, a.connErr)
 		}
-		n.settle()
+		n.Settle()
 		if len(n.b.apps) != 0 {
 			t.Error("canceled dial reached the listener")
 		}
@@ -514,8 +514,8 @@ func TestDisconnectWhileConnecting(t *testing.T) {
 		n.b.listen(t, testPort)
 		watch(n.b.link, func(attr uint16, _ []byte) bool { return attr == wire.AttrRep })
 		a := n.a.dial(t, ipB, testPort, nil)
-		n.run(100_000, func() bool { return len(n.b.apps) == 1 })
-		n.poll()
+		n.Run(100_000, func() bool { return len(n.b.apps) == 1 })
+		n.Poll()
 		if err := n.a.m.Disconnect(a.conn); err != nil {
 			t.Fatal(err)
 		}
@@ -523,12 +523,12 @@ func TestDisconnectWhileConnecting(t *testing.T) {
 			t.Fatalf("Connected(%v)", a.connErr)
 		}
 		// The timeout REJ finds the passive side by our GUID and comm ID.
-		n.run(100_000, func() bool { return n.b.apps[0].connected > 0 })
+		n.Run(100_000, func() bool { return n.b.apps[0].connected > 0 })
 		var rerr *RejectError
 		if !errors.As(n.b.apps[0].connErr, &rerr) || rerr.Reason != RejTimeout {
 			t.Errorf("passive Connected(%v)", n.b.apps[0].connErr)
 		}
-		n.settle()
+		n.Settle()
 		n.checkClean(n.a, "A")
 		n.checkClean(n.b, "B")
 	})
@@ -542,7 +542,7 @@ func TestMaxConns(t *testing.T) {
 	n.connect(nil)
 	n.connect(nil)
 	a := n.a.dial(t, ipB, testPort, nil)
-	n.run(100_000, func() bool { return a.connected > 0 })
+	n.Run(100_000, func() bool { return a.connected > 0 })
 	var rerr *RejectError
 	if !errors.As(a.connErr, &rerr) || rerr.Reason != RejNoResources {
 		t.Errorf("third connection: %v", a.connErr)
@@ -570,14 +570,14 @@ func TestStaleConnectionReplaced(t *testing.T) {
 	wire.EncodeCM(mad[:], 99, &req)
 	av := roce.AddressVector{DstMAC: macB, DstIP: ipB}
 	n.a.ep.SendGSI(&av, mad[:])
-	n.quiesce()
+	n.Quiesce()
 	if !errors.Is(sb.discErr, ErrStale) {
 		t.Errorf("old connection ended with %v, want ErrStale", sb.discErr)
 	}
 	if len(n.b.apps) != 2 || n.b.apps[1].conn.State() != StateRepSent {
 		t.Errorf("new request not accepted")
 	}
-	n.settle()
+	n.Settle()
 	n.checkClean(n.b, "B")
 }
 
@@ -596,7 +596,7 @@ func TestDoFromOtherGoroutine(t *testing.T) {
 		}
 	}()
 	<-done
-	n.run(100_000, func() bool { return a != nil && a.connected > 0 })
+	n.Run(100_000, func() bool { return a != nil && a.connected > 0 })
 	if a.connErr != nil {
 		t.Fatal(a.connErr)
 	}
@@ -682,10 +682,10 @@ func TestNoAllocsEstablished(t *testing.T) {
 				k, _ := ca.sess.Send(msg[sent:])
 				sent += k
 			}
-			if n.poll() == 0 {
-				n.advance()
+			if n.Poll() == 0 {
+				n.Advance()
 			}
-			n.now = n.now.Add(10 * time.Microsecond)
+			n.Now = n.Now.Add(10 * time.Microsecond)
 		}
 	}
 	for range 10 {
@@ -703,7 +703,7 @@ func BenchmarkConnectDisconnect(b *testing.B) {
 	for b.Loop() {
 		ca, _ := n.connect(nil)
 		n.a.m.Disconnect(ca.conn)
-		n.settle()
+		n.Settle()
 		n.b.apps = n.b.apps[:0]
 		n.a.apps = n.a.apps[:0]
 	}
@@ -715,8 +715,9 @@ func BenchmarkPollIdle(b *testing.B) {
 	n.connect(nil)
 	b.ReportAllocs()
 	for b.Loop() {
-		n.now = n.now.Add(time.Microsecond)
-		n.a.poll(n.now)
+		n.Now = n.Now.Add(time.Microsecond)
+		n.a.ep.Poll(n.Now)
+		n.a.m.Poll(n.Now)
 	}
 }
 
@@ -725,8 +726,8 @@ func TestMRAExtendsTimer(t *testing.T) {
 	n.b.listen(t, testPort)
 	watch(n.b.link, func(attr uint16, _ []byte) bool { return attr == wire.AttrRep })
 	a := n.a.dial(t, ipB, testPort, nil)
-	n.run(100_000, func() bool { return a.conn.State() == StateReqSent && len(n.b.apps) == 1 })
-	n.quiesce()
+	n.Run(100_000, func() bool { return a.conn.State() == StateReqSent && len(n.b.apps) == 1 })
+	n.Quiesce()
 	mra := wire.CMMra{LocalCommID: n.b.apps[0].conn.LocalCommID(), RemoteCommID: a.conn.LocalCommID(), MsgMRAed: wire.CMMsgReq, ServiceTimeout: 20}
 	var mad [wire.MADLen]byte
 	wire.EncodeCM(mad[:], 1, &mra)
@@ -734,10 +735,10 @@ func TestMRAExtendsTimer(t *testing.T) {
 	if err := n.b.ep.SendGSI(&av, mad[:]); err != nil {
 		t.Fatal(err)
 	}
-	n.quiesce()
-	want := n.now.Add(4096*time.Nanosecond<<20 + testConfig().RetransmitTimeout)
+	n.Quiesce()
+	want := n.Now.Add(4096*time.Nanosecond<<20 + testConfig().RetransmitTimeout)
 	if d := a.conn.deadline.Sub(want); d < -10*time.Microsecond || d > 10*time.Microsecond {
-		t.Errorf("REQ retransmission at %v after the MRA, want %v", a.conn.deadline.Sub(n.now), want.Sub(n.now))
+		t.Errorf("REQ retransmission at %v after the MRA, want %v", a.conn.deadline.Sub(n.Now), want.Sub(n.Now))
 	}
 	if st := n.a.m.Stats(); st.Retransmits != 0 {
 		t.Errorf("stats %+v", st)
@@ -757,7 +758,7 @@ func TestResolve(t *testing.T) {
 	if len(got) != 1 || !errors.Is(got[0].err, neigh.ErrInvalidAddress) {
 		t.Fatalf("invalid address: %+v", got)
 	}
-	n.run(1000, func() bool { return len(got) == 2 })
+	n.Run(1000, func() bool { return len(got) == 2 })
 	if got[1] != (answer{macB, nil}) {
 		t.Errorf("Resolve(%v) = %+v", ipB, got[1])
 	}

@@ -21,9 +21,10 @@ const (
 	// connects: 0x0E = 1.28 ms (see the package comment).
 	DefaultMinRNRTimer = 0x0E
 	// DefaultTimeout is the transport timeout code of actively connected
-	// QPs and the local ACK timeout their REQ advertises: 4.096 µs·2^18 ≈
-	// 1.07 s, Ceph's value.
-	DefaultTimeout = 0x12
+	// QPs and the local ACK timeout their REQ advertises: 4.096 µs·2^14 ≈
+	// 67 ms, far above a LAN's round trip, so that a lost packet is sent
+	// again soon (Ceph asks for 0x12, about 1.07 s).
+	DefaultTimeout = 0x0E
 	// DefaultRetryCount is the transport retry count REQs ask the peer
 	// to use: 7, what librdmacm applications send.
 	DefaultRetryCount = 7
@@ -43,9 +44,13 @@ const (
 	// DefaultRetransmitTimeout is how long the Manager waits for an
 	// answer to its REQ, REP or DREQ before sending it again.
 	DefaultRetransmitTimeout = time.Second
-	// DefaultMaxRetries bounds those retransmissions (Linux's
-	// CMA_MAX_CM_RETRIES is 15).
-	DefaultMaxRetries   = 15
+	// DefaultMaxRetries bounds those retransmissions; REQs advertise it
+	// (Linux's CMA_MAX_CM_RETRIES).
+	DefaultMaxRetries = 15
+	// LANMaxRetries is a MaxRetries for peers on one LAN, cephdpdkd's:
+	// the Manager gives up on a silent peer within a few seconds, since
+	// rxe answers in well under one.
+	LANMaxRetries       = 5
 	DefaultTimeWait     = time.Second
 	DefaultCommandQueue = 64
 	// targetACKDelay is what REPs advertise: rxe's local_ca_ack_delay.
@@ -131,10 +136,10 @@ func (c Config) withDefaults() (Config, error) {
 	switch {
 	case !okMTU || !okMax || c.PathMTU > c.MaxPathMTU:
 		return c, fmt.Errorf("cm: path mtu %d / max %d: %w", c.PathMTU, c.MaxPathMTU, ErrInvalidArgument)
-	case c.MinRNRTimer > 31 || c.Timeout > 31 || c.CMResponseTimeout > 31:
-		return c, fmt.Errorf("cm: timer codes %d/%d/%d not in 0..31: %w", c.MinRNRTimer, c.Timeout, c.CMResponseTimeout, ErrInvalidArgument)
-	case c.RetryCount > 7 || c.MaxRetryCount > 7 || c.RNRRetry > 7:
-		return c, fmt.Errorf("cm: retry counts %d/%d/%d not in 0..7: %w", c.RetryCount, c.MaxRetryCount, c.RNRRetry, ErrInvalidArgument)
+	case c.MinRNRTimer > roce.MaxTimerCode || c.Timeout > roce.MaxTimerCode || c.CMResponseTimeout > roce.MaxTimerCode:
+		return c, fmt.Errorf("cm: timer codes %d/%d/%d not in 0..%d: %w", c.MinRNRTimer, c.Timeout, c.CMResponseTimeout, roce.MaxTimerCode, ErrInvalidArgument)
+	case c.RetryCount > roce.MaxRetry || c.MaxRetryCount > roce.MaxRetry || c.RNRRetry > roce.MaxRetry:
+		return c, fmt.Errorf("cm: retry counts %d/%d/%d not in 0..%d: %w", c.RetryCount, c.MaxRetryCount, c.RNRRetry, roce.MaxRetry, ErrInvalidArgument)
 	case c.ResponderResources > roce.MaxRdAtomic || c.InitiatorDepth > roce.MaxRdAtomic:
 		return c, fmt.Errorf("cm: rd atomic %d/%d exceeds %d: %w", c.ResponderResources, c.InitiatorDepth, roce.MaxRdAtomic, ErrInvalidArgument)
 	}

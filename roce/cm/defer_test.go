@@ -21,10 +21,10 @@ func TestDeferredAccept(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := n.a.dial(t, ipB, testPort, nil)
-	n.run(10_000, func() bool { return len(pending) == 1 })
+	n.Run(10_000, func() bool { return len(pending) == 1 })
 	// Past the peer's first REQ retransmission: still deferred, no answer.
-	n.now = n.now.Add(testConfig().RetransmitTimeout + time.Millisecond)
-	n.poll()
+	n.Now = n.Now.Add(testConfig().RetransmitTimeout + time.Millisecond)
+	n.Poll()
 	if a.connected != 0 || len(pending) != 1 {
 		t.Fatalf("before Complete: connected %d, %d requests seen", a.connected, len(pending))
 	}
@@ -36,14 +36,14 @@ func TestDeferredAccept(t *testing.T) {
 	if err := n.b.m.Complete(pending[0], Accept{QP: b.qp}, nil); !errors.Is(err, ErrInvalidState) {
 		t.Errorf("a second Complete: %v, want ErrInvalidState", err)
 	}
-	n.run(10_000, func() bool { return a.connected > 0 && b.connected > 0 })
+	n.Run(10_000, func() bool { return a.connected > 0 && b.connected > 0 })
 	if a.connErr != nil || b.connErr != nil {
 		t.Fatalf("connect: active %v, passive %v", a.connErr, b.connErr)
 	}
 	if err := n.a.m.Disconnect(a.conn); err != nil {
 		t.Fatal(err)
 	}
-	n.settle()
+	n.Settle()
 	n.checkClean(n.a, "A")
 	n.checkClean(n.b, "B")
 }
@@ -58,7 +58,7 @@ func TestDeferredAcceptTimesOut(t *testing.T) {
 		return Accept{}, ErrDeferred
 	})
 	a := n.a.dial(t, ipB, testPort, nil)
-	n.run(100_000, func() bool { return a.connected > 0 })
+	n.Run(100_000, func() bool { return a.connected > 0 })
 	if !errors.Is(a.connErr, ErrRejected) {
 		t.Fatalf("Connected(%v), want a REJ", a.connErr)
 	}
@@ -69,7 +69,7 @@ func TestDeferredAcceptTimesOut(t *testing.T) {
 	// Still the application's: it frees it, as after a failed Connected.
 	b.qp.Modify(&roce.QPAttr{State: roce.QPStateError}, roce.QPAttrState)
 	b.release()
-	n.settle()
+	n.Settle()
 	n.checkClean(n.a, "A")
 	n.checkClean(n.b, "B")
 }

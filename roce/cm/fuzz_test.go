@@ -48,18 +48,18 @@ func FuzzCMInput(f *testing.F) {
 				t.Fatal(err)
 			}
 			in = in[k:]
-			n.quiesce()
+			n.Quiesce()
 			if c := n.b.m.NumConns(); c > cfg.MaxConns {
 				t.Fatalf("%d connections, max %d", c, cfg.MaxConns)
 			}
 		}
-		n.settle()
+		n.Settle()
 		for _, a := range n.b.apps {
 			if a.conn != nil && a.conn.State() == StateEstablished {
 				n.b.m.Disconnect(a.conn)
 			}
 		}
-		n.settle()
+		n.Settle()
 		n.checkClean(n.b, "B")
 		checkStats(t, n.b.m.Stats())
 	})

@@ -6,18 +6,14 @@ import (
 	"time"
 
 	"github.com/cephdpdkd/cephdpdkd/roce"
-	"github.com/cephdpdkd/cephdpdkd/roce/internal/simclock"
 	"github.com/cephdpdkd/cephdpdkd/roce/memlink"
+	"github.com/cephdpdkd/cephdpdkd/roce/roctest"
 	"github.com/cephdpdkd/cephdpdkd/roce/session"
 	"github.com/cephdpdkd/cephdpdkd/roce/wire"
 )
 
-var (
-	macA = [6]byte{0x02, 0, 0, 0, 0, 0x0A}
-	macB = [6]byte{0x02, 0, 0, 0, 0, 0x0B}
-	ipA  = netip.MustParseAddr("10.0.0.1")
-	ipB  = netip.MustParseAddr("10.0.0.2")
-)
+// The addresses of the network's two sides.
+var macA, macB, ipA, ipB = roctest.MACA, roctest.MACB, roctest.IPA, roctest.IPB
 
 const testPort = 7174
 
@@ -52,11 +48,10 @@ type app struct {
 	buf          [4096]byte
 }
 
-// testNet is two nodes on a memlink, driven by a manual clock.
+// testNet is two nodes on a roctest network.
 type testNet struct {
-	t    testing.TB
+	*roctest.Net
 	a, b *node
-	now  time.Time
 }
 
 func testConfig() Config {
@@ -70,24 +65,32 @@ func newTestNet(t testing.TB, ca, cb Config) *testNet {
 
 func newTestNetLink(t testing.TB, lc memlink.Config, ca, cb Config) *testNet {
 	t.Helper()
-	la, lb := memlink.New(lc)
-	n := &testNet{t: t, now: time.Unix(1_000_000, 0)}
-	n.a = newNode(t, macA, ipA, la, ca)
+	return newTestNetWrap(t, lc, ca, cb, nil)
+}
+
+// newTestNetWrap is newTestNetLink with node a's frames going through
+// the PacketIO wrap makes of its link end, if wrap is not nil. Node b's
+// Manager is seeded with cb.Seed+1.
+func newTestNetWrap(t testing.TB, lc memlink.Config, ca, cb Config, wrap func(*memlink.End) roce.PacketIO) *testNet {
+	t.Helper()
+	n := &testNet{Net: roctest.New(t, lc)}
+	var io roce.PacketIO = n.A.Link
+	if wrap != nil {
+		io = wrap(n.A.Link)
+	}
+	n.a = newNode(t, n.A, io, ca)
 	cb.Seed++
-	n.b = newNode(t, macB, ipB, lb, cb)
+	n.b = newNode(t, n.B, n.B.Link, cb)
+	// Each endpoint, then its Manager, as internal/roced's Node does.
+	n.Add(n.a.ep, n.a.m, n.b.ep, n.b.m)
 	return n
 }
 
-func newNode(t testing.TB, mac [6]byte, ip netip.Addr, link *memlink.End, cfg Config) *node {
+// newNode makes the node of side s, its endpoint's frames going through
+// io (s's link end or a wrapper of it).
+func newNode(t testing.TB, s roctest.Side, io roce.PacketIO, cfg Config) *node {
 	t.Helper()
-	return newNodeIO(t, mac, ip, link, link, cfg)
-}
-
-// newNodeIO is newNode with the endpoint's frames going through io, a
-// wrapper of link.
-func newNodeIO(t testing.TB, mac [6]byte, ip netip.Addr, link *memlink.End, io roce.PacketIO, cfg Config) *node {
-	t.Helper()
-	ep, err := roce.NewEndpoint(roce.EndpointConfig{MAC: mac, IP: ip, IO: io})
+	ep, err := roce.NewEndpoint(roce.EndpointConfig{MAC: s.MAC, IP: s.IP, IO: io})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +98,7 @@ func newNodeIO(t testing.TB, mac [6]byte, ip netip.Addr, link *memlink.End, io r
 	if err != nil {
 		t.Fatal(err)
 	}
-	nd := &node{ep: ep, m: m, pd: ep.NewPD(), alloc: &roce.HeapAllocator{}, link: link}
+	nd := &node{ep: ep, m: m, pd: ep.NewPD(), alloc: &roce.HeapAllocator{}, link: s.Link}
 	nd.scfg = session.DefaultConfig()
 	nd.scfg.BufferSize = 4096
 	nd.scfg.SendBuffers = 8
@@ -218,62 +221,23 @@ func (nd *node) dial(t testing.TB, ip netip.Addr, port uint16, priv []byte) *app
 	return a
 }
 
-// poll runs one round of the node: the endpoint, then the Manager, as
-// internal/roced's Node does.
-func (nd *node) poll(now time.Time) int { return nd.ep.Poll(now) + nd.m.Poll(now) }
-
-func (n *testNet) poll() int { return n.a.poll(n.now) + n.b.poll(n.now) }
-
-// advance moves the clock to the next deadline of either node.
-func (n *testNet) advance() bool {
-	return simclock.Advance(&n.now, n.a.ep.NextDeadline, n.a.m.NextDeadline, n.b.ep.NextDeadline, n.b.m.NextDeadline)
-}
-
-// run polls until done reports true (simclock.Run).
-func (n *testNet) run(maxRounds int, done func() bool) {
-	n.t.Helper()
-	simclock.Run(n.t, &n.now, maxRounds, n.poll, n.advance, done)
-}
-
-// settle polls until nothing is left to do on either node.
-func (n *testNet) settle() {
-	n.t.Helper()
-	for i := 0; i < 100_000; i++ {
-		if n.poll() == 0 && !n.advance() {
-			return
-		}
-		n.now = n.now.Add(time.Microsecond)
-	}
-	n.t.Fatal("never settled")
-}
-
-// quiesce polls until neither node has work, without moving the clock.
-func (n *testNet) quiesce() {
-	n.t.Helper()
-	for i := 0; n.poll() != 0; i++ {
-		if i > 100_000 {
-			n.t.Fatal("never quiet")
-		}
-	}
-}
-
 // checkClean verifies that a node has no connection, QP or buffer left.
 func (n *testNet) checkClean(nd *node, name string) {
-	n.t.Helper()
+	n.TB.Helper()
 	if c := nd.m.NumConns(); c != 0 {
-		n.t.Errorf("%s: %d connections left", name, c)
+		n.TB.Errorf("%s: %d connections left", name, c)
 	}
 	if q := nd.ep.NumQPs(); q != 0 {
-		n.t.Errorf("%s: %d qps left", name, q)
+		n.TB.Errorf("%s: %d qps left", name, q)
 	}
 	if b := nd.alloc.InUse(); b != 0 {
-		n.t.Errorf("%s: %d bytes of buffers left", name, b)
+		n.TB.Errorf("%s: %d bytes of buffers left", name, b)
 	}
 	if len(nd.m.byQPN) != 0 || len(nd.m.byRemote) != 0 {
-		n.t.Errorf("%s: index entries left: %d by qpn, %d by remote", name, len(nd.m.byQPN), len(nd.m.byRemote))
+		n.TB.Errorf("%s: index entries left: %d by qpn, %d by remote", name, len(nd.m.byQPN), len(nd.m.byRemote))
 	}
 	for _, err := range nd.errs {
-		n.t.Errorf("%s: %v", name, err)
+		n.TB.Errorf("%s: %v", name, err)
 	}
 }
 

@@ -31,17 +31,17 @@ func rawReq(t *testing.T, id, qpn uint32, port uint16) []byte {
 // sendRaw sends MADs from A's QP1 to B's, polling both nodes whenever the
 // link fills and at the end, without moving the clock.
 func (n *testNet) sendRaw(mads [][]byte) {
-	n.t.Helper()
+	n.TB.Helper()
 	av := roce.AddressVector{DstMAC: macB, DstIP: ipB}
 	for i, mad := range mads {
 		if i%256 == 255 {
-			n.quiesce()
+			n.Quiesce()
 		}
 		if err := n.a.ep.SendGSI(&av, mad); err != nil {
-			n.t.Fatalf("MAD %d: %v", i, err)
+			n.TB.Fatalf("MAD %d: %v", i, err)
 		}
 	}
-	n.quiesce()
+	n.Quiesce()
 }
 
 // TestRequestFloodCounters floods a listener with connection requests
@@ -76,7 +76,7 @@ func TestRequestFloodCounters(t *testing.T) {
 
 	// One real connection, established both ways.
 	ca := n.a.dial(t, ipB, p2, nil)
-	n.run(1_000_000, func() bool { return ca.connected > 0 && len(n.b.apps) == 1 && n.b.apps[0].connected > 0 })
+	n.Run(1_000_000, func() bool { return ca.connected > 0 && len(n.b.apps) == 1 && n.b.apps[0].connected > 0 })
 
 	// The flood: REQs that nobody answers past the REP.
 	var mads [][]byte
@@ -106,11 +106,11 @@ func TestRequestFloodCounters(t *testing.T) {
 
 	// The five accepted REQs' REPs go unanswered: retransmitted, then
 	// given up with a timeout REJ. Then A disconnects the real one.
-	n.settle()
+	n.Settle()
 	if err := n.a.m.Disconnect(ca.conn); err != nil {
 		t.Fatal(err)
 	}
-	n.settle()
+	n.Settle()
 	n.checkClean(n.a, "A")
 	n.checkClean(n.b, "B")
 

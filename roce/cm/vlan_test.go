@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/cephdpdkd/cephdpdkd/header"
+	"github.com/cephdpdkd/cephdpdkd/roce"
 	"github.com/cephdpdkd/cephdpdkd/roce/memlink"
 	"github.com/cephdpdkd/cephdpdkd/roce/neigh"
 	"github.com/cephdpdkd/cephdpdkd/roce/wire"
@@ -67,13 +67,11 @@ func TestTaggedPeer(t *testing.T) {
 		{"802.1q over 802.1q", header.VLANs{N: 2, Tags: [header.MaxVLANs]header.VLANTag{{TPID: header.EtherTypeVLAN, TCI: 10}, {TPID: header.EtherTypeVLAN, TCI: 20}}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			la, lb := memlink.New(memlink.Config{Seed: 7})
-			g := &tagger{end: la, tags: tc.tags}
-			n := &testNet{t: t, now: time.Unix(1_000_000, 0)}
-			n.a = newNodeIO(t, macA, ipA, la, g, testConfig())
-			cb := testConfig()
-			cb.Seed++
-			n.b = newNode(t, macB, ipB, lb, cb)
+			var g *tagger
+			n := newTestNetWrap(t, memlink.Config{Seed: 7}, testConfig(), testConfig(), func(la *memlink.End) roce.PacketIO {
+				g = &tagger{end: la, tags: tc.tags}
+				return g
+			})
 			n.b.listen(t, testPort)
 
 			ca, sb := n.connect([]byte("tagged"))
@@ -84,8 +82,8 @@ func TestTaggedPeer(t *testing.T) {
 			if err := n.a.m.Disconnect(ca.conn); err != nil {
 				t.Fatal(err)
 			}
-			n.run(1_000_000, func() bool { return ca.disconnected > 0 && sb.disconnected > 0 })
-			n.settle()
+			n.Run(1_000_000, func() bool { return ca.disconnected > 0 && sb.disconnected > 0 })
+			n.Settle()
 			if len(g.wrong) != 0 {
 				t.Errorf("%d of %d frames to the tagged peer without its tags, first %s", len(g.wrong), g.received, g.wrong[0])
 			}
@@ -132,7 +130,7 @@ func TestRefusedFramesCounted(t *testing.T) {
 	if n.a.link.SendBurst([][]byte{threeTags(arp), threeTags(roceFrame[:k]), icmp}) != 3 {
 		t.Fatal("link full")
 	}
-	n.quiesce()
+	n.Quiesce()
 	es := n.b.ep.Stats()
 	if es.TooManyVLANs != 2 || es.NotRoCE != 1 || es.Malformed != 0 || es.GSIReceived != 0 ||
 		es.ICRCErrors != 0 || es.NotLocal != 0 || es.NoQP != 0 || es.Unsupported != 0 {

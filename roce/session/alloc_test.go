@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/cephdpdkd/cephdpdkd/roce"
+	"github.com/cephdpdkd/cephdpdkd/roce/roctest"
 )
 
 // pump moves msg through the session pair once: send it all, poll, read
@@ -22,10 +23,10 @@ func (sp *sessionPair) pump(tb testing.TB, msg, rbuf []byte) {
 			}
 			sent += k
 		}
-		if sp.n.poll() == 0 {
-			sp.n.advance()
+		if sp.n.Poll() == 0 {
+			sp.n.Advance()
 		}
-		sp.n.now = sp.n.now.Add(1000)
+		sp.n.Now = sp.n.Now.Add(1000)
 		for {
 			k, err := sp.b.Recv(rbuf)
 			got += k
@@ -50,7 +51,7 @@ func TestNoAllocsPerMessage(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := DefaultConfig()
 			cfg.Timeout = 14
-			sp := newSessionPair(t, testLink(tc.faults), roce.EndpointConfig{}, cfg)
+			sp := newSessionPair(t, roctest.Faulty(1, tc.faults), roce.EndpointConfig{}, cfg)
 			msg := make([]byte, 200_000)
 			rbuf := make([]byte, 64<<10)
 			for range 20 {

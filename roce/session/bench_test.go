@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/cephdpdkd/cephdpdkd/roce"
+	"github.com/cephdpdkd/cephdpdkd/roce/roctest"
 )
 
 // BenchmarkSession measures session throughput between two endpoints over
@@ -20,7 +21,7 @@ func BenchmarkSession(b *testing.B) {
 		b.Run(fmt.Sprintf("msg=%dKiB/buf=%dKiB/mtu=%d", bc.msg>>10, bc.buf>>10, bc.mtu), func(b *testing.B) {
 			cfg := DefaultConfig()
 			cfg.BufferSize, cfg.PathMTU, cfg.Timeout = bc.buf, bc.mtu, 14
-			sp := newSessionPair(b, testLink(0), roce.EndpointConfig{}, cfg)
+			sp := newSessionPair(b, roctest.Faulty(1, 0), roce.EndpointConfig{}, cfg)
 			msg := make([]byte, bc.msg)
 			rbuf := make([]byte, bc.msg)
 			sp.pump(b, msg, rbuf)

@@ -83,7 +83,7 @@ func TestSessionPool(t *testing.T) {
 			t.Fatal(err)
 		}
 		sent0 += k
-		n.poll()
+		n.Poll()
 	}
 	// Its cap of 8, then 2 lent until 10 of the 20 are left.
 	const stalledHolds = 10
@@ -124,7 +124,7 @@ func TestSessionPool(t *testing.T) {
 	var sent, sentBack [3]int
 	buf := make([]byte, 50000)
 	starved := false
-	n.run(1_000_000, func() bool {
+	n.Run(1_000_000, func() bool {
 		done := true
 		for i := 1; i < 3; i++ {
 			if sent[i] < len(msg) {
@@ -172,7 +172,7 @@ func TestSessionPool(t *testing.T) {
 
 	// The stalled reader reads now and gets everything, in order.
 	var rest bytes.Buffer
-	n.run(1_000_000, func() bool {
+	n.Run(1_000_000, func() bool {
 		if sent0 < len(stalled) {
 			k, _ := pn.a[0].Send(stalled[sent0:])
 			sent0 += k
@@ -189,7 +189,7 @@ func TestSessionPool(t *testing.T) {
 	if err := pn.a[1].Close(); err != nil {
 		t.Fatal(err)
 	}
-	n.run(10000, func() bool {
+	n.Run(10000, func() bool {
 		_, err := pn.b[1].Recv(buf)
 		return errors.Is(err, io.EOF)
 	})
@@ -238,7 +238,7 @@ func TestSessionPoolRefusesWhenDrained(t *testing.T) {
 	for range 200 {
 		k, _ := pn.a[0].Send(data[sent:])
 		sent += k
-		pn.n.poll()
+		pn.n.Poll()
 	}
 	if err := pn.add(); !errors.Is(err, roce.ErrNoMemory) {
 		t.Errorf("a session with %d receive buffers free: %v, want roce.ErrNoMemory", pn.pool.Stats().RecvPosted, err)

@@ -14,6 +14,20 @@ const (
 	DefaultSendBuffers = 32
 	DefaultRecvBuffers = 32
 	DefaultPathMTU     = 1024
+	DefaultMinRNRTimer = 0x12 // 5.12 ms
+	DefaultTimeout     = 0x12 // 4.096 µs·2^18 ≈ 1.07 s
+	DefaultRetryCount  = roce.MaxRetry
+	DefaultRNRRetry    = roce.MaxRetry
+)
+
+// Limits of the sizes a deployment configures: buffers of
+// MinBufferSize..MaxBufferSize bytes, 1..MaxBuffers of them for sending
+// and as many for receiving. New itself takes any size up to
+// roce.MaxMessage and a memory region.
+const (
+	MinBufferSize = 64
+	MaxBufferSize = 1 << 20
+	MaxBuffers    = 4096
 )
 
 // finWRID marks the zero-length SEND that closes a session.
@@ -65,10 +79,10 @@ func DefaultConfig() Config {
 		RecvBuffers: DefaultRecvBuffers,
 		PathMTU:     DefaultPathMTU,
 		Access:      roce.AccessRemoteWrite,
-		MinRNRTimer: 0x12,
-		Timeout:     0x12,
-		RetryCount:  7,
-		RNRRetry:    7,
+		MinRNRTimer: DefaultMinRNRTimer,
+		Timeout:     DefaultTimeout,
+		RetryCount:  DefaultRetryCount,
+		RNRRetry:    DefaultRNRRetry,
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cephdpdkd/cephdpdkd/roce"
 	"github.com/cephdpdkd/cephdpdkd/roce/memlink"
+	"github.com/cephdpdkd/cephdpdkd/roce/roctest"
 )
 
 // sessionPair is two sessions connected through a testNet.
@@ -102,7 +103,7 @@ func (sp *sessionPair) stream(tb testing.TB, size int, seed uint64, sendChunk, r
 				tb.Fatal(err)
 			}
 		}
-		busy += n.poll()
+		busy += n.Poll()
 		for {
 			k, err := sp.b.Recv(rbuf)
 			if errors.Is(err, roce.ErrWouldBlock) {
@@ -123,10 +124,10 @@ func (sp *sessionPair) stream(tb testing.TB, size int, seed uint64, sendChunk, r
 			res.received += k
 			busy += k
 		}
-		if busy == 0 && !n.advance() {
+		if busy == 0 && !n.Advance() {
 			tb.Fatalf("stream stuck: sent %d, received %d of %d, closed %v", res.sent, res.received, size, closed)
 		}
-		n.now = n.now.Add(1000) // a microsecond per round
+		n.Now = n.Now.Add(1000) // a microsecond per round
 	}
 	copy(res.sendHash[:], hs.Sum(nil))
 	copy(res.recvHash[:], hr.Sum(nil))
@@ -151,7 +152,7 @@ func TestSessionStreamFaults(t *testing.T) {
 			cfg := DefaultConfig()
 			cfg.PathMTU = mtu
 			cfg.Timeout = 14 // 67 ms of virtual time
-			sp := newSessionPair(t, testLink(0.01), roce.EndpointConfig{}, cfg)
+			sp := newSessionPair(t, roctest.Faulty(1, 0.01), roce.EndpointConfig{}, cfg)
 			inUse := sp.allocA.InUse() + sp.allocB.InUse()
 			var m0, m1 runtime.MemStats
 			runtime.GC()
@@ -168,7 +169,7 @@ func TestSessionStreamFaults(t *testing.T) {
 			if grown := m1.TotalAlloc - m0.TotalAlloc; grown > 4<<20 {
 				t.Errorf("allocated %d bytes moving %d", grown, sz)
 			}
-			ls, lb := sp.n.la.Stats(), sp.n.lb.Stats()
+			ls, lb := sp.n.A.Link.Stats(), sp.n.B.Link.Stats()
 			if ls.Lost == 0 || ls.Reordered == 0 || ls.Duplicated == 0 || ls.Corrupted == 0 || lb.Lost == 0 {
 				t.Errorf("faults not injected: %+v / %+v", ls, lb)
 			}
@@ -211,9 +212,9 @@ func (sp *sessionPair) drain(tb testing.TB, out *bytes.Buffer) error {
 // nothing does, and later calls reap the send CQ to continue.
 func TestSessionSendLargerThanBuffers(t *testing.T) {
 	cfg := smallSessionConfig()
-	sp := newSessionPair(t, testLink(0), roce.EndpointConfig{}, cfg)
+	sp := newSessionPair(t, roctest.Faulty(1, 0), roce.EndpointConfig{}, cfg)
 	msg := make([]byte, 8*cfg.SendBuffers*cfg.BufferSize)
-	pattern(msg, 11)
+	roctest.Pattern(msg, 11)
 	k, err := sp.a.Send(msg)
 	if err != nil || k != cfg.SendBuffers*cfg.BufferSize {
 		t.Fatalf("first send: %d, %v; want all %d buffers", k, err, cfg.SendBuffers)
@@ -227,8 +228,8 @@ func TestSessionSendLargerThanBuffers(t *testing.T) {
 	var got bytes.Buffer
 	sent, reaped := k, 0
 	for sent < len(msg) {
-		sp.n.poll()
-		sp.n.now = sp.n.now.Add(1000)
+		sp.n.Poll()
+		sp.n.Now = sp.n.Now.Add(1000)
 		if err := sp.drain(t, &got); !errors.Is(err, roce.ErrWouldBlock) {
 			t.Fatal(err)
 		}
@@ -242,7 +243,7 @@ func TestSessionSendLargerThanBuffers(t *testing.T) {
 		}
 		sent += k
 	}
-	sp.n.run(100_000, func() bool {
+	sp.n.Run(100_000, func() bool {
 		sp.drain(t, &got)
 		return got.Len() == len(msg)
 	})
@@ -255,7 +256,7 @@ func TestSessionSendLargerThanBuffers(t *testing.T) {
 }
 
 func TestSessionClose(t *testing.T) {
-	sp := newSessionPair(t, testLink(0.01), roce.EndpointConfig{}, smallSessionConfig())
+	sp := newSessionPair(t, roctest.Faulty(1, 0.01), roce.EndpointConfig{}, smallSessionConfig())
 	msg := []byte("the last words")
 	if k, err := sp.a.Send(msg); k != len(msg) || err != nil {
 		t.Fatal(k, err)
@@ -268,7 +269,7 @@ func TestSessionClose(t *testing.T) {
 	}
 	var got bytes.Buffer
 	var last error
-	sp.n.run(100_000, func() bool {
+	sp.n.Run(100_000, func() bool {
 		last = sp.drain(t, &got)
 		return last == io.EOF
 	})
@@ -284,7 +285,7 @@ func TestSessionClose(t *testing.T) {
 	}
 	sp.b.Close()
 	var back bytes.Buffer
-	sp.n.run(100_000, func() bool {
+	sp.n.Run(100_000, func() bool {
 		var buf [10]byte
 		k, err := sp.a.Recv(buf[:])
 		back.Write(buf[:k])
@@ -300,11 +301,11 @@ func TestSessionClose(t *testing.T) {
 // arrives once the receiver reads again.
 func TestSessionFlowControl(t *testing.T) {
 	cfg := smallSessionConfig()
-	sp := newSessionPair(t, testLink(0), roce.EndpointConfig{}, cfg)
+	sp := newSessionPair(t, roctest.Faulty(1, 0), roce.EndpointConfig{}, cfg)
 	msg := make([]byte, 4*cfg.RecvBuffers*cfg.BufferSize)
-	pattern(msg, 12)
+	roctest.Pattern(msg, 12)
 	sent := 0
-	sp.n.run(1_000_000, func() bool {
+	sp.n.Run(1_000_000, func() bool {
 		k, _ := sp.a.Send(msg[sent:])
 		sent += k
 		return sp.a.QP().Stats().RNRNaksReceived >= 3
@@ -313,7 +314,7 @@ func TestSessionFlowControl(t *testing.T) {
 		t.Fatal("data counted before Recv polled it")
 	}
 	var got bytes.Buffer
-	sp.n.run(1_000_000, func() bool {
+	sp.n.Run(1_000_000, func() bool {
 		k, _ := sp.a.Send(msg[sent:])
 		sent += k
 		sp.drain(t, &got)
@@ -341,7 +342,7 @@ func TestSessionRecvErrors(t *testing.T) {
 			s.QP().Modify(&roce.QPAttr{State: roce.QPStateError}, roce.QPAttrState)
 		}, []error{ErrBadCompletion, roce.ErrFlushed}, "status work request flushed"},
 		{"longer than a buffer", func(t *testing.T, n *testNet, raw *roce.QP, s *Session, _ *roce.QP) {
-			big := region(t, n.pa, DefaultBufferSize+1, 0)
+			big := roctest.Region(t, n.pa, DefaultBufferSize+1, 0)
 			raw.PostSend(&roce.SendWR{Opcode: roce.WRSend, SGList: []roce.SGE{big.SGE(0, big.Len())}})
 		}, []error{ErrBadCompletion, roce.ErrLocalLength}, "status local length error"},
 		{"another qp", func(t *testing.T, n *testNet, raw *roce.QP, s *Session, other *roce.QP) {
@@ -350,7 +351,7 @@ func TestSessionRecvErrors(t *testing.T) {
 		}, []error{ErrBadCompletion}, "for qp"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			n := newTestNet(t, testLink(0), roce.EndpointConfig{})
+			n := newTestNet(t, roctest.Faulty(1, 0), roce.EndpointConfig{})
 			cfg := DefaultConfig()
 			cfg.RecvBuffers = 4
 			cfg.SendBuffers = 2
@@ -374,7 +375,7 @@ func TestSessionRecvErrors(t *testing.T) {
 			}
 			tc.act(t, n, raw, s, other)
 			var rerr error
-			n.run(100_000, func() bool {
+			n.Run(100_000, func() bool {
 				_, rerr = s.Recv(make([]byte, 100))
 				return !errors.Is(rerr, roce.ErrWouldBlock)
 			})
@@ -398,7 +399,7 @@ func TestSessionRecvErrors(t *testing.T) {
 }
 
 func TestSessionLifecycle(t *testing.T) {
-	n := newTestNet(t, testLink(0), roce.EndpointConfig{})
+	n := newTestNet(t, roctest.Faulty(1, 0), roce.EndpointConfig{})
 	alloc := &roce.HeapAllocator{}
 	cfg := smallSessionConfig()
 	cfg.Allocator = alloc

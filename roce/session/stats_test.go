@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/cephdpdkd/cephdpdkd/roce"
+	"github.com/cephdpdkd/cephdpdkd/roce/roctest"
 )
 
 // TestRegistry: a session is in its Registry from New to Release, under
@@ -13,7 +14,7 @@ func TestRegistry(t *testing.T) {
 	var reg Registry
 	cfg := smallSessionConfig() // 4 send buffers of 16 KiB
 	cfg.Registry = &reg
-	sp := newSessionPair(t, testLink(0), roce.EndpointConfig{}, cfg)
+	sp := newSessionPair(t, roctest.Faulty(1, 0), roce.EndpointConfig{}, cfg)
 	qa, qb := sp.a.QP(), sp.b.QP()
 	if qa.QPN() != qb.QPN() {
 		t.Fatalf("QPNs %d and %d: the test needs one number on both endpoints", qa.QPN(), qb.QPN())
@@ -25,7 +26,7 @@ func TestRegistry(t *testing.T) {
 	if k, err := sp.a.Send(msg); k != len(msg) || err != nil {
 		t.Fatal(k, err)
 	}
-	sp.n.poll() // sent, not yet acknowledged or reaped
+	sp.n.Poll() // sent, not yet acknowledged or reaped
 	for _, tc := range []struct {
 		name string
 		ep   *roce.Endpoint
@@ -44,7 +45,7 @@ func TestRegistry(t *testing.T) {
 	if _, ok := reg.Lookup(sp.n.a, qa.QPN()+100); ok {
 		t.Error("a QP without a session found")
 	}
-	sp.n.run(100_000, func() bool {
+	sp.n.Run(100_000, func() bool {
 		n, err := sp.a.Unacknowledged()
 		return n == 0 && err == nil
 	})
@@ -89,7 +90,7 @@ func TestRegistryConcurrently(t *testing.T) {
 	var reg Registry
 	cfg := smallSessionConfig()
 	cfg.Registry = &reg
-	sp := newSessionPair(t, testLink(0.01), roce.EndpointConfig{}, cfg)
+	sp := newSessionPair(t, roctest.Faulty(1, 0.01), roce.EndpointConfig{}, cfg)
 	stop := make(chan struct{})
 	done := make(chan int)
 	started := make(chan struct{})
