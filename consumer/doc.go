@@ -4,7 +4,9 @@
 // a packet-level endpoint (the RoCE endpoint) a service's frames in
 // bursts. All implement dispatch.Consumer.
 //
-// Each Poll is one cgo call: dequeue a burst from the lanes, in turn, and
-// handle it in C. Sinks and forwarders are also run by the poll loop
-// inside its own cgo call (dispatch.NativeConsumer).
+// Each Poll is one cgo call into package pmd: dequeue a burst from the
+// lanes, in turn, and handle it in C. Sinks, forwarders and the daemon's
+// side of a service process are also run by the poll loop inside its own
+// cgo call (dispatch.NativeConsumer). The package is plain Go over pmd's
+// typed handles (pmd.Native, pmd.Kernel, pmd.ProcessHost).
 package consumer
