@@ -1,8 +1,9 @@
 // Package consumer holds what drains a service's lanes (dispatch.RingSet):
 // a counting sink that counts and frees, a forwarder that transmits out a
-// port queue, the kernel exception path (Kernel), and RingIO, which gives
-// a packet-level endpoint (the RoCE endpoint) a service's frames in
-// bursts. All implement dispatch.Consumer.
+// port queue, the kernel exception path (Kernel), and the daemon's side
+// of a service process (Process). All implement dispatch.Consumer. (The
+// RoCE endpoint's ring I/O is internal/roced's RingIO, next to its only
+// user.)
 //
 // Each Poll is one cgo call into package pmd: dequeue a burst from the
 // lanes, in turn, and handle it in C. Sinks, forwarders and the daemon's
