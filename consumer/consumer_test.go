@@ -8,6 +8,7 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/consumer"
 	"github.com/cephdpdkd/cephdpdkd/dispatch"
 	"github.com/cephdpdkd/cephdpdkd/dispatch/classify"
+	"github.com/cephdpdkd/cephdpdkd/internal/roced"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv"
 	"github.com/cephdpdkd/cephdpdkd/mempool"
 	"github.com/cephdpdkd/cephdpdkd/pmd"
@@ -267,14 +268,15 @@ func TestKernelPriorityAcrossLanes(t *testing.T) {
 	checkOrder(t, got)
 }
 
-// RingIO hands an endpoint the frames of all its lanes and transmits
-// what it sends.
+// RingIO (internal/roced, its only user) hands an endpoint the frames of
+// all its lanes and transmits what it sends: tested here, with this
+// file's lane helpers.
 func TestRingIOReadsEveryLane(t *testing.T) {
 	pool := testenv.Pool(t, "cns_rio", 4095)
 	out := testenv.LoopPort(t, "net_ring39", pool, 1)
 	rings := testenv.Lanes(t, "cns_rio", 3, 2048)
 	feed(t, "net_ring40", pool, 0, rings, 20)
-	io, err := consumer.NewRingIO(testenv.RingSet(t, rings...), out.ID(), 0, pool, 16)
+	io, err := roced.NewRingIO(testenv.RingSet(t, rings...), out.ID(), 0, pool, 16)
 	if err != nil {
 		t.Fatal(err)
 	}

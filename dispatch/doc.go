@@ -78,6 +78,8 @@
 // loop's noise (0 to +1.6% in five alternating runs), and was not kept.
 // Halving the cost needs a classifier of another kind.
 //
-// cgo and unsafe live in loop_cgo.go (with native.h, shared with package
-// consumer); the loop logic is plain Go.
+// The package is plain Go: the C state of a loop, its lanes and its native
+// consumers are package pmd's (pmd.Loop, pmd.Ring, pmd.RingSet,
+// pmd.Native), and Ring and RingSet are pmd's types under this package's
+// names.
 package dispatch

@@ -101,9 +101,10 @@ type table struct {
 	gen        uint64
 	classifier *classify.Classifier
 	services   []*Service // indexed by service number (all of them)
-	loop       *loop
-	owned      []*Service // services whose single consumers run here
-	goPolled   []Consumer // consumers run here that are not native
+	loop       *pmd.Loop
+	deltas     []pmd.ServiceDelta // the loop's, after each Step
+	owned      []*Service         // services whose single consumers run here
+	goPolled   []Consumer         // consumers run here that are not native
 	natives    []NativeConsumer
 	// Per service, counted by the loop since it last published.
 	svcPackets, svcBytes, svcDrops []uint64
@@ -297,14 +298,25 @@ func (p *Poller) newTable(cfg PollerConfig, gen uint64) (*table, error) {
 		}
 	}
 	t.goPolled = append(t.goPolled, cfg.Tasks...)
-	l, err := newLoop(rings, direct, t.natives, cfg.BurstSize)
+	l, err := pmd.NewLoop(rings, nativesOf(direct), nativesOf(t.natives), cfg.BurstSize)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("dispatch: %w", err)
 	}
-	t.loop = l
+	t.loop, t.deltas = l, l.Deltas()
 	n := len(cfg.Services)
 	t.svcPackets, t.svcBytes, t.svcDrops = make([]uint64, n), make([]uint64, n), make([]uint64, n)
 	return t, nil
+}
+
+// nativesOf returns the C state of each consumer (nil for nil).
+func nativesOf(cs []NativeConsumer) []*pmd.Native {
+	ns := make([]*pmd.Native, len(cs))
+	for i, c := range cs {
+		if c != nil {
+			ns[i] = c.Native()
+		}
+	}
+	return ns
 }
 
 // localConsumer returns s's local consumer of lane.
@@ -330,8 +342,8 @@ func (t *table) addConsumer(c Consumer) {
 
 func (t *table) free() {
 	if t.loop != nil {
-		t.loop.free()
-		t.loop = nil
+		t.loop.Free()
+		t.loop, t.deltas = nil, nil
 	}
 }
 
@@ -481,7 +493,7 @@ func (p *Poller) pollOnce() int {
 			p.classify(b)
 			work += n
 		}
-		work += t.loop.step(b, p.port, p.queues[qi].Queue, qi == last, rx)
+		work += t.loop.Step(b, p.port, p.queues[qi].Queue, qi == last, rx)
 		t.account()
 		if n := b.Len(); n > 0 { // received: classified next iteration
 			p.local.queuePackets[qi] += uint64(n)
@@ -490,7 +502,7 @@ func (p *Poller) pollOnce() int {
 		}
 	}
 	if len(p.bursts) == 0 && len(t.natives) > 0 {
-		work += t.loop.step(nil, 0, 0, true, false)
+		work += t.loop.Step(nil, 0, 0, true, false)
 	}
 	if !rx && !p.rxDrained.Load() && p.held() == 0 {
 		p.rxDrained.Store(true)
@@ -517,11 +529,11 @@ func (p *Poller) classify(b *pmd.Burst) {
 
 // account adds the last dispatch's per-service deltas.
 func (t *table) account() {
-	for i, d := range t.loop.deltas {
-		t.svcPackets[i] += d.pkts
-		t.svcBytes[i] += d.bytes
-		t.svcDrops[i] += d.drops
-		t.loop.deltas[i] = serviceDelta{}
+	for i, d := range t.deltas {
+		t.svcPackets[i] += d.Packets
+		t.svcBytes[i] += d.Bytes
+		t.svcDrops[i] += d.Drops
+		t.deltas[i] = pmd.ServiceDelta{}
 	}
 }
 

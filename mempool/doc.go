@@ -4,6 +4,5 @@
 // every mbuf came back.
 //
 // Pools live in hugepages, or in anonymous memory when the EAL runs with
-// --no-huge. Creation goes through go-dpdk's mempool package; the counters
-// are a few lines of our own cgo in pool_cgo.go.
+// --no-huge. Package pmd makes the DPDK calls; this package is plain Go.
 package mempool

@@ -91,10 +91,6 @@ func (b *Burst) PktLens() []uint32 { return b.pktLen[:b.c.n] }
 // Verdicts returns the per-packet service slots, for the classifier to fill.
 func (b *Burst) Verdicts() []uint8 { return b.svc[:b.c.n] }
 
-// C returns the burst's struct cdd_burst (cdd.h) for sibling cgo packages
-// (dispatch), which include the same header.
-func (b *Burst) C() *CBurst { return (*CBurst)(unsafe.Pointer(b.c)) }
-
 // FreeAll frees every packet in the burst.
 func (b *Burst) FreeAll() {
 	if b.c.n > 0 { // an idle loop's empty burst costs no cgo call
@@ -102,14 +98,15 @@ func (b *Burst) FreeAll() {
 	}
 }
 
-// SetLen records how many packets remain after a sibling package consumed
-// them (0 once all were handed on).
+// SetLen records how many packets remain in the burst, forgetting the
+// rest without freeing them: for a caller that handed them on by other
+// means, or whose pool is gone.
 func (b *Burst) SetLen(n int) { b.c.n = C.uint16_t(n) }
 
 // TxCopy transmits frames by copying them into mbufs from pool: one cgo call
 // for the burst. frames are packed into scratch first (cgo must not be
 // handed Go pointers to Go pointers). It returns how many were sent.
-func TxCopy(port, queue uint16, pool *CMempool, frames [][]byte, scratch *TxScratch) int {
+func TxCopy(port, queue uint16, pool *Mempool, frames [][]byte, scratch *TxScratch) int {
 	n := min(len(frames), MaxBurst)
 	if n == 0 {
 		return 0
@@ -120,7 +117,7 @@ func TxCopy(port, queue uint16, pool *CMempool, frames [][]byte, scratch *TxScra
 		scratch.buf = append(scratch.buf, f...)
 		scratch.lens = append(scratch.lens, uint16(len(f)))
 	}
-	return int(C.cdd_tx_copy(C.uint16_t(port), C.uint16_t(queue), (*C.struct_rte_mempool)(unsafe.Pointer(pool)),
+	return int(C.cdd_tx_copy(C.uint16_t(port), C.uint16_t(queue), pool.c(),
 		(*C.uint8_t)(unsafe.Pointer(&scratch.buf[0])), (*C.uint16_t)(unsafe.Pointer(&scratch.lens[0])), C.uint16_t(n)))
 }
 
@@ -129,7 +126,7 @@ func TxCopy(port, queue uint16, pool *CMempool, frames [][]byte, scratch *TxScra
 // scattered RX would hand it over. It reports whether the queue took it;
 // if not, the chain is freed. It is for tests: nothing on the data path
 // builds chains.
-func TxChain(port, queue uint16, pool *CMempool, segs [][]byte) bool {
+func TxChain(port, queue uint16, pool *Mempool, segs [][]byte) bool {
 	if len(segs) == 0 || len(segs) > MaxBurst {
 		return false
 	}
@@ -144,7 +141,7 @@ func TxChain(port, queue uint16, pool *CMempool, segs [][]byte) bool {
 	if len(scratch.buf) == 0 {
 		return false
 	}
-	return C.cdd_tx_chain(C.uint16_t(port), C.uint16_t(queue), (*C.struct_rte_mempool)(unsafe.Pointer(pool)),
+	return C.cdd_tx_chain(C.uint16_t(port), C.uint16_t(queue), pool.c(),
 		(*C.uint8_t)(unsafe.Pointer(&scratch.buf[0])), (*C.uint16_t)(unsafe.Pointer(&scratch.lens[0])), C.uint16_t(len(segs))) == 1
 }
 

@@ -12,8 +12,18 @@
 // its callbacks: DPDK 22.11's net_memif unmaps a port's rings on that
 // thread when the peer leaves.
 //
-// cgo and unsafe live only in the *_cgo.go files; eal.go and port.go are
-// plain Go (option handling, validation, types). handles.go declares the
-// typed handles by which the boundary packages pass C objects (a pool, a
-// burst, a ring) to each other.
+// pmd is the module's one DPDK boundary: it alone uses cgo, unsafe and
+// go-dpdk (internal/tools/checkunsafe enforces it). Above it, mempool,
+// dispatch, consumer and service are plain Go over its typed handles:
+// Mempool, Burst, Ring, RingSet, Native (a consumer written in C), Loop
+// (a poll loop's C state and its fused per-burst Step), Kernel (the
+// exception path), ProcessHost and ProcessSession (both sides of a
+// service process's shared memory). The C is in .c files with its
+// declarations in .h files: cdd.h (bursts, EAL, ports), lane.h and lane.c
+// (ring sets, native consumers, dispatch and the step, one translation
+// unit so that the step's parts inline), kernel.h/.c, svcctl.h (the
+// shared-memory contract with service processes) with svcctl.c,
+// svcdaemon.c and svcproc.c, gate.h/.c, quiesce.h/.c and tx.c. cgo and
+// unsafe live only in the *_cgo.go files, whose preambles only include
+// headers; eal.go, port.go and slots.go are plain Go.
 package pmd

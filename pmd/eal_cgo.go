@@ -2,35 +2,9 @@ package pmd
 
 /*
 #cgo pkg-config: libdpdk
-#include "cdd.h"
 #include <rte_launch.h>
-#include <rte_lcore.h>
 #include <rte_pdump.h>
-
-// cddLcoreLoop is lcore_cgo.go's exported job loop.
-extern int cddLcoreLoop(void *);
-
-// rte_errno is per thread: read it on the thread that called rte_eal_init.
-static int cdd_eal_init(int argc, char **argv, int *err)
-{
-	rte_errno = 0;
-	int rc = rte_eal_init(argc, argv);
-	*err = rte_errno;
-	return rc;
-}
-
-static int cdd_pdump_init(int *err)
-{
-	rte_errno = 0;
-	int rc = rte_pdump_init();
-	*err = rte_errno;
-	return rc;
-}
-
-static int cdd_lcore_launch(unsigned int lcore)
-{
-	return rte_eal_remote_launch(cddLcoreLoop, NULL, lcore);
-}
+#include "cdd.h"
 */
 import "C"
 

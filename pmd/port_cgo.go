@@ -2,51 +2,6 @@ package pmd
 
 /*
 #include "cdd.h"
-
-static int cdd_port_setup(uint16_t port, uint16_t nrxq, uint16_t ntxq,
-			  uint16_t nrxd, uint16_t ntxd, uint16_t mtu,
-			  struct rte_mempool *mp, const char **what)
-{
-	struct rte_eth_dev_info info;
-	struct rte_eth_conf conf;
-	int rc;
-
-	memset(&conf, 0, sizeof(conf));
-	*what = "dev_info_get";
-	if ((rc = rte_eth_dev_info_get(port, &info)) != 0)
-		return rc;
-	if (nrxq > 1) {
-		// Spread flows over queues with whatever hash the device supports.
-		conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
-		conf.rx_adv_conf.rss_conf.rss_hf =
-			(RTE_ETH_RSS_IP | RTE_ETH_RSS_TCP | RTE_ETH_RSS_UDP) & info.flow_type_rss_offloads;
-	}
-	if (mtu != 0)
-		conf.rxmode.mtu = mtu;
-	*what = "dev_configure";
-	if ((rc = rte_eth_dev_configure(port, nrxq, ntxq, &conf)) != 0)
-		return rc;
-	*what = "adjust_nb_rx_tx_desc";
-	if ((rc = rte_eth_dev_adjust_nb_rx_tx_desc(port, &nrxd, &ntxd)) != 0)
-		return rc;
-	int socket = rte_eth_dev_socket_id(port);
-	if (socket < 0)
-		socket = (int)rte_socket_id();
-	*what = "rx_queue_setup";
-	for (uint16_t q = 0; q < nrxq; q++)
-		if ((rc = rte_eth_rx_queue_setup(port, q, nrxd, socket, NULL, mp)) != 0)
-			return rc;
-	*what = "tx_queue_setup";
-	for (uint16_t q = 0; q < ntxq; q++)
-		if ((rc = rte_eth_tx_queue_setup(port, q, ntxd, socket, NULL)) != 0)
-			return rc;
-	return 0;
-}
-
-static int cdd_queue_stats(uint16_t port, struct rte_eth_stats *st)
-{
-	return rte_eth_stats_get(port, st);
-}
 */
 import "C"
 
@@ -83,14 +38,14 @@ func (p *Port) Name() string { return p.name }
 // Configure sets up queues, descriptors, MTU and promiscuous mode; RX
 // queues take their mbufs from pool. RSS is enabled when there is more
 // than one RX queue.
-func (p *Port) Configure(cfg PortConfig, pool *CMempool) error {
+func (p *Port) Configure(cfg PortConfig, pool *Mempool) error {
 	if err := cfg.validate(); err != nil {
 		return fmt.Errorf("pmd: configure port %d (%s): %w", p.id, p.name, err)
 	}
 	var what *C.char
 	rc := C.cdd_port_setup(C.uint16_t(p.id), C.uint16_t(cfg.RxQueues), C.uint16_t(cfg.TxQueues),
 		C.uint16_t(cfg.RxDescriptors), C.uint16_t(cfg.TxDescriptors), C.uint16_t(cfg.MTU),
-		(*C.struct_rte_mempool)(unsafe.Pointer(pool)), &what)
+		pool.c(), &what)
 	if rc != 0 {
 		return fmt.Errorf("pmd: configure port %d (%s): %s: %w", p.id, p.name, C.GoString(what), Errno(-rc))
 	}

@@ -51,7 +51,7 @@
 // goroutine's owner polls each in turn.
 //
 // Copies. Each payload byte a session moves through the daemon
-// (roce/session over consumer.RingIO and pmd) is copied, and read for
+// (roce/session over internal/roced.RingIO and pmd) is copied, and read for
 // the ICRC, this many times:
 //
 //	send: Session.Send: caller → registered send buffer      (1)
@@ -74,7 +74,7 @@
 // transmit mbufs (allocated in bulk, one crossing, frames built by (2)
 // straight into their data room, lengths set at rte_eth_tx_burst, refused
 // ones kept in order for the next round): an optional extension of
-// PacketIO implemented by consumer.RingIO over new pmd calls (one segment
+// PacketIO implemented by internal/roced.RingIO over new pmd calls (one segment
 // per frame, as TxCopy already needs, which the configuration's data_room
 // check ensures). That belongs with the dispatch, consumer and pmd
 // packages and is not done here. On receive, (1) is the verbs contract

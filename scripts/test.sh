@@ -17,8 +17,8 @@ echo "== gofmt / go vet / checkunsafe"
 bad=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [ -n "$bad" ]; then echo "gofmt needed: $bad" >&2; exit 1; fi
 go vet ./...
-# unsafe and cgo only in the *_cgo.go files of pmd, mempool, dispatch and
-# consumer, and no unsafe.Pointer in any exported API.
+# unsafe and cgo only in the *_cgo.go files of pmd, C sources only in pmd,
+# and no unsafe.Pointer in any exported API.
 go run ./internal/tools/checkunsafe
 
 tally=$(mktemp -d)

@@ -49,7 +49,7 @@ type Config struct {
 // Node is the RoCE termination of one port.
 type Node struct {
 	log      *slog.Logger
-	io       *consumer.RingIO
+	io       *RingIO
 	ep       *roce.Endpoint
 	cm       *cm.Manager
 	mem      *mempool.Memory
@@ -94,7 +94,7 @@ func New(cfg Config) (_ *Node, err error) {
 			n.Close()
 		}
 	}()
-	if n.io, err = consumer.NewRingIO(cfg.Lanes, cfg.Port, cfg.TxQueue, cfg.Pool, cfg.Burst); err != nil {
+	if n.io, err = NewRingIO(cfg.Lanes, cfg.Port, cfg.TxQueue, cfg.Pool, cfg.Burst); err != nil {
 		return nil, err
 	}
 	n.mem = mempool.NewMemory("cdd_roce", r.MemoryMB<<20)

@@ -12,7 +12,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/cephdpdkd/cephdpdkd/consumer"
 	"github.com/cephdpdkd/cephdpdkd/dispatch"
 	"github.com/cephdpdkd/cephdpdkd/internal/config"
 	"github.com/cephdpdkd/cephdpdkd/internal/roced"
@@ -134,7 +133,7 @@ func (lp *loopPort) drain() int {
 // undelivered); the refusals are counted apart.
 func TestRingIOKeepsRefusedFrames(t *testing.T) {
 	lp := newLoopPort(t, "keep", "net_ring7")
-	io, err := consumer.NewRingIO(lp.lanes, lp.port.ID(), 0, lp.pool, 32)
+	io, err := roced.NewRingIO(lp.lanes, lp.port.ID(), 0, lp.pool, 32)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,13 +39,15 @@ type Config struct {
 
 // Check parses every Go file of the module under c.Root, build
 // constraints ignored and testdata, vendor and hidden directories
-// skipped, and returns the findings in file order.
+// skipped, and returns the findings in file order. A package outside
+// c.Allow may hold no C sources either (cgo would compile them into it).
 func Check(c Config) ([]Finding, error) {
 	mod, err := modulePath(filepath.Join(c.Root, "go.mod"))
 	if err != nil {
 		return nil, err
 	}
 	byDir := map[string][]string{} // package directory → its files
+	cDir := map[string][]string{}  // directory → its C sources
 	err = filepath.WalkDir(c.Root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -63,8 +65,11 @@ func Check(c Config) ([]Finding, error) {
 			}
 			return nil
 		}
-		if strings.HasSuffix(name, ".go") {
+		switch filepath.Ext(name) {
+		case ".go":
 			byDir[filepath.Dir(p)] = append(byDir[filepath.Dir(p)], p)
+		case ".c", ".h", ".S", ".cc", ".cpp":
+			cDir[filepath.Dir(p)] = append(cDir[filepath.Dir(p)], p)
 		}
 		return nil
 	})
@@ -98,6 +103,14 @@ func Check(c Config) ([]Finding, error) {
 			}
 		}
 		findings = append(findings, checkAPI(fset, files, path.Base(pkg))...)
+		if !allowed {
+			// cgo compiles a package's C sources with it; a folder
+			// without Go files (eBPF programs) is no package's.
+			for _, name := range cDir[dir] {
+				findings = append(findings, Finding{Pos: token.Position{Filename: name},
+					Msg: fmt.Sprintf("%s holds C source %s: only the DPDK boundary packages may", pkg, filepath.Base(name))})
+			}
+		}
 	}
 	return findings, nil
 }

@@ -67,6 +67,9 @@ func fixture(t *testing.T) string {
 // wantAll are the findings in testdata/mod with pmd and dispatch allowed.
 var wantAll = []string{
 	"dispatch/ring_cgo.go:9 dispatch.Ring.Pointer",
+	// cgo and C sources above the boundary.
+	"consumer/native_cgo.go:6 -",
+	"consumer/native.h:0 -",
 	// Imports in the wrong place.
 	"pmd/helper.go:3 -",      // a boundary package, not a *_cgo.go file
 	"pmd/helper_test.go:3 -", // tests too
@@ -115,6 +118,34 @@ func TestCheckMessages(t *testing.T) {
 	} {
 		if !strings.Contains(all, want) {
 			t.Errorf("no finding %q in\n%s", want, all)
+		}
+	}
+}
+
+// TestBoundary checks the fixture with the default boundary, pmd alone:
+// dispatch's unsafe import, allowed above, is refused now, with
+// consumer's cgo and C header.
+func TestBoundary(t *testing.T) {
+	root := fixture(t)
+	fs, err := Check(Config{Root: root, Allow: boundary})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append(slices.Clone(wantAll), "dispatch/ring_cgo.go:3 -")
+	slices.Sort(want)
+	if g := got(t, root, fs); !slices.Equal(g, want) {
+		t.Errorf("findings:\n%s\nwant:\n%s", strings.Join(g, "\n"), strings.Join(want, "\n"))
+	}
+	var text []string
+	for _, f := range fs {
+		text = append(text, f.String())
+	}
+	for _, want := range []string{
+		`dispatch/ring_cgo.go:3:8: example.com/m/dispatch imports "unsafe": only the DPDK boundary packages may`,
+		`consumer/native.h: example.com/m/consumer holds C source native.h: only the DPDK boundary packages may`,
+	} {
+		if !strings.Contains(strings.Join(text, "\n"), want) {
+			t.Errorf("no finding %q in\n%s", want, strings.Join(text, "\n"))
 		}
 	}
 }

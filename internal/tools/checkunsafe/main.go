@@ -1,14 +1,15 @@
 // Command checkunsafe enforces the DPDK boundary, in the way gVisor's
-// checkunsafe analyzer does: only the boundary packages (pmd, mempool,
-// dispatch, consumer, and service, a service process's side) may import "unsafe" or "C", and only in their
-// *_cgo.go files; and no package's exported API (exported functions'
+// checkunsafe analyzer does: only the boundary package, pmd, may import
+// "unsafe" or "C", only in its *_cgo.go files, and only it may hold C
+// sources (.c, .h: a folder without Go files, such as eBPF programs',
+// is no package's); and no package's exported API (exported functions'
 // and methods' parameters and results, exported types and their exported
 // fields, exported variables) may use unsafe.Pointer, so that what
 // crosses the boundary is a typed handle.
 //
 // Usage:
 //
-//	checkunsafe [-allow pmd,mempool,dispatch,consumer,service] [module-root]
+//	checkunsafe [-allow pmd] [module-root]
 //
 // It parses every Go file of the module, whatever its build constraints
 // (so a file built only on another architecture is checked too), and
@@ -23,8 +24,9 @@ import (
 	"strings"
 )
 
-// boundary lists the packages that hold cgo and unsafe.
-var boundary = []string{"pmd", "mempool", "dispatch", "consumer", "service"}
+// boundary lists the packages that hold cgo and unsafe: the one DPDK
+// boundary.
+var boundary = []string{"pmd"}
 
 func main() {
 	allow := flag.String("allow", strings.Join(boundary, ","), "comma-separated `packages` (directories under the module root) whose *_cgo.go files may import unsafe and C")

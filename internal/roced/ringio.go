@@ -1,9 +1,10 @@
-package consumer
+package roced
 
 import (
 	"fmt"
 	"sync/atomic"
 
+	"github.com/cephdpdkd/cephdpdkd/consumer"
 	"github.com/cephdpdkd/cephdpdkd/dispatch"
 	"github.com/cephdpdkd/cephdpdkd/mempool"
 	"github.com/cephdpdkd/cephdpdkd/pmd"
@@ -27,7 +28,7 @@ type RingIO struct {
 	pool    *mempool.Pool
 	burst   *pmd.Burst
 	scratch pmd.TxScratch
-	Counts
+	consumer.Counts
 	// TxRefused counts frames SendBurst did not transmit: the TX queue
 	// was full or the pool had no mbuf to copy them into.
 	TxRefused atomic.Uint64
@@ -39,7 +40,7 @@ type RingIO struct {
 func NewRingIO(lanes *dispatch.RingSet, port, queue uint16, pool *mempool.Pool, burst int) (*RingIO, error) {
 	b, err := pmd.NewBurst(burst)
 	if err != nil {
-		return nil, fmt.Errorf("consumer: ring io for %q: %w", lanes.Rings()[0].Name(), err)
+		return nil, fmt.Errorf("roced: ring io for %q: %w", lanes.Rings()[0].Name(), err)
 	}
 	return &RingIO{lanes: lanes, port: port, queue: queue, pool: pool, burst: b}, nil
 }

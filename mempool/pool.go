@@ -1,18 +1,7 @@
 package mempool
 
-/*
-#cgo pkg-config: libdpdk
-#include <rte_config.h>
-#include <rte_mempool.h>
-#include <rte_mbuf.h>
-*/
-import "C"
-
 import (
 	"fmt"
-	"unsafe"
-
-	dpdkmempool "github.com/yerden/go-dpdk/mempool"
 
 	"github.com/cephdpdkd/cephdpdkd/pmd"
 )
@@ -21,7 +10,7 @@ import (
 type Pool struct {
 	name string
 	size int
-	mp   *dpdkmempool.Mempool
+	mp   *pmd.Mempool
 }
 
 // Config describes a pool to create.
@@ -35,12 +24,11 @@ type Config struct {
 
 // New creates an mbuf pool.
 func New(cfg Config) (*Pool, error) {
-	if cfg.Size <= 0 || cfg.DataRoom <= C.RTE_PKTMBUF_HEADROOM || cfg.DataRoom > 65535 {
+	if cfg.Size <= 0 || cfg.DataRoom <= pmd.MbufHeadroom || cfg.DataRoom > 65535 {
 		return nil, fmt.Errorf("mempool: pool %q: size %d, data room %d: want size > 0 and data room in %d..65535",
-			cfg.Name, cfg.Size, cfg.DataRoom, C.RTE_PKTMBUF_HEADROOM+1)
+			cfg.Name, cfg.Size, cfg.DataRoom, pmd.MbufHeadroom+1)
 	}
-	mp, err := dpdkmempool.CreateMbufPool(cfg.Name, uint32(cfg.Size), uint16(cfg.DataRoom),
-		dpdkmempool.OptCacheSize(uint32(cfg.CacheSize)), dpdkmempool.OptSocket(cfg.Socket))
+	mp, err := pmd.NewMempool(cfg.Name, cfg.Size, cfg.CacheSize, cfg.DataRoom, cfg.Socket)
 	if err != nil {
 		return nil, fmt.Errorf("mempool: create pool %q of %d mbufs × %d bytes: %w", cfg.Name, cfg.Size, cfg.DataRoom, err)
 	}
@@ -53,19 +41,15 @@ func (p *Pool) Name() string { return p.name }
 // Size returns the number of mbufs in the pool.
 func (p *Pool) Size() int { return p.size }
 
-// C returns the pool's struct rte_mempool for port setup and TX
-// (pmd.Port.Configure, pmd.TxCopy) and cgo code in other packages.
-func (p *Pool) C() *pmd.CMempool { return (*pmd.CMempool)(unsafe.Pointer(p.mp)) }
+// C returns the pool's DPDK handle, for port setup and TX
+// (pmd.Port.Configure, pmd.TxCopy) and a service process's rings.
+func (p *Pool) C() *pmd.Mempool { return p.mp }
 
 // Available counts free mbufs, including those in per-lcore caches.
-func (p *Pool) Available() int {
-	return int(C.rte_mempool_avail_count((*C.struct_rte_mempool)(unsafe.Pointer(p.mp))))
-}
+func (p *Pool) Available() int { return p.mp.Available() }
 
 // InUse counts mbufs held by queues, rings and consumers.
-func (p *Pool) InUse() int {
-	return int(C.rte_mempool_in_use_count((*C.struct_rte_mempool)(unsafe.Pointer(p.mp))))
-}
+func (p *Pool) InUse() int { return p.mp.InUse() }
 
 // Close checks that every mbuf came back, then frees the pool. On a leak it
 // still frees the pool and returns an ErrLeak naming the count.

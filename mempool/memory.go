@@ -1,18 +1,12 @@
 package mempool
 
-/*
-#include <rte_config.h>
-#include <rte_malloc.h>
-#include <stdlib.h>
-*/
-import "C"
-
 import (
 	"errors"
 	"fmt"
 	"os"
 	"sync"
-	"unsafe"
+
+	"github.com/cephdpdkd/cephdpdkd/pmd"
 )
 
 // ErrNoMemory is returned when DPDK memory is exhausted or over a limit.
@@ -22,21 +16,21 @@ var ErrNoMemory = errors.New("mempool: out of DPDK memory")
 // memory under --no-huge) as byte slices: the backing store for RoCE
 // memory regions. It satisfies roce.Allocator.
 type Memory struct {
-	name  *C.char
+	name  string
 	limit int
 
 	mu struct {
 		sync.Mutex
 		inUse int
-		live  map[unsafe.Pointer]int
+		live  map[*byte][]byte // by first byte
 	}
 }
 
 // NewMemory returns an allocator of at most limit bytes (0: no limit),
 // tagged name in DPDK's malloc statistics.
 func NewMemory(name string, limit int) *Memory {
-	m := &Memory{name: C.CString(name), limit: limit}
-	m.mu.live = map[unsafe.Pointer]int{}
+	m := &Memory{name: name, limit: limit}
+	m.mu.live = map[*byte][]byte{}
 	return m
 }
 
@@ -50,13 +44,12 @@ func (m *Memory) Alloc(size int) ([]byte, error) {
 	if m.limit > 0 && m.mu.inUse+size > m.limit {
 		return nil, fmt.Errorf("%w: %d bytes asked, %d of %d in use", ErrNoMemory, size, m.mu.inUse, m.limit)
 	}
-	p := C.rte_zmalloc(m.name, C.size_t(size), C.RTE_CACHE_LINE_SIZE)
-	if p == nil {
+	b := pmd.Zmalloc(m.name, size)
+	if b == nil {
 		return nil, fmt.Errorf("%w: %d bytes", ErrNoMemory, size)
 	}
 	m.mu.inUse += size
-	m.mu.live[p] = size
-	b := unsafe.Slice((*byte)(p), size)
+	m.mu.live[&b[0]] = b
 	prefault(b)
 	return b, nil
 }
@@ -79,16 +72,15 @@ func (m *Memory) Free(b []byte) {
 	if len(b) == 0 {
 		return
 	}
-	p := unsafe.Pointer(&b[0])
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	size, ok := m.mu.live[p]
+	all, ok := m.mu.live[&b[0]]
 	if !ok {
 		return
 	}
-	delete(m.mu.live, p)
-	m.mu.inUse -= size
-	C.rte_free(p)
+	delete(m.mu.live, &b[0])
+	m.mu.inUse -= len(all)
+	pmd.FreeMemory(all)
 }
 
 // InUse returns the bytes currently allocated.
@@ -103,14 +95,10 @@ func (m *Memory) Close() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	n := m.mu.inUse
-	for p := range m.mu.live {
-		C.rte_free(p)
+	for _, b := range m.mu.live {
+		pmd.FreeMemory(b)
 	}
-	m.mu.live = map[unsafe.Pointer]int{}
+	m.mu.live = map[*byte][]byte{}
 	m.mu.inUse = 0
-	if m.name != nil {
-		C.free(unsafe.Pointer(m.name))
-		m.name = nil
-	}
 	return n
 }

@@ -1,17 +1,8 @@
 package consumer
 
-/*
-#cgo pkg-config: libdpdk
-#cgo CFLAGS: -I${SRCDIR}/../dispatch -I${SRCDIR}/../pmd
-#include <rte_malloc.h>
-#include "native.h"
-*/
-import "C"
-
 import (
 	"fmt"
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/cephdpdkd/cephdpdkd/dispatch"
 	"github.com/cephdpdkd/cephdpdkd/pmd"
@@ -22,6 +13,13 @@ type Counts struct {
 	Packets atomic.Uint64
 	Bytes   atomic.Uint64
 	Drops   atomic.Uint64
+}
+
+// store sets c to the C side's counters.
+func (c *Counts) store(from pmd.Counters) {
+	c.Packets.Store(from.Packets)
+	c.Bytes.Store(from.Bytes)
+	c.Drops.Store(from.Drops)
 }
 
 // Total is a snapshot of Counts, added up over several consumers (the
@@ -35,54 +33,27 @@ func (t *Total) Add(c *Counts) {
 	t.Drops += c.Drops.Load()
 }
 
-// native is a consumer implemented in C (native.h). A poll loop runs it
-// inside its single cgo call per iteration (dispatch.NativeConsumer);
+// native is a consumer implemented in C (pmd.Native). A poll loop runs
+// it inside its single cgo call per iteration (dispatch.NativeConsumer);
 // Poll runs it on its own, for callers outside a poll loop.
 type native struct {
-	c *C.struct_cdd_native
-}
-
-func newNative(kind int, lanes *dispatch.RingSet, burst int) (native, error) {
-	if burst < 1 || burst > pmd.MaxBurst {
-		return native{}, fmt.Errorf("consumer: burst %d outside 1..%d", burst, pmd.MaxBurst)
-	}
-	c := (*C.struct_cdd_native)(C.rte_zmalloc(nil, C.sizeof_struct_cdd_native, C.RTE_CACHE_LINE_SIZE))
-	if c == nil {
-		return native{}, fmt.Errorf("consumer: for ring %q: out of DPDK memory", lanes.Rings()[0].Name())
-	}
-	c.lanes = ringset(lanes)
-	c.kind = C.uint16_t(kind)
-	c.burst = C.uint16_t(burst)
-	return native{c: c}, nil
-}
-
-// ring and ringset convert dispatch's handles to this package's C types.
-func ring(r *dispatch.Ring) *C.struct_rte_ring {
-	return (*C.struct_rte_ring)(unsafe.Pointer(r.C()))
-}
-
-func ringset(s *dispatch.RingSet) *C.struct_cdd_ringset {
-	return (*C.struct_cdd_ringset)(unsafe.Pointer(s.C()))
+	n *pmd.Native
 }
 
 // Native returns the C consumer for the poll loop.
-func (n native) Native() *pmd.CNative { return (*pmd.CNative)(unsafe.Pointer(n.c)) }
+func (n native) Native() *pmd.Native { return n.n }
 
-func (n native) poll() int { return int(C.cdd_native_run(n.c)) }
+func (n native) poll() int { return n.n.Run() }
 
 // load copies the C counters into counts. The C side is written only by
 // the owning poll loop, which calls this after running it.
 func (n native) load(into *Counts) {
-	into.Packets.Store(uint64(n.c.pkts))
-	into.Bytes.Store(uint64(n.c.bytes))
-	into.Drops.Store(uint64(n.c.drops))
+	into.store(n.n.Counters())
 }
 
-func (n native) close() {
-	if n.c != nil {
-		C.cdd_native_release(n.c)
-		C.rte_free(unsafe.Pointer(n.c))
-	}
+func (n *native) close() {
+	n.n.Free()
+	n.n = nil
 }
 
 // Sink counts and frees every packet of its lanes.
@@ -96,11 +67,11 @@ var _ dispatch.NativeConsumer = (*Sink)(nil)
 // NewSink creates a counting sink draining lanes in bursts of burst
 // packets.
 func NewSink(lanes *dispatch.RingSet, burst int) (*Sink, error) {
-	n, err := newNative(C.CDD_NATIVE_SINK, lanes, burst)
+	n, err := pmd.NewSink(lanes, burst)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("consumer: %w", err)
 	}
-	return &Sink{n: n}, nil
+	return &Sink{n: native{n}}, nil
 }
 
 // Poll dequeues, counts and frees one burst.
@@ -111,7 +82,7 @@ func (s *Sink) Poll() int {
 }
 
 // Native returns the C sink, run by the poll loop.
-func (s *Sink) Native() *pmd.CNative { return s.n.Native() }
+func (s *Sink) Native() *pmd.Native { return s.n.Native() }
 
 // Publish makes the C counters visible through Counts.
 func (s *Sink) Publish() { s.n.load(&s.Counts) }
@@ -120,7 +91,6 @@ func (s *Sink) Publish() { s.n.load(&s.Counts) }
 func (s *Sink) Close() {
 	s.Publish()
 	s.n.close()
-	s.n.c = nil
 }
 
 // Forwarder transmits its lanes' packets out a port TX queue.
@@ -134,12 +104,11 @@ var _ dispatch.NativeConsumer = (*Forwarder)(nil)
 // NewForwarder creates a forwarder from lanes to port's TX queue. Only
 // one lcore may use a TX queue.
 func NewForwarder(lanes *dispatch.RingSet, port, queue uint16, burst int) (*Forwarder, error) {
-	n, err := newNative(C.CDD_NATIVE_FORWARD, lanes, burst)
+	n, err := pmd.NewForwarder(lanes, port, queue, burst)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("consumer: %w", err)
 	}
-	n.c.port, n.c.queue = C.uint16_t(port), C.uint16_t(queue)
-	return &Forwarder{n: n}, nil
+	return &Forwarder{n: native{n}}, nil
 }
 
 // Poll offers held packets and one more burst from the ring to the TX queue.
@@ -150,7 +119,7 @@ func (f *Forwarder) Poll() int {
 }
 
 // Native returns the C forwarder, run by the poll loop.
-func (f *Forwarder) Native() *pmd.CNative { return f.n.Native() }
+func (f *Forwarder) Native() *pmd.Native { return f.n.Native() }
 
 // Publish makes the C counters visible through Counts.
 func (f *Forwarder) Publish() { f.n.load(&f.Counts) }
@@ -158,11 +127,10 @@ func (f *Forwarder) Publish() { f.n.load(&f.Counts) }
 // Close frees packets still waiting for TX space, counting them as drops,
 // and releases the forwarder's C memory.
 func (f *Forwarder) Close() {
-	if f.n.c == nil {
+	if f.n.n == nil {
 		return
 	}
-	C.cdd_native_release(f.n.c)
+	f.n.n.Release()
 	f.Publish()
 	f.n.close()
-	f.n.c = nil
 }
