@@ -24,9 +24,9 @@ var Layers = []Layer{
 	{2, "plain Go over typed handles", []string{"mempool", "service"}},
 	{3, "poll loops and lanes", []string{"dispatch"}},
 	{4, "consumers", []string{"consumer"}},
-	{5, "the RoCE node, test environments", []string{"internal/roced", "internal/testenv"}},
+	{5, "the RoCE node, test environments", []string{"internal/roced", "internal/testenv", "internal/testenv/rocenode"}},
 	{6, "the data path from a config", []string{"internal/daemon"}},
-	{7, "commands", []string{"cmd/cephdpdkd", "cmd/cephdpdk-dump"}},
+	{7, "commands", []string{"cmd/cephdpdkd", "cmd/cephdpdk-dump", "internal/tools/tryceph"}},
 }
 
 // Boundary is the one package that may use cgo.
