@@ -33,7 +33,7 @@ const (
 // TestCephOverRoCE runs the RoCE tests on one node (startRoCENode: a
 // cluster, the daemon and a booted Soft-RoCE guest), one subtest each,
 // in order, rather than set up a node for each. Each subtest starts from
-// a clean node (prepare: the daemon running, the OSD up, no
+// a clean node (prepare: the daemon running, the OSD and monitor up, no
 // loss rule, no bridged connection) and ends by checking
 // that it left the node clean (finish: no QP, bridged connection or TCP
 // socket of the bridge's, no RNR NAK, no fd or goroutine leaked, and
@@ -56,6 +56,7 @@ func TestCephOverRoCE(t *testing.T) {
 	}{
 		{"Bridge", testRoCEBridge},
 		{"Faults", testRoCEFaults},
+		{"MonRestart", testRoCEMonRestart},
 		{"Lossy", testRoCELossy},
 	} {
 		t.Run(sub.name, func(t *testing.T) {
@@ -368,7 +369,7 @@ func (rn *roceNode) startDaemon(t *testing.T) {
 }
 
 // prepare gives a subtest a clean node whatever the one before it left:
-// the daemon running, the OSD up, the guest's link
+// the daemon running, the OSD and the monitor up, the guest's link
 // without loss, no client of the guest's running and no
 // bridged connection left.
 func (rn *roceNode) prepare(t *testing.T, logf func(string, ...any)) {
@@ -382,6 +383,12 @@ func (rn *roceNode) prepare(t *testing.T, logf func(string, ...any)) {
 			t.Fatal(err)
 		}
 		logf("prepare: the OSD was down; started again")
+	}
+	if rn.cl.MonPid() == 0 {
+		if err := rn.cl.RestartMon(rn.ctx); err != nil {
+			t.Fatal(err)
+		}
+		logf("prepare: the monitor was down; started again")
 	}
 	select {
 	case <-rn.d.exited:
