@@ -34,7 +34,7 @@ const (
 // cluster, the daemon and a booted Soft-RoCE guest), one subtest each,
 // in order, rather than set up a node for each. Each subtest starts from
 // a clean node (prepare: the daemon running, the OSD and monitor up, no
-// loss rule, no bridged connection) and ends by checking
+// loss rule or netem qdisc, no bridged connection) and ends by checking
 // that it left the node clean (finish: no QP, bridged connection or TCP
 // socket of the bridge's, no RNR NAK, no fd or goroutine leaked, and
 // every mbuf back when the daemon stops). `-run TestCephOverRoCE/Lossy`
@@ -58,6 +58,9 @@ func TestCephOverRoCE(t *testing.T) {
 		{"Faults", testRoCEFaults},
 		{"MonRestart", testRoCEMonRestart},
 		{"Lossy", testRoCELossy},
+		// Last: once, Lossy's burst of loss failed the client's
+		// connection (ETIMEDOUT) right after this.
+		{"Netem", testRoCENetem},
 	} {
 		t.Run(sub.name, func(t *testing.T) {
 			logf := stepLog(t)
@@ -370,12 +373,12 @@ func (rn *roceNode) startDaemon(t *testing.T) {
 
 // prepare gives a subtest a clean node whatever the one before it left:
 // the daemon running, the OSD and the monitor up, the guest's link
-// without loss, no client of the guest's running and no
+// without loss or netem, no client of the guest's running and no
 // bridged connection left.
 func (rn *roceNode) prepare(t *testing.T, logf func(string, ...any)) {
 	t.Helper()
 	setLoss(t, rn.br.NS, "")
-	if _, _, err := rn.g.Run(rn.ctx, "killall -9 rados cmtime 2>/dev/null; true"); err != nil {
+	if _, _, err := rn.g.Run(rn.ctx, "killall -9 rados cmtime 2>/dev/null; "+guestTC+" qdisc del dev eth0 root 2>/dev/null; true"); err != nil {
 		t.Fatal(err)
 	}
 	if rn.cl.OSDPid() == 0 {
