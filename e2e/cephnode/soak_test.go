@@ -89,8 +89,8 @@ func (l *soakLedger) acked(client string) int {
 // load: a TCP client in the bridge's namespace puts 64 KiB objects
 // through the daemon's kernel path, and a Soft-RoCE client in the guest
 // puts 256 KiB ones through the bridge, each put a rados process whose
-// exit status is the acknowledgement. After each fault both clients must
-// have a put acknowledged before the next fault. At the end every
+// exit status is the acknowledgement. Once each fault is over, both
+// clients must have a put acknowledged before the next. At the end every
 // acknowledged object is read back by a TCP client and compared by
 // sha256, and the node must be idle and clean (finish). It prints, and
 // logs, one row per fault kind:
@@ -134,12 +134,15 @@ func TestSoak(t *testing.T) {
 		}
 		fault := soakFaults[i%len(soakFaults)]
 		roce.poll(l)
-		tcp0, roce0 := l.acked("tcp"), l.acked("roce")
 		l.inject(fault)
 		start := time.Now()
 		rn.injectSoakFault(t, logf, fault)
-		logf("soak: %s injected in %.1f s", fault, time.Since(start).Seconds())
-		// Both clients recover before the next fault.
+		injected := time.Since(start).Seconds()
+		logf("soak: %s injected in %.1f s", fault, injected)
+		// Both clients recover before the next fault: each has a put
+		// acknowledged once the fault is over.
+		roce.poll(l)
+		tcp0, roce0 := l.acked("tcp"), l.acked("roce")
 		for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(time.Second) {
 			roce.poll(l)
 			if l.acked("tcp") > tcp0 && l.acked("roce") > roce0 {
@@ -150,7 +153,7 @@ func TestSoak(t *testing.T) {
 					fault, l.acked("tcp")-tcp0, l.acked("roce")-roce0, rn.netState())
 			}
 		}
-		logf("soak: both clients acknowledged a put again %.1f s after %s began", time.Since(start).Seconds(), fault)
+		logf("soak: both clients acknowledged a put again %.1f s after %s was over", time.Since(start).Seconds()-injected, fault)
 		if next = next.Add(slot); next.Before(time.Now()) {
 			next = time.Now()
 		}
