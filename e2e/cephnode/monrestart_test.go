@@ -63,6 +63,7 @@ func testRoCEMonRestart(t *testing.T, rn *roceNode, logf func(string, ...any)) {
 			return !slices.ContainsFunc(now, func(s string) bool { return sameSocket(s, old) })
 		})
 		if len(left) == 0 {
+			logf("the bridge's TCP connections to the old monitor (%d) are gone", len(bridged))
 			break
 		}
 		if time.Now().After(deadline) {
@@ -71,7 +72,6 @@ func testRoCEMonRestart(t *testing.T, rn *roceNode, logf func(string, ...any)) {
 			break
 		}
 	}
-	logf("the bridge's TCP connections to the old monitor (%d) are gone", len(bridged))
 	// The client's side: the bench reaches the new monitor on a new
 	// rdma_cm connection, bridged to its TCP endpoint.
 	var after []int

@@ -580,10 +580,11 @@ var cmIDRE = regexp.MustCompile(`pid (\d+) .*src-addr [0-9.]+:(\d+) dst-addr ` +
 // guestConns returns the source ports of process pid's rdma_cm
 // connections to the node (to port, or to any port if port is 0), as
 // the guest's rdma tool lists them: by thread (rados's messenger
-// threads make them), so pid's threads are looked up too.
+// threads make them), so pid's threads are looked up too. A process that
+// is gone has none.
 func guestConns(t *testing.T, rn *roceNode, pid, port int) []int {
 	t.Helper()
-	cmd := fmt.Sprintf("ls /proc/%d/task && echo --- && rdma resource show cm_id", pid)
+	cmd := fmt.Sprintf("ls /proc/%d/task 2>/dev/null; echo ---; rdma resource show cm_id", pid)
 	out, code, err := rn.g.Run(rn.ctx, cmd)
 	tasks, cmIDs, found := strings.Cut(out, "---")
 	if err != nil || code != 0 || !found {
