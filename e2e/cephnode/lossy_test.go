@@ -51,7 +51,7 @@ func lossDropped(t *testing.T, ns string) int {
 	return n
 }
 
-// TestCephOverRoCELossy: Debian's rados over Soft-RoCE through the bridge
+// testRoCELossy: Debian's rados over Soft-RoCE through the bridge
 // on a link that drops 1% of the frames each way, then on one that loses
 // a burst of 50 consecutive frames. Every object reads back byte-
 // identical, the daemon sends no RNR NAK and leaves no QP or bridged
@@ -61,15 +61,8 @@ func lossDropped(t *testing.T, ns string) int {
 //	lossy-ratio <bench write MB/s lossy/lossless> <16 MiB put time lossless/lossy>
 //
 // measured in one run (speed is reported, not asserted).
-func TestCephOverRoCELossy(t *testing.T) {
-	requireTools(t)
-	if _, err := exec.LookPath("nft"); err != nil {
-		t.Fatalf("nft (Debian's nftables, installed by scripts/deps.sh): %v", err)
-	}
-	logf := stepLog(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	rn := startRoCENode(ctx, t, logf)
+func testRoCELossy(t *testing.T, rn *roceNode, logf func(string, ...any)) {
+	ctx := rn.ctx
 	pool := rn.cl.Pool()
 
 	const objSize = 16 << 20
@@ -160,17 +153,6 @@ func TestCephOverRoCELossy(t *testing.T) {
 		t.Errorf("the burst rule dropped %d frames, want 50", dropped)
 	}
 
-	waitMetric(t, rn.d, "cephdpdkd_roce_bridge_connections", func(v float64) bool { return v == 0 }, 60*time.Second)
-	if m, _ := rn.d.Metrics(); countSeries(m, "cephdpdkd_roce_qp_state{") != 0 {
-		t.Errorf("%d QPs left after the clients exited", countSeries(m, "cephdpdkd_roce_qp_state{"))
-	}
-	if v := endpointResponder(t, rn.d).rnrNaks; v != 0 {
-		t.Errorf("the daemon sent %v RNR NAKs", v)
-	}
-	log, err := rn.d.Stop(20 * time.Second)
-	if err != nil || !strings.Contains(log, "all mbufs returned") {
-		t.Fatalf("stop: %v\n%s", err, tail(log))
-	}
 }
 
 // rxeCounters are a guest's rxe hardware counters by name.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/cephcluster"
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv/qemuvm"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/rocenode"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/rxeguest"
 )
@@ -28,22 +29,55 @@ const (
 	roceGuestIP = rocenode.GuestIP
 )
 
-// TestCephOverRoCE: Debian's unmodified rados, in a Soft-RoCE guest in
-// rdma_cm mode, reads and writes a real cluster whose daemons speak TCP
-// on the node's kernel interface: cephdpdkd terminates the client's RoCE
-// connections on its DPDK port and bridges each to the daemon's TCP
-// endpoint at the same address. A TCP client uses the same cluster at
-// the same time.
+// TestCephOverRoCE runs the RoCE tests on one node (startRoCENode: a
+// cluster, the daemon and a booted Soft-RoCE guest), one subtest each,
+// in order, rather than set up a node for each. Each subtest starts from
+// a clean node (prepare: the daemon running, the OSD and monitor up, no
+// loss rule or netem qdisc, no bridged connection) and ends by checking
+// that it left the node clean (finish: no QP, bridged connection or TCP
+// socket of the bridge's, no RNR NAK, no fd or goroutine leaked, and
+// every mbuf back when the daemon stops). `-run TestCephOverRoCE/Lossy`
+// sets up the node and runs one.
 func TestCephOverRoCE(t *testing.T) {
 	requireTools(t)
 	if err := rxeguest.CephAvailable(); err != nil {
 		t.Skip(err)
 	}
-	logf := stepLog(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	if _, err := exec.LookPath("nft"); err != nil {
+		t.Fatalf("nft (Debian's nftables, installed by scripts/deps.sh): %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 24*time.Minute)
 	defer cancel()
+	rn := startRoCENode(ctx, t, stepLog(t))
+	for _, sub := range []struct {
+		name string
+		run  func(*testing.T, *roceNode, func(string, ...any))
+	}{
+		{"Bridge", testRoCEBridge},
+		{"Faults", testRoCEFaults},
+		{"MonRestart", testRoCEMonRestart},
+		{"Lossy", testRoCELossy},
+		// Last: once, Lossy's burst of loss failed the client's
+		// connection (ETIMEDOUT) right after this.
+		{"Netem", testRoCENetem},
+	} {
+		t.Run(sub.name, func(t *testing.T) {
+			logf := stepLog(t)
+			rn.prepare(t, logf)
+			sub.run(t, rn, logf)
+			rn.finish(t, logf)
+		})
+	}
+}
 
-	rn := startRoCENode(ctx, t, logf)
+// testRoCEBridge: Debian's unmodified rados, in a Soft-RoCE guest in
+// rdma_cm mode, reads and writes a real cluster whose daemons speak TCP
+// on the node's kernel interface: cephdpdkd terminates the client's RoCE
+// connections on its DPDK port and bridges each to the daemon's TCP
+// endpoint at the same address. A TCP client uses the same cluster at
+// the same time.
+func testRoCEBridge(t *testing.T, rn *roceNode, logf func(string, ...any)) {
+	ctx := rn.ctx
 	d, cl, g, br, node := rn.d, rn.cl, rn.g, rn.br, rn.node
 	netState := rn.netState
 
@@ -197,7 +231,10 @@ func TestCephOverRoCE(t *testing.T) {
 	}
 	waitMetric(t, d, "cephdpdkd_roce_bridge_connections", func(v float64) bool { return v >= 2 }, 30*time.Second)
 	time.Sleep(time.Second)
-	g.Run(ctx, "pkill -9 rados")
+	// The guest's busybox has killall, not pkill.
+	if out, code, err := g.Run(ctx, "killall -9 rados"); err != nil || code != 0 {
+		t.Fatalf("guest: killall -9 rados: exit %d, %v\n%s", code, err, out)
+	}
 	logf("rados killed mid-write")
 	waitMetric(t, d, "cephdpdkd_roce_bridge_connections", func(v float64) bool { return v == 0 }, 60*time.Second)
 	m, _ := d.Metrics()
@@ -215,11 +252,6 @@ func TestCephOverRoCE(t *testing.T) {
 		t.Errorf("the daemon sent %v RNR NAKs to a Ceph client", total.rnrNaks)
 	}
 
-	log, err := d.Stop(20 * time.Second)
-	if err != nil || !strings.Contains(log, "all mbufs returned") {
-		t.Fatalf("stop: %v\n%s", err, tail(log))
-	}
-	logf("daemon stopped: all mbufs returned")
 }
 
 // roceNode is a real Ceph cluster (mon and memstore OSD on TCP) in the
@@ -235,12 +267,23 @@ type roceNode struct {
 	ifname string
 	ctx    context.Context
 
+	// t is the test that owns the node: what it starts lives until that
+	// test ends, past the subtest that started it.
+	t                         *testing.T
 	bin, cfgPath, metricsAddr string // to start the daemon again
+	// base is the daemon's scrape when it started, before any client:
+	// what checkIdle measures leaks against.
+	base map[string]float64
 }
 
 func startRoCENode(ctx context.Context, t *testing.T, logf func(string, ...any)) *roceNode {
 	t.Helper()
 	n := rocenode.Start(t, buildDaemon(t), logf)
+	// Before any RoCE client: what checkIdle measures leaks against.
+	base, err := n.Daemon.Metrics()
+	if err != nil {
+		t.Fatal(err)
+	}
 	g, err := n.BootClient(ctx, t, "c1")
 	if err != nil {
 		t.Fatal(err)
@@ -263,7 +306,75 @@ func startRoCENode(ctx context.Context, t *testing.T, logf func(string, ...any))
 		}
 	}
 	return &roceNode{d: n.Daemon, cl: n.Cluster, g: g, br: n.Bridge, node: n.NS, ifname: n.Ifname, ctx: ctx,
-		bin: n.Bin, cfgPath: n.ConfigPath, metricsAddr: n.MetricsAddr}
+		t: t, bin: n.Bin, cfgPath: n.ConfigPath, metricsAddr: n.MetricsAddr, base: base}
+}
+
+// startDaemon starts the daemon again, as systemd would after it died or
+// was stopped, and takes its base scrape. It belongs to the node's test,
+// not to the subtest that calls it.
+func (rn *roceNode) startDaemon(t *testing.T) {
+	t.Helper()
+	rn.d = startDaemon(rn.t, rn.bin, rn.cfgPath, rn.metricsAddr)
+	var err error
+	if rn.base, err = rn.d.Metrics(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// prepare gives a subtest a clean node whatever the one before it left:
+// the daemon running, the OSD and the monitor up, the guest's link
+// without loss or netem, no client of the guest's running and no
+// bridged connection left.
+func (rn *roceNode) prepare(t *testing.T, logf func(string, ...any)) {
+	t.Helper()
+	setLoss(t, rn.br.NS, "")
+	if _, _, err := rn.g.Run(rn.ctx, "killall -9 rados cmtime 2>/dev/null; "+guestTC+" qdisc del dev eth0 root 2>/dev/null; true"); err != nil {
+		t.Fatal(err)
+	}
+	if rn.cl.OSDPid() == 0 {
+		if err := rn.cl.StartOSD(rn.ctx); err != nil {
+			t.Fatal(err)
+		}
+		logf("prepare: the OSD was down; started again")
+	}
+	if rn.cl.MonPid() == 0 {
+		if err := rn.cl.RestartMon(rn.ctx); err != nil {
+			t.Fatal(err)
+		}
+		logf("prepare: the monitor was down; started again")
+	}
+	select {
+	case <-rn.d.Exited():
+		rn.startDaemon(t)
+		logf("daemon started")
+	default:
+		waitMetric(t, rn.d, "cephdpdkd_roce_bridge_connections", func(v float64) bool { return v == 0 }, 60*time.Second)
+	}
+}
+
+// finish checks that a subtest left the node clean (checkIdle), then
+// stops the daemon and checks that every mbuf came back.
+func (rn *roceNode) finish(t *testing.T, logf func(string, ...any)) {
+	t.Helper()
+	select {
+	case <-rn.d.Exited():
+		log, err := rn.d.Stop(0)
+		t.Fatalf("the daemon is not running: %v\n%s", err, tail(log))
+	default:
+	}
+	rn.checkIdle(t, rn.base)
+	// The benches' objects go: the memstore OSD keeps them in RAM, and
+	// the next subtests write theirs.
+	cctx, cancel := context.WithTimeout(rn.ctx, 2*time.Minute)
+	defer cancel()
+	if out, err := rn.cl.Command(cctx, rn.br.NS, "rados", "-p", rn.cl.Pool(), "cleanup", "--prefix", "benchmark_data").CombinedOutput(); err != nil {
+		t.Errorf("rados cleanup: %v\n%s", err, out)
+	}
+	log, err := rn.d.Stop(20 * time.Second)
+	if err != nil || !strings.Contains(log, "all mbufs returned") {
+		t.Fatalf("stop: %v\n%s", err, tail(log))
+	}
+	logf("the node is idle; daemon stopped: all mbufs returned")
 }
 
 // netState is what the guest and the node's side of the link say of a
@@ -396,4 +507,48 @@ func guestNetState(ctx context.Context, g *rxeguest.Guest) string {
 func benchRepeat() int {
 	n, _ := strconv.Atoi(os.Getenv("CDD_BENCH_REPEAT"))
 	return max(n, 1)
+}
+
+// guestRadosPid returns the pid of the guest's rados whose command line
+// contains args, and whether there is one.
+func guestRadosPid(t *testing.T, rn *roceNode, args string) (int, bool) {
+	t.Helper()
+	// The guest's busybox has no pgrep.
+	cmd := fmt.Sprintf(`for p in $(pidof rados); do tr '\0' ' ' </proc/$p/cmdline | grep -qF -- %s && echo $p; done`, qemuvm.ShellQuote(args))
+	out, _, err := rn.g.Run(rn.ctx, cmd)
+	if err != nil {
+		t.Fatalf("guest: %s: %v", cmd, err)
+	}
+	pid, perr := strconv.Atoi(strings.TrimSpace(out))
+	return pid, perr == nil
+}
+
+// cmIDRE matches a connected rdma_cm ID of `rdma resource show cm_id` to
+// the node: the thread that made it, its source port and destination
+// port.
+var cmIDRE = regexp.MustCompile(`pid (\d+) .*src-addr [0-9.]+:(\d+) dst-addr ` + regexp.QuoteMeta(roceNodeIP) + `:(\d+)`)
+
+// guestConns returns the source ports of process pid's rdma_cm
+// connections to the node (to port, or to any port if port is 0), as
+// the guest's rdma tool lists them: by thread (rados's messenger
+// threads make them), so pid's threads are looked up too. A process that
+// is gone has none.
+func guestConns(t *testing.T, rn *roceNode, pid, port int) []int {
+	t.Helper()
+	cmd := fmt.Sprintf("ls /proc/%d/task 2>/dev/null; echo ---; rdma resource show cm_id", pid)
+	out, code, err := rn.g.Run(rn.ctx, cmd)
+	tasks, cmIDs, found := strings.Cut(out, "---")
+	if err != nil || code != 0 || !found {
+		t.Fatalf("guest: %s: exit %d, %v\n%s", cmd, code, err, out)
+	}
+	threads := strings.Fields(tasks)
+	var ports []int
+	for _, m := range cmIDRE.FindAllStringSubmatch(cmIDs, -1) {
+		src, _ := strconv.Atoi(m[2])
+		dst, _ := strconv.Atoi(m[3])
+		if slices.Contains(threads, m[1]) && (port == 0 || dst == port) {
+			ports = append(ports, src)
+		}
+	}
+	return ports
 }

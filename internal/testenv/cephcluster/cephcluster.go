@@ -686,3 +686,29 @@ func (c *Cluster) shutdown(t harness.TB) {
 		t.Logf("cephcluster: files kept in %s", c.dir)
 	}
 }
+
+// RestartMon stops the monitor cleanly (SIGTERM) if it runs, starts it
+// again with the same store, and waits until it is the leader again. Its
+// clients and the OSD see their sessions reset and must find it again.
+func (c *Cluster) RestartMon(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mon == nil {
+		return errors.New("cephcluster: no mon.a to restart")
+	}
+	if !c.mon.exited() {
+		if err := c.mon.stopClean(30 * time.Second); err != nil {
+			return fmt.Errorf("cephcluster: %w", err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
+	defer cancel()
+	var err error
+	if c.mon, err = c.startDaemon("mon.a", "ceph-mon", "-i", "a"); err != nil {
+		return fmt.Errorf("cephcluster: %w", err)
+	}
+	if err := c.waitAsok(ctx, c.mon, "mon_status", "leader"); err != nil {
+		return fmt.Errorf("cephcluster: %w", err)
+	}
+	return nil
+}
