@@ -40,9 +40,20 @@ const (
 // restoreThenRun is the main container's shell line in both manifests:
 // restore-nic before every start (a crashed container restarts without
 // its pod's init containers, or under cephadm without any), then the
-// daemon in the shell's place, so that SIGTERM reaches it.
-var restoreThenRun = fmt.Sprintf("%s restore-nic --config %s && exec %s run --config %s --status=off",
-	binPath, configPath, binPath, configPath)
+// daemon in the shell's place, so that SIGTERM reaches it. runDir is
+// where the container sees the host's /run/cephdpdkd, when not there.
+func restoreThenRun(runDir string) string {
+	flag := ""
+	if runDir != "" {
+		flag = " --run-dir " + runDir
+	}
+	return fmt.Sprintf("%s restore-nic --config %s%s && exec %s run --config %s%s --status=off",
+		binPath, configPath, flag, binPath, configPath, flag)
+}
+
+// cephadmHostRun is where the cephadm container sees the host's /run:
+// podman binds only sources that exist, and /run/cephdpdkd need not.
+const cephadmHostRun = "/run/host"
 
 // pod is the part of a DaemonSet's pod template the test checks.
 type pod struct {
@@ -206,7 +217,7 @@ func checkKube(k *kube) []error {
 	if want := []string{binPath, "restore-nic", "--config", configPath}; !slices.Equal(init.Command, want) {
 		bad("init container command %q, want %q", init.Command, want)
 	}
-	if want := []string{"/bin/sh", "-c", restoreThenRun}; !slices.Equal(main.Command, want) {
+	if want := []string{"/bin/sh", "-c", restoreThenRun("")}; !slices.Equal(main.Command, want) {
 		bad("main container command %q, want %q", main.Command, want)
 	}
 
@@ -322,8 +333,9 @@ func checkCephadm(s *cephadmSpec) []error {
 	if !s.Spec.Privileged {
 		bad("spec.privileged is not true")
 	}
-	if got := append([]string{s.Spec.Entrypoint}, s.ExtraEntrypointArgs...); !slices.Equal(got, []string{"/bin/sh", "-c", restoreThenRun}) {
-		bad("entrypoint and extra_entrypoint_args %q, want /bin/sh -c %q", got, restoreThenRun)
+	runDir := path.Join(cephadmHostRun, strings.TrimPrefix(nicbind.DefaultRunDir, "/run/"))
+	if got, want := append([]string{s.Spec.Entrypoint}, s.ExtraEntrypointArgs...), restoreThenRun(runDir); !slices.Equal(got, []string{"/bin/sh", "-c", want}) {
+		bad("entrypoint and extra_entrypoint_args %q, want /bin/sh -c %q", got, want)
 	}
 	// CONFIG_DIR: made by dirs, written by files, mounted where the
 	// commands read the configuration.
@@ -350,10 +362,13 @@ func checkCephadm(s *cephadmSpec) []error {
 		}
 		binds[opts["destination"]] = opts["source"]
 	}
-	for _, dir := range []string{nicbind.DefaultRunDir, hugepages.DefaultRunDir, "/lib/modules"} {
-		if binds[dir] != dir {
-			bad("spec.bind_mounts: %s is not the host's %s (%v)", dir, dir, binds)
+	for dst, src := range map[string]string{cephadmHostRun: path.Dir(nicbind.DefaultRunDir), "/lib/modules": "/lib/modules"} {
+		if binds[dst] != src {
+			bad("spec.bind_mounts: %s is not the host's %s (%v)", dst, src, binds)
 		}
+	}
+	if nicbind.DefaultRunDir != hugepages.DefaultRunDir || path.Dir(nicbind.DefaultRunDir) != "/run" {
+		bad("the state files are in %s and %s: not one directory of the host's /run", nicbind.DefaultRunDir, hugepages.DefaultRunDir)
 	}
 	return errs
 }
@@ -480,8 +495,9 @@ func TestManifestChecksFail(t *testing.T) {
 		{"rebinding config", kubeText, kubeErrs, `device: "` + afPacket + `"`, `device: "0000:3b:00.0"` + "\n      bind: {driver: vfio-pci, interface: storage0}", "port.bind rebinds"},
 		{"no warning", kubeText, kubeErrs, "does NOT exist yet", "does not exist yet", "warning at the top"},
 		{"cephadm unprivileged", cephadmText, cephadmErrs, "privileged: true", "privileged: false", "spec.privileged"},
-		{"cephadm no restore", cephadmText, cephadmErrs, "restore-nic --config /etc/cephdpdkd/cephdpdkd.yaml && ", "", "extra_entrypoint_args"},
-		{"cephadm run dir in the container", cephadmText, cephadmErrs, "'source=/run/cephdpdkd'", "'source=/var/lib/cephdpdkd'", "bind_mounts: /run/cephdpdkd"},
+		{"cephadm no restore", cephadmText, cephadmErrs, "restore-nic --config /etc/cephdpdkd/cephdpdkd.yaml --run-dir /run/host/cephdpdkd && ", "", "extra_entrypoint_args"},
+		{"cephadm run dir in the container", cephadmText, cephadmErrs, "'source=/run'", "'source=/var/lib/cephdpdkd'", "bind_mounts: /run/host"},
+		{"cephadm run dir not the host's", cephadmText, cephadmErrs, " --run-dir /run/host/cephdpdkd", "", "extra_entrypoint_args"},
 		{"cephadm config elsewhere", cephadmText, cephadmErrs, "CONFIG_DIR: /etc/cephdpdkd", "CONFIG_DIR: /etc/other", "no directory of spec.dirs"},
 		{"cephadm invalid config", cephadmText, cephadmErrs, "main_lcore: 0", "main_lcore: 7", "spec.files"},
 		{"cephadm rebinding config", cephadmText, cephadmErrs, `device: "` + afPacket + `"`, `device: "0000:3b:00.0"` + "\n        bind: {driver: vfio-pci, interface: storage0}", "port.bind rebinds"},
