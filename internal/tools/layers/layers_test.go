@@ -3,8 +3,10 @@ package layers
 import (
 	"bufio"
 	"bytes"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -123,6 +125,47 @@ func TestLayersListReal(t *testing.T) {
 		for _, p := range l.Packages {
 			if _, ok := pkgs[p]; !ok {
 				t.Errorf("layer %d names %s, which go list does not find", l.Rank, p)
+			}
+		}
+	}
+}
+
+// TestREADMETable checks the README's layer table against Layers: each
+// layer's row names exactly its packages (the boundary's row may also
+// name the leaves it imports).
+func TestREADMETable(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(b), "\n| layer | packages |\n")
+	if !ok {
+		t.Fatal("README has no layer table")
+	}
+	table, _, _ = strings.Cut(table, "\n\n")
+	row := regexp.MustCompile(`^\| (\d+) [^|]*\| (.*) \|$`)
+	name := regexp.MustCompile("`([^`]+)`")
+	rows := map[int][]string{}
+	for _, l := range strings.Split(table, "\n") {
+		m := row.FindStringSubmatch(l)
+		if m == nil {
+			continue
+		}
+		r, _ := strconv.Atoi(m[1])
+		for _, n := range name.FindAllStringSubmatch(m[2], -1) {
+			rows[r] = append(rows[r], n[1])
+		}
+	}
+	for _, l := range Layers {
+		got := rows[l.Rank]
+		for _, p := range l.Packages {
+			if !slices.Contains(got, p) {
+				t.Errorf("README's layer %d does not name %s", l.Rank, p)
+			}
+		}
+		for _, p := range got {
+			if !slices.Contains(l.Packages, p) && !(l.Rank == 1 && slices.Contains(BoundaryImports, p)) {
+				t.Errorf("README's layer %d names %s, which Layers puts elsewhere", l.Rank, p)
 			}
 		}
 	}
