@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -20,6 +19,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv/daemonproc"
 )
 
 const (
@@ -238,16 +239,6 @@ func TestMetricNamesExist(t *testing.T) {
 	}
 }
 
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // proc is a child process with its output in a file, killed at cleanup.
 type proc struct {
 	cmd  *exec.Cmd
@@ -388,7 +379,7 @@ func TestLivePrometheus(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
-	metricsAddr, promAddr := freePort(t), freePort(t)
+	metricsAddr, promAddr := daemonproc.FreeAddr(t), daemonproc.FreeAddr(t)
 	cfg, err := os.ReadFile(filepath.Join(root, "configs/cephdpdkd.yaml"))
 	if err != nil {
 		t.Fatal(err)
