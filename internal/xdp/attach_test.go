@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/logbuf"
+	"github.com/cephdpdkd/cephdpdkd/pmd"
 )
 
 // link is a veth pair: host in the root namespace, 10.231.N.1/24, and
@@ -99,7 +100,7 @@ func TestAttachRefuseDetach(t *testing.T) {
 	}
 	// A second program is refused, naming the attached one.
 	obj, _ := Object()
-	_, err = Attach(obj, l.hostIndex, Generic)
+	_, err = Attach(pmd.AttachXDP, obj, l.hostIndex, Generic)
 	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("program %d is attached", p.ID())) {
 		t.Fatalf("second Attach = %v, want a refusal naming program %d", err, p.ID())
 	}
@@ -117,6 +118,9 @@ func TestAttachRefuseDetach(t *testing.T) {
 // other traffic the kernel, and after testpmd exits the program must
 // still be attached, passing RoCE to the kernel (no_socket).
 func TestTestpmdAdopts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs dpdk-testpmd: in the full packages step")
+	}
 	if _, err := exec.LookPath("dpdk-testpmd"); err != nil {
 		t.Fatal("dpdk-testpmd is missing: run scripts/deps.sh")
 	}

@@ -11,8 +11,6 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
-
-	"github.com/cephdpdkd/cephdpdkd/pmd"
 )
 
 // The names libxdp looks for to adopt an attached program as its own
@@ -181,16 +179,21 @@ func (p *Program) SetAddress(a netip.Addr) error {
 	return nil
 }
 
-// Attach loads the object (Object's) and attaches its program to the
-// interface in mode m, then takes hold of it as Open does. It refuses an
-// interface that already has a program, naming it.
-func Attach(object []byte, ifindex int, m Mode) (*Program, error) {
+// Loader loads a BPF object and attaches its program named prog to an
+// interface with XDP_FLAGS_* flags, returning the program's id: the
+// daemon's is pmd.AttachXDP (libbpf, whose loaded BTF libxdp needs).
+type Loader func(object []byte, prog string, ifindex int, flags uint32) (id uint32, err error)
+
+// Attach loads the object (Object's) with load and attaches its program
+// to the interface in mode m, then takes hold of it as Open does. It
+// refuses an interface that already has a program, naming it.
+func Attach(load Loader, object []byte, ifindex int, m Mode) (*Program, error) {
 	link, err := netlink.LinkByIndex(ifindex)
 	if err != nil {
 		return nil, fmt.Errorf("xdp: interface %d: %w", ifindex, err)
 	}
 	name := link.Attrs().Name
-	id, err := pmd.AttachXDP(object, ProgramName, ifindex, unix.XDP_FLAGS_UPDATE_IF_NOEXIST|m.flags())
+	id, err := load(object, ProgramName, ifindex, unix.XDP_FLAGS_UPDATE_IF_NOEXIST|m.flags())
 	if err != nil {
 		if a, aerr := Attached(ifindex); aerr == nil && a.ID != 0 && a.ID != id {
 			return nil, fmt.Errorf("xdp: attaching to %s: program %d is attached (%s): %w", name, a.ID, a.Mode, err)

@@ -10,6 +10,8 @@ import (
 	"github.com/cilium/ebpf/asm"
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
+
+	"github.com/cephdpdkd/cephdpdkd/pmd"
 )
 
 const xdpPass = 2
@@ -31,7 +33,7 @@ func load(t *testing.T) (*Program, *link) {
 		t.Fatal(err)
 	}
 	l := newLink(t)
-	p, err := Attach(obj, l.hostIndex, Generic)
+	p, err := Attach(pmd.AttachXDP, obj, l.hostIndex, Generic)
 	if err != nil {
 		t.Fatal(err)
 	}

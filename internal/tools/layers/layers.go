@@ -21,7 +21,7 @@ type Layer struct {
 // of its own layer and lower ones, never a higher one.
 var Layers = []Layer{
 	{1, "the DPDK boundary: cgo, C, go-dpdk", []string{"pmd"}},
-	{2, "plain Go over typed handles", []string{"mempool", "service", "internal/xdp"}},
+	{2, "plain Go over typed handles", []string{"mempool", "service"}},
 	{3, "poll loops and lanes", []string{"dispatch"}},
 	{4, "consumers", []string{"consumer"}},
 	{5, "the RoCE node, test environments", []string{"internal/roced", "internal/testenv", "internal/testenv/rocenode"}},
