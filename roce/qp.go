@@ -621,29 +621,6 @@ func (qp *QP) PostRecv(wr *RecvWR) error {
 	return nil
 }
 
-// resolve turns SGEs into slices of registered memory, appending them to
-// dst (which has the capacity), and returns the total length.
-func (qp *QP) resolve(dst [][]byte, sgl []SGE, need Access) (int, error) {
-	return resolveSGL(qp.pd, dst, sgl, need)
-}
-
-func resolveSGL(pd *PD, dst [][]byte, sgl []SGE, need Access) (int, error) {
-	total := 0
-	for i := range sgl {
-		s := &sgl[i]
-		b, ok := pd.span(s.LKey, s.Addr, uint64(s.Length), need)
-		if !ok {
-			return 0, fmt.Errorf("sge %d (lkey %#x addr %#x len %d): %w", i, s.LKey, s.Addr, s.Length, ErrLocalProtection)
-		}
-		dst = append(dst, b)
-		total += len(b)
-	}
-	if total > MaxMessage {
-		return 0, fmt.Errorf("message of %d bytes: %w", total, ErrInvalidArgument)
-	}
-	return total, nil
-}
-
 func wrCompletionOpcode(op WROpcode) WCOpcode {
 	switch op {
 	case WRRDMAWrite, WRRDMAWriteWithImm:

@@ -167,58 +167,6 @@ func sendOpcode(op WROpcode, first, last bool) wire.Opcode {
 	return wire.OpRCSendMiddle
 }
 
-// gather returns n bytes at offset off of the WQE's memory, copying only
-// when they span SGEs.
-func (qp *QP) gather(sg [][]byte, off, n int) []byte {
-	if n == 0 {
-		return nil
-	}
-	for i, b := range sg {
-		if off >= len(b) {
-			off -= len(b)
-			continue
-		}
-		if off+n <= len(b) {
-			return b[off : off+n]
-		}
-		dst := qp.ep.gatherBuf[:n]
-		k := copy(dst, b[off:])
-		for _, b := range sg[i+1:] {
-			if k == n {
-				break
-			}
-			k += copy(dst[k:], b)
-		}
-		return dst
-	}
-	return nil
-}
-
-// scatter copies data into the memory sg describes, from offset off; it
-// reports false, copying nothing, when the data does not fit.
-func scatter(sg [][]byte, off int, data []byte) bool {
-	total := 0
-	for _, b := range sg {
-		total += len(b)
-	}
-	if off < 0 || len(data) > total-off {
-		return false
-	}
-	for _, b := range sg {
-		if len(data) == 0 {
-			break
-		}
-		if off >= len(b) {
-			off -= len(b)
-			continue
-		}
-		k := copy(b[off:], data)
-		data = data[k:]
-		off = 0
-	}
-	return true
-}
-
 // reqOutput builds the next request packet into buf and returns its
 // length, or 0 when the requester has nothing it may send now.
 func (qp *QP) reqOutput(buf []byte, now time.Time) int {
