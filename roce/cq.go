@@ -69,18 +69,11 @@ const (
 	WCRecvRDMAWithImm // an RDMA WRITE with immediate arrived
 )
 
+var wcOpcodeNames = [...]string{"send", "rdma-write", "rdma-read", "recv", "recv-rdma-with-imm"}
+
 func (o WCOpcode) String() string {
-	switch o {
-	case WCSend:
-		return "send"
-	case WCRDMAWrite:
-		return "rdma-write"
-	case WCRDMARead:
-		return "rdma-read"
-	case WCRecv:
-		return "recv"
-	case WCRecvRDMAWithImm:
-		return "recv-rdma-with-imm"
+	if int(o) < len(wcOpcodeNames) {
+		return wcOpcodeNames[o]
 	}
 	return fmt.Sprintf("opcode(%d)", uint8(o))
 }
@@ -119,14 +112,11 @@ const (
 	EventCQOverrun
 )
 
+var eventNames = [...]string{EventCommEstablished: "comm-established", EventQPFatal: "qp-fatal", EventCQOverrun: "cq-overrun"}
+
 func (t EventType) String() string {
-	switch t {
-	case EventCommEstablished:
-		return "comm-established"
-	case EventQPFatal:
-		return "qp-fatal"
-	case EventCQOverrun:
-		return "cq-overrun"
+	if int(t) < len(eventNames) && eventNames[t] != "" {
+		return eventNames[t]
 	}
 	return fmt.Sprintf("event(%d)", uint8(t))
 }

@@ -22,18 +22,11 @@ const (
 	QPStateError
 )
 
+var qpStateNames = [...]string{"RESET", "INIT", "RTR", "RTS", "ERROR"}
+
 func (s QPState) String() string {
-	switch s {
-	case QPStateReset:
-		return "RESET"
-	case QPStateInit:
-		return "INIT"
-	case QPStateRTR:
-		return "RTR"
-	case QPStateRTS:
-		return "RTS"
-	case QPStateError:
-		return "ERROR"
+	if int(s) < len(qpStateNames) {
+		return qpStateNames[s]
 	}
 	return fmt.Sprintf("state(%d)", uint8(s))
 }
@@ -169,18 +162,11 @@ const (
 	WRRDMARead
 )
 
+var wrOpcodeNames = [...]string{"send", "send-with-imm", "rdma-write", "rdma-write-with-imm", "rdma-read"}
+
 func (o WROpcode) String() string {
-	switch o {
-	case WRSend:
-		return "send"
-	case WRSendWithImm:
-		return "send-with-imm"
-	case WRRDMAWrite:
-		return "rdma-write"
-	case WRRDMAWriteWithImm:
-		return "rdma-write-with-imm"
-	case WRRDMARead:
-		return "rdma-read"
+	if int(o) < len(wrOpcodeNames) {
+		return wrOpcodeNames[o]
 	}
 	return fmt.Sprintf("wr-opcode(%d)", uint8(o))
 }
@@ -438,43 +424,24 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 		}
 	}
 	a := &qp.attr
-	if rest&QPAttrAccessFlags != 0 {
-		a.Access = attr.Access
-	}
-	if rest&QPAttrPathMTU != 0 {
-		a.PathMTU = attr.PathMTU
-	}
-	if rest&QPAttrDestQPN != 0 {
-		a.DestQPN = attr.DestQPN
-	}
-	if rest&QPAttrRQPSN != 0 {
-		a.RQPSN = attr.RQPSN
-	}
-	if rest&QPAttrSQPSN != 0 {
-		a.SQPSN = attr.SQPSN
-	}
-	if rest&QPAttrMaxDestRdAtomic != 0 {
-		a.MaxDestRdAtomic = attr.MaxDestRdAtomic
-	}
-	if rest&QPAttrMaxRdAtomic != 0 {
-		a.MaxRdAtomic = attr.MaxRdAtomic
-	}
-	if rest&QPAttrMinRNRTimer != 0 {
-		a.MinRNRTimer = attr.MinRNRTimer
-	}
-	if rest&QPAttrTimeout != 0 {
-		a.Timeout = attr.Timeout
+	setAttr(rest, QPAttrAccessFlags, &a.Access, attr.Access)
+	setAttr(rest, QPAttrPathMTU, &a.PathMTU, attr.PathMTU)
+	setAttr(rest, QPAttrDestQPN, &a.DestQPN, attr.DestQPN)
+	setAttr(rest, QPAttrRQPSN, &a.RQPSN, attr.RQPSN)
+	setAttr(rest, QPAttrSQPSN, &a.SQPSN, attr.SQPSN)
+	setAttr(rest, QPAttrMaxDestRdAtomic, &a.MaxDestRdAtomic, attr.MaxDestRdAtomic)
+	setAttr(rest, QPAttrMaxRdAtomic, &a.MaxRdAtomic, attr.MaxRdAtomic)
+	setAttr(rest, QPAttrMinRNRTimer, &a.MinRNRTimer, attr.MinRNRTimer)
+	if setAttr(rest, QPAttrTimeout, &a.Timeout, attr.Timeout) {
 		qp.timeout = 0
 		if a.Timeout != 0 {
 			qp.timeout = 4096 * time.Nanosecond << a.Timeout
 		}
 	}
-	if rest&QPAttrRetryCnt != 0 {
-		a.RetryCnt = attr.RetryCnt
+	if setAttr(rest, QPAttrRetryCnt, &a.RetryCnt, attr.RetryCnt) {
 		qp.req.retryLeft = a.RetryCnt
 	}
-	if rest&QPAttrRNRRetry != 0 {
-		a.RNRRetry = attr.RNRRetry
+	if setAttr(rest, QPAttrRNRRetry, &a.RNRRetry, attr.RNRRetry) {
 		qp.req.rnrLeft = a.RNRRetry
 	}
 	switch {
@@ -485,6 +452,16 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 	}
 	qp.setState(to)
 	return nil
+}
+
+// setAttr sets *dst to v when mask selects bit, and reports whether it
+// did.
+func setAttr[T any](mask, bit QPAttrMask, dst *T, v T) bool {
+	if mask&bit == 0 {
+		return false
+	}
+	*dst = v
+	return true
 }
 
 func validateAttr(a *QPAttr, m QPAttrMask) error {

@@ -19,16 +19,11 @@ const (
 	numNakClasses
 )
 
+var nakClassNames = [numNakClasses]string{"psn_sequence", "invalid_request", "remote_access", "remote_operational"}
+
 func (c NakClass) String() string {
-	switch c {
-	case NakSequence:
-		return "psn_sequence"
-	case NakInvalidRequest:
-		return "invalid_request"
-	case NakRemoteAccess:
-		return "remote_access"
-	case NakRemoteOperational:
-		return "remote_operational"
+	if c >= 0 && c < numNakClasses {
+		return nakClassNames[c]
 	}
 	return fmt.Sprintf("nak(%d)", int(c))
 }

@@ -25,24 +25,12 @@ const (
 	StateClosed                             // forgotten by the Manager
 )
 
+// connStateNames is indexed by ConnState, which starts at 1.
+var connStateNames = [...]string{"", "resolving", "req-sent", "req-rcvd", "rep-sent", "established", "disconnecting", "time-wait", "closed"}
+
 func (s ConnState) String() string {
-	switch s {
-	case StateResolving:
-		return "resolving"
-	case StateReqSent:
-		return "req-sent"
-	case StateReqRcvd:
-		return "req-rcvd"
-	case StateRepSent:
-		return "rep-sent"
-	case StateEstablished:
-		return "established"
-	case StateDisconnecting:
-		return "disconnecting"
-	case StateTimeWait:
-		return "time-wait"
-	case StateClosed:
-		return "closed"
+	if s > 0 && int(s) < len(connStateNames) {
+		return connStateNames[s]
 	}
 	return fmt.Sprintf("state(%d)", uint8(s))
 }
