@@ -48,10 +48,7 @@ func TestCMServices(t *testing.T) {
 			n := newCMNet(t, link)
 			alloc := &roce.HeapAllocator{}
 			echo, err := app.NewRawEcho(n.Srv, app.RawConfig{MessageSize: 4096, Depth: 4, Allocator: alloc})
-			if err != nil {
-				t.Fatal(err)
-			}
-			n.AddFunc(echo.Poll)
+			n.Serve(echo, err)
 			if err := app.Listen(n.SrvM, 7471, echo); err != nil {
 				t.Fatal(err)
 			}
@@ -88,10 +85,7 @@ func TestCMServices(t *testing.T) {
 			alloc := &roce.HeapAllocator{}
 			const count, size, conns = 10, 4096, 3
 			tose, err := app.NewCMATose(n.Srv, app.CMAToseConfig{Count: count, Size: size, Allocator: alloc})
-			if err != nil {
-				t.Fatal(err)
-			}
-			n.AddFunc(tose.Poll)
+			n.Serve(tose, err)
 			if err := app.Listen(n.SrvM, 7472, tose); err != nil {
 				t.Fatal(err)
 			}
@@ -140,10 +134,7 @@ func TestCMServices(t *testing.T) {
 			n := newCMNet(t, link)
 			alloc := &roce.HeapAllocator{}
 			srv, err := app.NewRPingServer(n.Srv, app.RPingConfig{Allocator: alloc})
-			if err != nil {
-				t.Fatal(err)
-			}
-			n.AddFunc(srv.Poll)
+			n.Serve(srv, err)
 			if err := app.Listen(n.SrvM, 7174, srv); err != nil {
 				t.Fatal(err)
 			}
@@ -176,10 +167,7 @@ func TestCMServices(t *testing.T) {
 func TestCMRefused(t *testing.T) {
 	n := newCMNet(t, memlink.Config{})
 	echo, err := app.NewRawEcho(n.Srv, app.RawConfig{MessageSize: 64, Depth: 1, MaxConns: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.AddFunc(echo.Poll)
+	n.Serve(echo, err)
 	if err := app.Listen(n.SrvM, 7471, echo); err != nil {
 		t.Fatal(err)
 	}

@@ -165,3 +165,17 @@ func fill(b []byte, seed int) {
 		b[i] = byte(i*7 + seed)
 	}
 }
+
+// accept accepts a connection on svc and returns its QP and the
+// recorder of its done callback.
+func accept(tb testing.TB, svc interface {
+	Accept(done func(error)) (*roce.QP, error)
+}) (*roce.QP, *doneRecorder) {
+	tb.Helper()
+	d := &doneRecorder{}
+	qp, err := svc.Accept(d.done)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return qp, d
+}

@@ -115,6 +115,31 @@ func (n *Net) Add(ps ...Poller) {
 // deadlines, if it has any, do not move the clock.
 func (n *Net) AddFunc(f func(now time.Time) int) { n.Add(PollFunc(f)) }
 
+// Serve adds p, which a constructor has just returned with err, as
+// AddFunc adds its Poll; it fails the test if err is not nil.
+func (n *Net) Serve(p Poller, err error) {
+	n.TB.Helper()
+	if err != nil {
+		n.TB.Fatal(err)
+	}
+	n.AddFunc(p.Poll)
+}
+
+// InUse is what an allocator still holds, such as roce.HeapAllocator.
+type InUse interface{ InUse() int64 }
+
+// Shutdown shuts svc down and fails the test if that fails or if alloc,
+// when not nil, still holds memory afterwards.
+func Shutdown(tb testing.TB, svc interface{ Shutdown() error }, alloc InUse) {
+	tb.Helper()
+	if err := svc.Shutdown(); err != nil {
+		tb.Fatal(err)
+	}
+	if alloc != nil && alloc.InUse() != 0 {
+		tb.Errorf("%d bytes still allocated", alloc.InUse())
+	}
+}
+
 // AddTimer adds deadlines that move the virtual clock without anything
 // to poll, such as frames on their way over a link with a delay.
 func (n *Net) AddTimer(t Timer) { n.timers = append(n.timers, t) }
