@@ -119,36 +119,27 @@ func (c *toseConn) busy() bool { return c.started && (c.sent < c.posted || c.rec
 
 func (c *toseConn) poll(time.Time) (int, bool, error) {
 	qp := c.res.qp
-	work := 0
-	for {
-		n := c.res.scq.Poll(c.wcs[:])
-		for i := range n {
-			wc := &c.wcs[i]
-			if wc.Status != roce.WCSuccess || wc.Opcode != roce.WCSend {
-				return work, false, wcError(qp, wc, "send")
-			}
-			c.sent++
-			c.cnt.out(int(wc.ByteLen))
+	work, err := drain(c.res.scq, c.wcs[:], func(wc *roce.WorkCompletion) error {
+		if wc.Status != roce.WCSuccess || wc.Opcode != roce.WCSend {
+			return wcError(qp, wc, "send")
 		}
-		work += n
-		if n < len(c.wcs) {
-			break
-		}
+		c.sent++
+		c.cnt.out(int(wc.ByteLen))
+		return nil
+	})
+	if err != nil {
+		return work, false, err
 	}
-	for {
-		n := c.res.rcq.Poll(c.wcs[:])
-		for i := range n {
-			wc := &c.wcs[i]
-			if wc.Status != roce.WCSuccess || wc.Opcode != roce.WCRecv {
-				return work, false, wcError(qp, wc, "receive")
-			}
-			c.recvd++
-			c.cnt.in(int(wc.ByteLen))
+	n, err := drain(c.res.rcq, c.wcs[:], func(wc *roce.WorkCompletion) error {
+		if wc.Status != roce.WCSuccess || wc.Opcode != roce.WCRecv {
+			return wcError(qp, wc, "receive")
 		}
-		work += n
-		if n < len(c.wcs) {
-			break
-		}
+		c.recvd++
+		c.cnt.in(int(wc.ByteLen))
+		return nil
+	})
+	if work += n; err != nil {
+		return work, false, err
 	}
 	if c.started && qp.State() == roce.QPStateRTS {
 		c.sge[0] = c.res.mr.SGE(0, c.cfg.Size)

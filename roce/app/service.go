@@ -188,6 +188,26 @@ func (r *qpResources) setup(ep *roce.Endpoint, pd *roce.PD, memSize int, qc roce
 	return r.qp.Modify(&roce.QPAttr{State: roce.QPStateInit}, roce.QPAttrState)
 }
 
+// drain polls cq in batches of len(wcs) until a batch comes back short,
+// handing each completion to f, and returns the number of completions
+// taken. It stops at the first error of f, returning the completions of
+// the batches before.
+func drain(cq *roce.CQ, wcs []roce.WorkCompletion, f func(wc *roce.WorkCompletion) error) (int, error) {
+	work := 0
+	for {
+		n := cq.Poll(wcs)
+		for i := range n {
+			if err := f(&wcs[i]); err != nil {
+				return work, err
+			}
+		}
+		work += n
+		if n < len(wcs) {
+			return work, nil
+		}
+	}
+}
+
 // release tears down whatever setup created, in reverse order: the QP
 // first, so that nothing touches the memory any more.
 func (r *qpResources) release() {
