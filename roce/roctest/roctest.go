@@ -89,6 +89,59 @@ func Faulty(seed uint64, p float64) memlink.Config {
 	return memlink.Config{Seed: seed, Loss: p, Reorder: p, Duplicate: p, Corrupt: p}
 }
 
+// Sweep is what a sweep test's seed picks besides the link: the
+// endpoint's burst sizes and windows (roce.EndpointConfig's fields of the
+// same names; roctest cannot import roce, whose tests import it).
+type Sweep struct {
+	TxBurst, RxBurst, AckReqEvery, MaxUnackedPSNs int
+}
+
+// SweepConfig derives a link configuration and endpoint settings from
+// seed, covering windows, bursts, queues and fault rates, for the sweep
+// tests of roce and roce/session.
+func SweepConfig(seed uint64) (memlink.Config, Sweep) {
+	f := []float64{0, 0.01, 0.05, 0.1}[seed%4]
+	lc := memlink.Config{Seed: seed, Loss: f, Reorder: f, Duplicate: f, Corrupt: f, QueueLen: []int{16, 64, 1024}[seed%3]}
+	return lc, Sweep{
+		TxBurst:        []int{1, 7, 32}[(seed/3)%3],
+		RxBurst:        []int{1, 5, 32}[(seed/5)%3],
+		AckReqEvery:    []int{1, 5, 64}[(seed/9)%3],
+		MaxUnackedPSNs: []int{4, 32, 128}[(seed/27)%3],
+	}
+}
+
+// ReadConcurrently calls read over and over on another goroutine, as a
+// metrics scrape does, until the returned stop is called; stop reports
+// whether read ran at all. ReadConcurrently returns once read has run
+// once: on a loaded machine the goroutine may otherwise not be scheduled
+// before the test's work is over.
+func ReadConcurrently(read func()) (stop func() bool) {
+	quit := make(chan struct{})
+	done := make(chan int)
+	started := make(chan struct{})
+	go func() {
+		reads := 0
+		for {
+			if reads == 1 {
+				close(started)
+			}
+			select {
+			case <-quit:
+				done <- reads
+				return
+			default:
+			}
+			read()
+			reads++
+		}
+	}()
+	<-started
+	return func() bool {
+		close(quit)
+		return <-done > 0
+	}
+}
+
 // NewBare returns a network without a link, for a test that brings its
 // own.
 func NewBare(tb testing.TB) *Net {

@@ -91,34 +91,16 @@ func TestRegistryConcurrently(t *testing.T) {
 	cfg := smallSessionConfig()
 	cfg.Registry = &reg
 	sp := newSessionPair(t, roctest.Faulty(1, 0.01), roce.EndpointConfig{}, cfg)
-	stop := make(chan struct{})
-	done := make(chan int)
-	started := make(chan struct{})
 	first := sp.a
 	eps := []*roce.Endpoint{sp.n.a, sp.n.b} // sp changes below
-	go func() {
-		reads := 0
-		for {
-			if reads == 1 {
-				close(started)
-			}
-			select {
-			case <-stop:
-				done <- reads
-				return
-			default:
-			}
-			for _, e := range eps {
-				e.EachQPStats(func(s roce.QPStats) { reg.Lookup(e, s.QPN) })
-			}
-			first.Stats()
-			reg.Len()
-			reads++
+	// The reader must be running while the sessions work.
+	stop := roctest.ReadConcurrently(func() {
+		for _, e := range eps {
+			e.EachQPStats(func(s roce.QPStats) { reg.Lookup(e, s.QPN) })
 		}
-	}()
-	// The reader must be running while the sessions work: on a loaded
-	// machine it may not have been scheduled yet.
-	<-started
+		first.Stats()
+		reg.Len()
+	})
 	for i := range 20 {
 		res := sp.stream(t, 50_000, uint64(i), 7000, 9000)
 		if res.sendHash != res.recvHash {
@@ -126,8 +108,7 @@ func TestRegistryConcurrently(t *testing.T) {
 		}
 		sp = restartSessions(t, sp, cfg)
 	}
-	close(stop)
-	if r := <-done; r == 0 {
+	if !stop() {
 		t.Error("reader never ran")
 	}
 	if reg.Len() != 2 {

@@ -6,20 +6,14 @@ import (
 
 	"github.com/cephdpdkd/cephdpdkd/roce"
 	"github.com/cephdpdkd/cephdpdkd/roce/memlink"
+	"github.com/cephdpdkd/cephdpdkd/roce/roctest"
 )
 
-// sweepConfig derives a link and endpoint configuration from seed,
-// covering windows, bursts, queues and fault rates (as roce's own sweep).
+// sweepConfig is roctest.SweepConfig with the endpoint settings as an
+// roce.EndpointConfig.
 func sweepConfig(seed uint64) (memlink.Config, roce.EndpointConfig) {
-	f := []float64{0, 0.01, 0.05, 0.1}[seed%4]
-	lc := memlink.Config{Seed: seed, Loss: f, Reorder: f, Duplicate: f, Corrupt: f, QueueLen: []int{16, 64, 1024}[seed%3]}
-	ec := roce.EndpointConfig{
-		TxBurst:        []int{1, 7, 32}[(seed/3)%3],
-		RxBurst:        []int{1, 5, 32}[(seed/5)%3],
-		AckReqEvery:    []int{1, 5, 64}[(seed/9)%3],
-		MaxUnackedPSNs: []int{4, 32, 128}[(seed/27)%3],
-	}
-	return lc, ec
+	lc, w := roctest.SweepConfig(seed)
+	return lc, roce.EndpointConfig{TxBurst: w.TxBurst, RxBurst: w.RxBurst, AckReqEvery: w.AckReqEvery, MaxUnackedPSNs: w.MaxUnackedPSNs}
 }
 
 // TestSweepSessions streams through sessions of many seeded shapes: tiny
