@@ -194,18 +194,9 @@ func TestRNRBackoff(t *testing.T) {
 		}
 	}
 	// Every SEND_FIRST after an RNR NAK waits at least the RNR delay.
-	var firsts []time.Time
-	for _, c := range *fromA {
-		if c.bth.Opcode == wire.OpRCSendFirst {
-			firsts = append(firsts, c.at)
-		}
-	}
-	if len(firsts) < 3 {
-		t.Fatalf("%d attempts", len(firsts))
-	}
-	for i := 1; i < len(firsts); i++ {
-		if gap := firsts[i].Sub(firsts[i-1]); gap < wire.RNRDelay(14) {
-			t.Errorf("retry %d after %v, want at least %v", i, gap, wire.RNRDelay(14))
+	for i, gap := range retryGaps(t, *fromA) {
+		if gap < wire.RNRDelay(14) {
+			t.Errorf("retry %d after %v, want at least %v", i+1, gap, wire.RNRDelay(14))
 		}
 	}
 	if err := p.b.PostRecv(&RecvWR{ID: 1, SGList: []SGE{dst.SGE(0, dst.Len())}}); err != nil {
@@ -299,8 +290,19 @@ func TestMaxRNRWait(t *testing.T) {
 	fromA := n.capture(n.A.Link, nil)
 	sendSetup(t, n, p, 3000, false)
 	n.Run(100000, func() bool { return p.a.Stats().RNRNaksReceived >= 3 })
+	for i, gap := range retryGaps(t, *fromA) {
+		if gap < limit || gap > 100*time.Millisecond {
+			t.Errorf("retry %d after %v, want %v (not 655 ms)", i+1, gap, limit)
+		}
+	}
+}
+
+// retryGaps returns the time between each SEND FIRST in frames and the
+// one before; it fails the test unless there were at least three.
+func retryGaps(t *testing.T, frames []captured) []time.Duration {
+	t.Helper()
 	var firsts []time.Time
-	for _, c := range *fromA {
+	for _, c := range frames {
 		if c.bth.Opcode == wire.OpRCSendFirst {
 			firsts = append(firsts, c.at)
 		}
@@ -308,11 +310,11 @@ func TestMaxRNRWait(t *testing.T) {
 	if len(firsts) < 3 {
 		t.Fatalf("%d attempts", len(firsts))
 	}
-	for i := 1; i < len(firsts); i++ {
-		if gap := firsts[i].Sub(firsts[i-1]); gap < limit || gap > 100*time.Millisecond {
-			t.Errorf("retry %d after %v, want %v (not 655 ms)", i, gap, limit)
-		}
+	gaps := make([]time.Duration, len(firsts)-1)
+	for i := range gaps {
+		gaps[i] = firsts[i+1].Sub(firsts[i])
 	}
+	return gaps
 }
 
 func TestRetryExhaustion(t *testing.T) {

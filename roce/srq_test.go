@@ -19,9 +19,12 @@ type srqNet struct {
 	mrA, mrB *MR
 }
 
-func newSRQNet(t *testing.T, o qpOpts) *srqNet {
+// newSRQNet returns an srqNet whose QPs have the default options, and
+// NoRNR set when noRNR is.
+func newSRQNet(t *testing.T, noRNR bool) *srqNet {
 	n := newTestNet(t, memlink.Config{}, EndpointConfig{})
-	s := &srqNet{t: t, n: n, o: o}
+	s := &srqNet{t: t, n: n, o: defaultQPOpts()}
+	s.o.noRNR = noRNR
 	var err error
 	if s.srq, err = n.pb.CreateSRQ(&SRQInitAttr{MaxWR: 8}); err != nil {
 		t.Fatal(err)
@@ -33,11 +36,14 @@ func newSRQNet(t *testing.T, o qpOpts) *srqNet {
 	return s
 }
 
-// post puts receive buffer i on the SRQ.
-func (s *srqNet) post(i int) {
+// post puts receive buffers 0 to k-1 on the SRQ, with their indexes
+// as IDs.
+func (s *srqNet) post(k int) {
 	s.t.Helper()
-	if err := s.srq.PostRecv(&RecvWR{ID: uint64(i), SGList: []SGE{s.mrB.SGE(i*64, 64)}}); err != nil {
-		s.t.Fatal(err)
+	for i := range k {
+		if err := s.srq.PostRecv(&RecvWR{ID: uint64(i), SGList: []SGE{s.mrB.SGE(i*64, 64)}}); err != nil {
+			s.t.Fatal(err)
+		}
 	}
 }
 
@@ -71,7 +77,7 @@ func (s *srqNet) pair() (sender, recver *QP, scqs [2]*CQ) {
 // QP in ERROR flushes only the receive it took, not the SRQ's; PostRecv
 // on such a QP fails; a SEND finding the SRQ empty is NAKed RNR.
 func TestSRQ(t *testing.T) {
-	s := newSRQNet(t, defaultQPOpts())
+	s := newSRQNet(t, false)
 	n, srq, rcq := s.n, s.srq, s.rcq
 	var senders [2]*QP
 	var recvers [2]*QP
@@ -81,9 +87,7 @@ func TestSRQ(t *testing.T) {
 	if err := recvers[0].PostRecv(&RecvWR{}); !errors.Is(err, ErrInvalidState) {
 		t.Errorf("PostRecv on a QP with an SRQ: %v", err)
 	}
-	for i := range 3 {
-		s.post(i)
-	}
+	s.post(3)
 	s.send(senders[0], 1)
 	s.send(senders[1], 2)
 	n.Settle()
@@ -128,13 +132,9 @@ func TestSRQ(t *testing.T) {
 // TestSRQLending: a QP at its SRQ limit takes more while more than the
 // SRQ's lending reserve stay posted, and no more once it is reached.
 func TestSRQLending(t *testing.T) {
-	o := defaultQPOpts()
-	o.noRNR = true
-	s := newSRQNet(t, o)
+	s := newSRQNet(t, true)
 	n, srq, rcq := s.n, s.srq, s.rcq
-	for i := range 6 {
-		s.post(i)
-	}
+	s.post(6)
 	srq.SetLendingReserve(2)
 	sender, recver, _ := s.pair()
 	recver.SetSRQLimit(2)
@@ -152,13 +152,9 @@ func TestSRQLending(t *testing.T) {
 // and sent again on the requester's timer), though the SRQ has more;
 // ReleaseSRQ lets it take the next one.
 func TestSRQLimit(t *testing.T) {
-	o := defaultQPOpts()
-	o.noRNR = true
-	s := newSRQNet(t, o)
+	s := newSRQNet(t, true)
 	n, srq, rcq := s.n, s.srq, s.rcq
-	for i := range 4 {
-		s.post(i)
-	}
+	s.post(4)
 	sender, recver, scqs := s.pair()
 	recver.SetSRQLimit(2)
 	for id := range uint64(3) {
