@@ -36,11 +36,11 @@ func newSRQNet(t *testing.T, noRNR bool) *srqNet {
 	return s
 }
 
-// post puts receive buffers 0 to k-1 on the SRQ, with their indexes
-// as IDs.
-func (s *srqNet) post(k int) {
+// post puts receive buffers from to to-1 on the SRQ, with their
+// indexes as IDs.
+func (s *srqNet) post(from, to int) {
 	s.t.Helper()
-	for i := range k {
+	for i := from; i < to; i++ {
 		if err := s.srq.PostRecv(&RecvWR{ID: uint64(i), SGList: []SGE{s.mrB.SGE(i*64, 64)}}); err != nil {
 			s.t.Fatal(err)
 		}
@@ -87,7 +87,7 @@ func TestSRQ(t *testing.T) {
 	if err := recvers[0].PostRecv(&RecvWR{}); !errors.Is(err, ErrInvalidState) {
 		t.Errorf("PostRecv on a QP with an SRQ: %v", err)
 	}
-	s.post(3)
+	s.post(0, 3)
 	s.send(senders[0], 1)
 	s.send(senders[1], 2)
 	n.Settle()
@@ -113,7 +113,7 @@ func TestSRQ(t *testing.T) {
 	if k := rcq.Poll(wc[:]); k != 1 || wc[0].WRID != 2 || wc[0].QPN != recvers[1].QPN() {
 		t.Errorf("%d completions %+v", k, wc[:k])
 	}
-	s.post(3)
+	s.post(3, 4)
 	n.Settle()
 	if k := rcq.Poll(wc[:]); k != 1 || wc[0].WRID != 3 {
 		t.Errorf("after the repost: %d completions %+v", k, wc[:k])
@@ -134,7 +134,7 @@ func TestSRQ(t *testing.T) {
 func TestSRQLending(t *testing.T) {
 	s := newSRQNet(t, true)
 	n, srq, rcq := s.n, s.srq, s.rcq
-	s.post(6)
+	s.post(0, 6)
 	srq.SetLendingReserve(2)
 	sender, recver, _ := s.pair()
 	recver.SetSRQLimit(2)
@@ -154,7 +154,7 @@ func TestSRQLending(t *testing.T) {
 func TestSRQLimit(t *testing.T) {
 	s := newSRQNet(t, true)
 	n, srq, rcq := s.n, s.srq, s.rcq
-	s.post(4)
+	s.post(0, 4)
 	sender, recver, scqs := s.pair()
 	recver.SetSRQLimit(2)
 	for id := range uint64(3) {
