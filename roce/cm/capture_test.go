@@ -3,16 +3,14 @@ package cm
 import (
 	"bytes"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
 
-	"github.com/google/gopacket/pcapgo"
-
 	"github.com/cephdpdkd/cephdpdkd/roce"
 	"github.com/cephdpdkd/cephdpdkd/roce/memlink"
+	"github.com/cephdpdkd/cephdpdkd/roce/roctest"
 	"github.com/cephdpdkd/cephdpdkd/roce/session"
 	"github.com/cephdpdkd/cephdpdkd/roce/wire"
 )
@@ -20,25 +18,7 @@ import (
 // readCapture returns the frames of a capture in roce/testdata; frame n
 // (numbered from 1, as Wireshark does) is at index n−1.
 func readCapture(t testing.TB, name string) [][]byte {
-	t.Helper()
-	f, err := os.Open(filepath.Join("..", "testdata", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	r, err := pcapgo.NewNgReader(f, pcapgo.DefaultNgReaderOptions)
-	if err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	var out [][]byte
-	for {
-		data, _, err := r.ReadPacketData()
-		if err != nil {
-			break
-		}
-		out = append(out, append([]byte(nil), data...))
-	}
-	return out
+	return roctest.ReadCapture(t, filepath.Join("..", "testdata", name))
 }
 
 // decoded is a captured or built CM frame, decoded.

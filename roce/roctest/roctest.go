@@ -14,11 +14,13 @@ package roctest
 import (
 	"encoding/binary"
 	"net/netip"
+	"os"
 	"runtime"
 	"testing"
 	"time"
 
 	"github.com/cephdpdkd/cephdpdkd/roce/memlink"
+	"github.com/google/gopacket/pcapgo"
 )
 
 // Start is where a network's virtual clock starts.
@@ -397,4 +399,36 @@ func Region[A, M any](tb testing.TB, pd interface {
 		tb.Fatal(err)
 	}
 	return mr
+}
+
+// ReadCapture returns the frames of the pcapng capture at path; frame n
+// (numbered from 1, as Wireshark does) is at index n−1. It fails the test
+// if the file does not read, holds no frames, or holds a frame cut short
+// by the snap length.
+func ReadCapture(tb testing.TB, path string) [][]byte {
+	tb.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	r, err := pcapgo.NewNgReader(f, pcapgo.DefaultNgReaderOptions)
+	if err != nil {
+		tb.Fatalf("%s: %v", path, err)
+	}
+	var out [][]byte
+	for {
+		data, ci, err := r.ReadPacketData()
+		if err != nil {
+			break
+		}
+		if ci.CaptureLength != ci.Length {
+			tb.Fatalf("%s frame %d: snapped to %d of %d bytes", path, len(out)+1, ci.CaptureLength, ci.Length)
+		}
+		out = append(out, append([]byte(nil), data...))
+	}
+	if len(out) == 0 {
+		tb.Fatalf("%s: no frames", path)
+	}
+	return out
 }
