@@ -136,35 +136,26 @@ func (qp *QP) rewind(psn uint32, force bool) bool {
 	return true
 }
 
-// sendOpcode returns the opcode of a SEND or WRITE packet.
+// sendOpcode returns the opcode of a SEND or WRITE packet. The IBA
+// numbers both families alike: FIRST, MIDDLE, LAST, LAST WITH IMMEDIATE,
+// ONLY, ONLY WITH IMMEDIATE, the WRITEs after the SENDs.
 func sendOpcode(op WROpcode, first, last bool) wire.Opcode {
-	write := op == WRRDMAWrite || op == WRRDMAWriteWithImm
-	imm := op == WRSendWithImm || op == WRRDMAWriteWithImm
-	switch {
-	case first && last && write && imm:
-		return wire.OpRCWriteOnlyImm
-	case first && last && write:
-		return wire.OpRCWriteOnly
-	case first && last && imm:
-		return wire.OpRCSendOnlyImm
-	case first && last:
-		return wire.OpRCSendOnly
-	case first && write:
-		return wire.OpRCWriteFirst
-	case first:
-		return wire.OpRCSendFirst
-	case last && write && imm:
-		return wire.OpRCWriteLastImm
-	case last && write:
-		return wire.OpRCWriteLast
-	case last && imm:
-		return wire.OpRCSendLastImm
-	case last:
-		return wire.OpRCSendLast
-	case write:
-		return wire.OpRCWriteMiddle
+	code := wire.OpRCSendFirst
+	if op == WRRDMAWrite || op == WRRDMAWriteWithImm {
+		code = wire.OpRCWriteFirst
 	}
-	return wire.OpRCSendMiddle
+	switch {
+	case first && last:
+		code += wire.OpRCSendOnly - wire.OpRCSendFirst
+	case last:
+		code += wire.OpRCSendLast - wire.OpRCSendFirst
+	case !first:
+		code += wire.OpRCSendMiddle - wire.OpRCSendFirst
+	}
+	if last && (op == WRSendWithImm || op == WRRDMAWriteWithImm) {
+		code++ // the WITH IMMEDIATE variant
+	}
+	return code
 }
 
 // reqOutput builds the next request packet into buf and returns its

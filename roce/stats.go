@@ -217,17 +217,11 @@ func (e *Endpoint) Stats() EndpointStats {
 // of its QPs', destroyed ones included.
 
 // countRNRNakSent counts an RNR NAK sent.
-func (qp *QP) countRNRNakSent() {
-	qp.cnt.rnrNakSent.Add(1)
-	qp.ep.cnt.rnrNaksSent.Add(1)
-}
+func (qp *QP) countRNRNakSent() { countBoth(&qp.cnt.rnrNakSent, &qp.ep.cnt.rnrNaksSent) }
 
 // countRNRSilent counts a request dropped unanswered for want of a
 // receive (NoRNR).
-func (qp *QP) countRNRSilent() {
-	qp.cnt.rnrSilent.Add(1)
-	qp.ep.cnt.rnrSilent.Add(1)
-}
+func (qp *QP) countRNRSilent() { countBoth(&qp.cnt.rnrSilent, &qp.ep.cnt.rnrSilent) }
 
 // countNakSent counts a NAK of class c sent.
 func (qp *QP) countNakSent(c NakClass) {
@@ -238,15 +232,15 @@ func (qp *QP) countNakSent(c NakClass) {
 }
 
 // countIdleProbe counts an idle probe sent.
-func (qp *QP) countIdleProbe() {
-	qp.cnt.idleProbes.Add(1)
-	qp.ep.cnt.idleProbes.Add(1)
-}
+func (qp *QP) countIdleProbe() { countBoth(&qp.cnt.idleProbes, &qp.ep.cnt.idleProbes) }
 
 // countDeadPeer counts the QP's giving up on a silent peer.
-func (qp *QP) countDeadPeer() {
-	qp.cnt.deadPeers.Add(1)
-	qp.ep.cnt.deadPeers.Add(1)
+func (qp *QP) countDeadPeer() { countBoth(&qp.cnt.deadPeers, &qp.ep.cnt.deadPeers) }
+
+// countBoth counts one in a QP's counter and in its endpoint's.
+func countBoth(qpCounter, epCounter *atomic.Uint64) {
+	qpCounter.Add(1)
+	epCounter.Add(1)
 }
 
 // EachQPStats calls f with a snapshot of the counters of every QP of the

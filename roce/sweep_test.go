@@ -1,7 +1,6 @@
 package roce
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -19,22 +18,16 @@ func sweepConfig(seed uint64) (memlink.Config, EndpointConfig) {
 // TestSweepOperations runs the mixed-operation soak over many seeded
 // configurations (it found READ accounting bugs that single runs missed).
 func TestSweepOperations(t *testing.T) {
-	seeds := uint64(120)
-	if testing.Short() {
-		seeds = 20
-	}
-	for seed := uint64(1); seed <= seeds; seed++ {
-		t.Run(fmt.Sprint(seed), func(t *testing.T) {
-			lc, ec := sweepConfig(seed)
-			n := newTestNet(t, lc, ec)
-			const nops = 60
-			o := defaultQPOpts()
-			o.mtu = []int{256, 1024, 4096}[(seed/2)%3]
-			o.sendDepth, o.recvDept = 16, nops
-			o.rdAtomic = 1 + int(seed%4)
-			o.psnA = uint32(0xFFFFFF - seed)
-			p := n.newPair(o)
-			n.soak(t, p, nops, rand.New(rand.NewPCG(seed, 6)), 1_000_000)
-		})
-	}
+	roctest.SweepSeeds(t, 120, 20, func(t *testing.T, seed uint64) {
+		lc, ec := sweepConfig(seed)
+		n := newTestNet(t, lc, ec)
+		const nops = 60
+		o := defaultQPOpts()
+		o.mtu = []int{256, 1024, 4096}[(seed/2)%3]
+		o.sendDepth, o.recvDept = 16, nops
+		o.rdAtomic = 1 + int(seed%4)
+		o.psnA = uint32(0xFFFFFF - seed)
+		p := n.newPair(o)
+		n.soak(t, p, nops, rand.New(rand.NewPCG(seed, 6)), 1_000_000)
+	})
 }

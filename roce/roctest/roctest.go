@@ -16,6 +16,7 @@ import (
 	"net/netip"
 	"os"
 	"runtime"
+	"strconv"
 	"testing"
 	"time"
 
@@ -109,6 +110,17 @@ func SweepConfig(seed uint64) (memlink.Config, Sweep) {
 		RxBurst:        []int{1, 5, 32}[(seed/5)%3],
 		AckReqEvery:    []int{1, 5, 64}[(seed/9)%3],
 		MaxUnackedPSNs: []int{4, 32, 128}[(seed/27)%3],
+	}
+}
+
+// SweepSeeds runs f as a subtest named after each seed from 1 to seeds, or
+// to short with -short.
+func SweepSeeds(t *testing.T, seeds, short uint64, f func(t *testing.T, seed uint64)) {
+	if testing.Short() {
+		seeds = short
+	}
+	for seed := uint64(1); seed <= seeds; seed++ {
+		t.Run(strconv.FormatUint(seed, 10), func(t *testing.T) { f(t, seed) })
 	}
 }
 
