@@ -17,6 +17,7 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/roce/app"
 	"github.com/cephdpdkd/cephdpdkd/roce/cephrdma"
 	"github.com/cephdpdkd/cephdpdkd/roce/memlink"
+	"github.com/cephdpdkd/cephdpdkd/roce/roctest"
 	"github.com/cephdpdkd/cephdpdkd/roce/session"
 	"github.com/cephdpdkd/cephdpdkd/roce/wire"
 )
@@ -388,14 +389,7 @@ func TestServerSkipsRepeatedHello(t *testing.T) {
 		return nil
 	})
 	var cerr error
-	n.run(10*time.Second, func() bool {
-		select {
-		case cerr = <-res:
-			return true
-		default:
-			return false
-		}
-	})
+	n.run(10*time.Second, roctest.Received(res, &cerr))
 	n.run(5*time.Second, func() bool { return n.srvStack.Stats().Established == 1 })
 	if cerr != nil || len(n.srvErrs.get()) != 0 {
 		t.Errorf("client %v, server errors %v", cerr, n.srvErrs.get())

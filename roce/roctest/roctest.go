@@ -124,6 +124,19 @@ func SweepSeeds(t *testing.T, seeds, short uint64, f func(t *testing.T, seed uin
 	}
 }
 
+// Received returns a done function for Net.Run and the like that
+// reports whether a value has arrived on ch, storing it in *v.
+func Received[T any](ch <-chan T, v *T) func() bool {
+	return func() bool {
+		select {
+		case *v = <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+}
+
 // ReadConcurrently calls read over and over on another goroutine, as a
 // metrics scrape does, until the returned stop is called; stop reports
 // whether read ran at all. ReadConcurrently returns once read has run
