@@ -77,6 +77,18 @@ func (s *requester) stop() {
 	s.idleOn, s.idleSend = false, false
 }
 
+// spendRetry spends one retry of the counter *left, where 7 means
+// unlimited (IBA); it reports false, spending nothing, when none is left.
+func spendRetry(left *uint8) bool {
+	if *left == 0 {
+		return false
+	}
+	if *left != 7 {
+		*left--
+	}
+	return true
+}
+
 // inFlight reports whether sent PSNs await acknowledgement.
 func (s *requester) inFlight() bool { return wire.PSNCompare(s.hiPSN, s.unacked) > 0 }
 
@@ -326,13 +338,10 @@ func (qp *QP) reqInput(p *wire.Packet, now time.Time) {
 		if qp.state != QPStateRTS || s.rnrWait && s.rnrPSN == psn {
 			return
 		}
-		if s.rnrLeft == 0 {
+		if !spendRetry(&s.rnrLeft) {
 			qp.reqFail(WCRNRRetryExcErr, fmt.Errorf("roce: qp %d: receiver not ready for psn %#x after %d retries: %w",
 				qp.qpn, psn, qp.attr.RNRRetry, ErrRNRRetryExceeded))
 			return
-		}
-		if s.rnrLeft != 7 {
-			s.rnrLeft--
 		}
 		wait := wire.RNRDelay(a.RNRTimer())
 		if max := qp.ep.cfg.MaxRNRWait; max > 0 && wait > max {
@@ -352,13 +361,10 @@ func (qp *QP) reqInput(p *wire.Packet, now time.Time) {
 			if s.rnrWait || s.rewound && s.rewindPSN == s.unacked {
 				return
 			}
-			if s.retryLeft == 0 {
+			if !spendRetry(&s.retryLeft) {
 				qp.reqFail(WCRetryExcErr, fmt.Errorf("roce: qp %d: sequence error at psn %#x after %d retries: %w",
 					qp.qpn, psn, qp.attr.RetryCnt, ErrRetryExceeded))
 				return
-			}
-			if s.retryLeft != 7 {
-				s.retryLeft--
 			}
 			// The NAK acknowledged everything before psn, so unacked is
 			// psn unless a READ before it is missing data: go back N
@@ -614,13 +620,10 @@ func (qp *QP) expire(now time.Time, giveUp bool, what string, psn uint32) bool {
 	qp.cnt.timeouts.Add(1)
 	if giveUp {
 		qp.cnt.retryTimeouts.Add(1)
-		if s.retryLeft == 0 {
+		if !spendRetry(&s.retryLeft) {
 			qp.peerDead(fmt.Errorf("roce: qp %d: no %s %#x after %d retries: %w: %w",
 				qp.qpn, what, psn, qp.attr.RetryCnt, ErrRetryExceeded, ErrPeerDead))
 			return false
-		}
-		if s.retryLeft != 7 {
-			s.retryLeft--
 		}
 		s.giveUpAt = now.Add(qp.timeout)
 	}
