@@ -186,13 +186,10 @@ func (c Config) RTSAttr(sqPSN uint32) (*roce.QPAttr, roce.QPAttrMask) {
 // mode) takes its buffers from the pool instead, and the pool owns the
 // SRQ and the CQs.
 type Session struct {
-	qp      *roce.QP
-	cfg     Config
-	pool    *Pool // shared mode
-	sendMem []byte
-	recvMem []byte
-	sendMR  *roce.MR
-	recvMR  *roce.MR
+	qp   *roce.QP
+	cfg  Config
+	pool *Pool // shared mode
+	buffers
 
 	// Send buffers not posted, by index; in shared mode, the pool's
 	// buffers this session has posted.
@@ -260,18 +257,8 @@ func New(qp *roce.QP, cfg Config) (*Session, error) {
 }
 
 func (s *Session) setup() error {
-	c, pd := &s.cfg, s.qp.PD()
-	var err error
-	if s.sendMem, err = c.Allocator.Alloc(c.SendBuffers * c.BufferSize); err != nil {
-		return err
-	}
-	if s.recvMem, err = c.Allocator.Alloc(c.RecvBuffers * c.BufferSize); err != nil {
-		return err
-	}
-	if s.sendMR, err = pd.RegisterMR(s.sendMem, roce.AccessLocalWrite); err != nil {
-		return err
-	}
-	if s.recvMR, err = pd.RegisterMR(s.recvMem, roce.AccessLocalWrite); err != nil {
+	c := &s.cfg
+	if err := s.allocate(c.Allocator, s.qp.PD(), c.SendBuffers*c.BufferSize, c.RecvBuffers*c.BufferSize); err != nil {
 		return err
 	}
 	for i := c.SendBuffers - 1; i >= 0; i-- {
@@ -286,19 +273,7 @@ func (s *Session) setup() error {
 }
 
 func (s *Session) teardown() {
-	if s.sendMR != nil {
-		s.sendMR.Deregister()
-	}
-	if s.recvMR != nil {
-		s.recvMR.Deregister()
-	}
-	if s.sendMem != nil {
-		s.cfg.Allocator.Free(s.sendMem)
-	}
-	if s.recvMem != nil {
-		s.cfg.Allocator.Free(s.recvMem)
-	}
-	s.sendMR, s.recvMR, s.sendMem, s.recvMem = nil, nil, nil, nil
+	s.release(s.cfg.Allocator)
 	s.unpublish()
 }
 
