@@ -142,15 +142,10 @@ func NewEndpoint(cfg EndpointConfig) (*Endpoint, error) {
 		return nil, fmt.Errorf("roce: new endpoint: no ip address: %w", ErrInvalidArgument)
 	}
 	cfg.IP = cfg.IP.Unmap()
-	def := func(v *int, d int) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
-	def(&cfg.RxBurst, DefaultBurst)
-	def(&cfg.TxBurst, DefaultBurst)
-	def(&cfg.MaxUnackedPSNs, DefaultMaxUnackedPSNs)
-	def(&cfg.AckReqEvery, DefaultAckReqEvery)
+	orDefault(&cfg.RxBurst, DefaultBurst)
+	orDefault(&cfg.TxBurst, DefaultBurst)
+	orDefault(&cfg.MaxUnackedPSNs, DefaultMaxUnackedPSNs)
+	orDefault(&cfg.AckReqEvery, DefaultAckReqEvery)
 	if cfg.FirstQPN < 2 || cfg.FirstQPN > wire.PSNMask {
 		cfg.FirstQPN = DefaultFirstQPN
 	}
@@ -463,4 +458,11 @@ func (e *Endpoint) statsEntries() []*statsEntry {
 	e.reg.Lock()
 	defer e.reg.Unlock()
 	return append([]*statsEntry(nil), e.reg.entries...)
+}
+
+// orDefault sets *v to d when it is not positive: not set.
+func orDefault(v *int, d int) {
+	if *v <= 0 {
+		*v = d
+	}
 }

@@ -29,15 +29,10 @@ type PoolConfig struct {
 }
 
 func (c PoolConfig) withDefaults() (PoolConfig, error) {
-	def := func(v *int, d int) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
-	def(&c.BufferSize, DefaultBufferSize)
-	def(&c.RecvBuffers, DefaultPoolRecvBuffers)
-	def(&c.SendBuffers, DefaultPoolSendBuffers)
-	def(&c.MaxSessions, DefaultPoolSessions)
+	orDefault(&c.BufferSize, DefaultBufferSize)
+	orDefault(&c.RecvBuffers, DefaultPoolRecvBuffers)
+	orDefault(&c.SendBuffers, DefaultPoolSendBuffers)
+	orDefault(&c.MaxSessions, DefaultPoolSessions)
 	if c.Allocator == nil {
 		c.Allocator = &roce.HeapAllocator{}
 	}

@@ -87,17 +87,12 @@ func DefaultConfig() Config {
 }
 
 func (c Config) withDefaults() (Config, error) {
-	def := func(v *int, d int) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
-	def(&c.BufferSize, DefaultBufferSize)
-	def(&c.SendBuffers, DefaultSendBuffers)
-	def(&c.RecvBuffers, DefaultRecvBuffers)
-	def(&c.SendQueueDepth, c.SendBuffers+1)
-	def(&c.RecvQueueDepth, c.RecvBuffers)
-	def(&c.PathMTU, DefaultPathMTU)
+	orDefault(&c.BufferSize, DefaultBufferSize)
+	orDefault(&c.SendBuffers, DefaultSendBuffers)
+	orDefault(&c.RecvBuffers, DefaultRecvBuffers)
+	orDefault(&c.SendQueueDepth, c.SendBuffers+1)
+	orDefault(&c.RecvQueueDepth, c.RecvBuffers)
+	orDefault(&c.PathMTU, DefaultPathMTU)
 	if c.Allocator == nil {
 		c.Allocator = &roce.HeapAllocator{}
 	}
@@ -744,4 +739,11 @@ func (s *Session) releaseShared() {
 	s.qp.SetSRQLimit(0)
 	s.qp.ReleaseSRQ(s.qp.SRQHeld())
 	s.unpublish()
+}
+
+// orDefault sets *v to d when it is not positive: not set.
+func orDefault(v *int, d int) {
+	if *v <= 0 {
+		*v = d
+	}
 }
