@@ -128,24 +128,6 @@ func restartSessions(t *testing.T, sp *sessionPair, cfg Config) *sessionPair {
 		s.QP().Destroy()
 	}
 	next := &sessionPair{n: sp.n, allocA: sp.allocA, allocB: sp.allocB}
-	cfg.Allocator = sp.allocA
-	qa, err := NewQP(sp.n.pa, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if next.a, err = New(qa, cfg); err != nil {
-		t.Fatal(err)
-	}
-	cfg.Allocator = sp.allocB
-	qb, err := NewQP(sp.n.pb, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if next.b, err = New(qb, cfg); err != nil {
-		t.Fatal(err)
-	}
-	if err := connectPair(cfg, qa, qb, 9, 7); err != nil {
-		t.Fatal(err)
-	}
+	next.open(t, cfg, 9, 7)
 	return next
 }
