@@ -117,27 +117,27 @@ func (c *toseConn) start() error {
 
 func (c *toseConn) busy() bool { return c.started && (c.sent < c.posted || c.recvd < c.cfg.Count) }
 
-func (c *toseConn) poll(time.Time) (int, bool, error) {
-	qp := c.res.qp
-	work, err := drain(c.res.scq, c.wcs[:], func(wc *roce.WorkCompletion) error {
-		if wc.Status != roce.WCSuccess || wc.Opcode != roce.WCSend {
-			return wcError(qp, wc, "send")
+// drain takes the completions on cq, which must be successful ones of
+// op (named what in the error), counting them in *done and their bytes
+// with count.
+func (c *toseConn) drain(cq *roce.CQ, op roce.WCOpcode, what string, done *int, count func(n int)) (int, error) {
+	return drain(cq, c.wcs[:], func(wc *roce.WorkCompletion) error {
+		if wc.Status != roce.WCSuccess || wc.Opcode != op {
+			return wcError(c.res.qp, wc, what)
 		}
-		c.sent++
-		c.cnt.out(int(wc.ByteLen))
+		*done++
+		count(int(wc.ByteLen))
 		return nil
 	})
+}
+
+func (c *toseConn) poll(time.Time) (int, bool, error) {
+	qp := c.res.qp
+	work, err := c.drain(c.res.scq, roce.WCSend, "send", &c.sent, c.cnt.out)
 	if err != nil {
 		return work, false, err
 	}
-	n, err := drain(c.res.rcq, c.wcs[:], func(wc *roce.WorkCompletion) error {
-		if wc.Status != roce.WCSuccess || wc.Opcode != roce.WCRecv {
-			return wcError(qp, wc, "receive")
-		}
-		c.recvd++
-		c.cnt.in(int(wc.ByteLen))
-		return nil
-	})
+	n, err := c.drain(c.res.rcq, roce.WCRecv, "receive", &c.recvd, c.cnt.in)
 	if work += n; err != nil {
 		return work, false, err
 	}
