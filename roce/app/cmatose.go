@@ -50,15 +50,9 @@ var _ Service = (*CMATose)(nil)
 
 // NewCMATose returns a CMATose server for connections on ep.
 func NewCMATose(ep *roce.Endpoint, cfg CMAToseConfig) (*CMATose, error) {
-	if cfg.Count <= 0 {
-		cfg.Count = DefaultToseCount
-	}
-	if cfg.Size <= 0 {
-		cfg.Size = DefaultToseSize
-	}
-	if cfg.RecvSize <= 0 {
-		cfg.RecvSize = cfg.Size
-	}
+	orDefault(&cfg.Count, DefaultToseCount)
+	orDefault(&cfg.Size, DefaultToseSize)
+	orDefault(&cfg.RecvSize, cfg.Size)
 	switch {
 	case cfg.Count > roce.MaxQueueDepth:
 		return nil, fmt.Errorf("app: new cmatose: count %d exceeds %d: %w", cfg.Count, roce.MaxQueueDepth, roce.ErrInvalidArgument)

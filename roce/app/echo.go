@@ -89,12 +89,8 @@ type streamSession struct {
 }
 
 func newSessionServer(cfg EchoConfig, discard bool) *sessionServer {
-	if cfg.BufferSize <= 0 {
-		cfg.BufferSize = DefaultEchoBuffer
-	}
-	if cfg.Linger <= 0 {
-		cfg.Linger = DefaultLinger
-	}
+	orDefault(&cfg.BufferSize, DefaultEchoBuffer)
+	orDefault(&cfg.Linger, DefaultLinger)
 	ss := &sessionServer{cfg: cfg, discard: discard, name: "echo"}
 	if discard {
 		ss.name = "discard"

@@ -47,12 +47,8 @@ var _ Service = (*RawEcho)(nil)
 
 // NewRawEcho returns a RawEcho serving connections on ep.
 func NewRawEcho(ep *roce.Endpoint, cfg RawConfig) (*RawEcho, error) {
-	if cfg.MessageSize <= 0 {
-		cfg.MessageSize = DefaultMessageSize
-	}
-	if cfg.Depth <= 0 {
-		cfg.Depth = DefaultDepth
-	}
+	orDefault(&cfg.MessageSize, DefaultMessageSize)
+	orDefault(&cfg.Depth, DefaultDepth)
 	name := "rawecho"
 	if cfg.Discard {
 		name = "rawdiscard"

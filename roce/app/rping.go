@@ -82,9 +82,7 @@ var _ Service = (*RPingServer)(nil)
 
 // NewRPingServer returns an rping server for connections on ep.
 func NewRPingServer(ep *roce.Endpoint, cfg RPingConfig) (*RPingServer, error) {
-	if cfg.MaxSize <= 0 {
-		cfg.MaxSize = DefaultRPingMaxSize
-	}
+	orDefault(&cfg.MaxSize, DefaultRPingMaxSize)
 	if cfg.MaxSize > roce.MaxMessage-rpRDMAOff {
 		return nil, fmt.Errorf("app: new rping server: size %d too large: %w", cfg.MaxSize, roce.ErrInvalidArgument)
 	}

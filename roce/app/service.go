@@ -216,13 +216,11 @@ func (r *qpResources) release() {
 		r.qp.Destroy()
 		r.qp = nil
 	}
-	if r.scq != nil {
-		r.scq.Destroy()
-		r.scq = nil
-	}
-	if r.rcq != nil {
-		r.rcq.Destroy()
-		r.rcq = nil
+	for _, cq := range []**roce.CQ{&r.scq, &r.rcq} {
+		if *cq != nil {
+			(*cq).Destroy()
+			*cq = nil
+		}
 	}
 	if r.mr != nil {
 		r.mr.Deregister()
@@ -252,4 +250,11 @@ func wcError(qp *roce.QP, wc *roce.WorkCompletion, what string) error {
 	}
 	return fmt.Errorf("qp %d: unexpected %v completion (wr %d, %d bytes) for %s: %w",
 		qp.QPN(), wc.Opcode, wc.WRID, wc.ByteLen, what, ErrProtocol)
+}
+
+// orDefault sets *v to d when it is not positive: not set.
+func orDefault[T int | time.Duration](v *T, d T) {
+	if *v <= 0 {
+		*v = d
+	}
 }
