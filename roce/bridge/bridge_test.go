@@ -99,7 +99,6 @@ func loopbackDialer(set func(*net.TCPConn)) Dialer {
 	}
 }
 
-// run polls until done or the wall-clock limit.
 // sendSome sends on s what is left of msg after *sent, as much as s
 // takes, and counts it in *sent; an error other than ErrWouldBlock fails
 // the test.
@@ -134,6 +133,7 @@ func (n *testNet) echo(t testing.TB, s *session.Session, msg []byte, limit time.
 	return got
 }
 
+// run polls until done or the wall-clock limit.
 func (n *testNet) run(limit time.Duration, done func() bool) {
 	n.t.Helper()
 	if !n.RunWall(limit, nil, done) {

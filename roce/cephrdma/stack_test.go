@@ -97,10 +97,7 @@ func TestDialServeEcho(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := newTestNet(t, netOpts{link: tc.link, asyncRes: tc.async})
-			conn, err := n.dial(n.addr())
-			if err != nil {
-				t.Fatal(err)
-			}
+			conn := n.mustDial()
 			local, remote := conn.Records()
 			if remote.GID != mapped(ipSrv) || local.GID != mapped(ipCli) || remote.PeerQPN != local.QPN ||
 				local.PeerQPN != remote.QPN || local.PSN > wire.PSNMask || remote.LID != 0 {
@@ -401,10 +398,7 @@ func TestServerSkipsRepeatedHello(t *testing.T) {
 
 func TestTooManyConns(t *testing.T) {
 	n := newTestNet(t, netOpts{server: func(c *cephrdma.Config) { c.MaxConns = 1 }})
-	first, err := n.dial(n.addr())
-	if err != nil {
-		t.Fatal(err)
-	}
+	first := n.mustDial()
 	if _, err := n.dial(n.addr()); err == nil {
 		t.Error("second connection accepted")
 	}
