@@ -28,14 +28,12 @@ func (c NakClass) String() string {
 	return fmt.Sprintf("nak(%d)", int(c))
 }
 
+// nakIndex returns the class of a NAK code. The IBA numbers the
+// sequence, invalid request and remote access NAKs 0x60 to 0x62, in the
+// order of the classes; any other code counts as remote operational.
 func nakIndex(code uint8) NakClass {
-	switch code {
-	case wire.NakPSNSeq:
-		return NakSequence
-	case wire.NakInvalidRequest:
-		return NakInvalidRequest
-	case wire.NakRemoteAccess:
-		return NakRemoteAccess
+	if c := NakClass(code) - NakClass(wire.NakPSNSeq); c >= NakSequence && c < NakRemoteOperational {
+		return c
 	}
 	return NakRemoteOperational
 }

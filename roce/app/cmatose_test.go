@@ -151,8 +151,7 @@ func TestCMAToseWaitsForEstablished(t *testing.T) {
 func TestCMAToseClientTooBig(t *testing.T) {
 	n := newTestNet(t, memlink.Config{})
 	tose, err := app.NewCMATose(n.Srv, app.CMAToseConfig{Count: 2, Size: 64})
-	n.Serve(tose, err)
-	sqp, d := accept(t, tose)
+	sqp, d := n.serveAccept(tose, err)
 	p := n.newPeer(2, 2, 4096)
 	p.postRecv(t, 0, 0, 4096)
 	p.postRecv(t, 0, 0, 4096)

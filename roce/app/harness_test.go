@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cephdpdkd/cephdpdkd/roce"
+	"github.com/cephdpdkd/cephdpdkd/roce/app"
 	"github.com/cephdpdkd/cephdpdkd/roce/cm"
 	"github.com/cephdpdkd/cephdpdkd/roce/memlink"
 	"github.com/cephdpdkd/cephdpdkd/roce/roctest"
@@ -164,6 +165,14 @@ func fill(b []byte, seed int) {
 	for i := range b {
 		b[i] = byte(i*7 + seed)
 	}
+}
+
+// serveAccept serves svc, which its constructor has just returned with
+// err, and accepts a connection on it.
+func (n *testNet) serveAccept(svc app.Service, err error) (*roce.QP, *doneRecorder) {
+	n.TB.Helper()
+	n.Serve(svc, err)
+	return accept(n.TB, svc)
 }
 
 // accept accepts a connection on svc and returns its QP and the

@@ -28,8 +28,7 @@ func TestRawEchoRDMAClient(t *testing.T) {
 			n := newTestNet(t, tc.link)
 			alloc := &roce.HeapAllocator{}
 			echo, err := app.NewRawEcho(n.Srv, app.RawConfig{MessageSize: 4096, Depth: 4, Allocator: alloc})
-			n.Serve(echo, err)
-			sqp, d := accept(t, echo)
+			sqp, d := n.serveAccept(echo, err)
 			if sqp.State() != roce.QPStateInit || sqp.RecvQueueLen() != 4 {
 				t.Fatalf("accepted qp in %v with %d receives posted", sqp.State(), sqp.RecvQueueLen())
 			}
@@ -209,8 +208,7 @@ func TestRawDiscard(t *testing.T) {
 func TestRawEchoTooLong(t *testing.T) {
 	n := newTestNet(t, memlink.Config{})
 	echo, err := app.NewRawEcho(n.Srv, app.RawConfig{MessageSize: 512, Depth: 2})
-	n.Serve(echo, err)
-	sqp, d := accept(t, echo)
+	sqp, d := n.serveAccept(echo, err)
 	p := n.newPeer(1, 1, 4096)
 	n.connect(sqp, p.qp, defaultCM())
 	echo.Established(sqp)
@@ -238,8 +236,7 @@ func TestRawEchoTooLong(t *testing.T) {
 func TestRawEchoStall(t *testing.T) {
 	n := newTestNet(t, memlink.Config{})
 	echo, err := app.NewRawEcho(n.Srv, app.RawConfig{MessageSize: 64, Depth: 2, StallTimeout: 3e9})
-	n.Serve(echo, err)
-	sqp, d := accept(t, echo)
+	sqp, d := n.serveAccept(echo, err)
 	p := n.newPeer(1, 1, 64)
 	n.connect(sqp, p.qp, defaultCM())
 	p.postSend(t, roce.SendWR{ID: 1, Opcode: roce.WRSend, SGList: []roce.SGE{p.mr.SGE(0, 8)}})

@@ -113,8 +113,7 @@ func TestRPingServer(t *testing.T) {
 			n := newTestNet(t, tc.link)
 			alloc := &roce.HeapAllocator{}
 			srv, err := app.NewRPingServer(n.Srv, app.RPingConfig{Allocator: alloc})
-			n.Serve(srv, err)
-			sqp, d := accept(t, srv)
+			sqp, d := n.serveAccept(srv, err)
 			c := newRPingClient(t, n, tc.size)
 			n.connect(sqp, c.p.qp, defaultCM())
 			srv.Established(sqp)
@@ -169,8 +168,7 @@ func TestRPingServerErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			n := newTestNet(t, memlink.Config{})
 			srv, err := app.NewRPingServer(n.Srv, app.RPingConfig{})
-			n.Serve(srv, err)
-			sqp, d := accept(t, srv)
+			sqp, d := n.serveAccept(srv, err)
 			c := newRPingClient(t, n, 64)
 			cm := defaultCM()
 			if tc.cm != nil {
@@ -200,8 +198,7 @@ func TestRPingClientVanishes(t *testing.T) {
 	n := newTestNet(t, memlink.Config{})
 	alloc := &roce.HeapAllocator{}
 	srv, err := app.NewRPingServer(n.Srv, app.RPingConfig{Allocator: alloc, StallTimeout: 5e9})
-	n.Serve(srv, err)
-	sqp, d := accept(t, srv)
+	sqp, d := n.serveAccept(srv, err)
 	c := newRPingClient(t, n, 64)
 	n.connect(sqp, c.p.qp, defaultCM())
 	srv.Established(sqp)
@@ -259,8 +256,7 @@ func TestQuietPeerVanishes(t *testing.T) {
 	n := newTestNet(t, memlink.Config{})
 	alloc := &roce.HeapAllocator{}
 	srv, err := app.NewRPingServer(n.Srv, app.RPingConfig{Allocator: alloc})
-	n.Serve(srv, err)
-	sqp, d := accept(t, srv)
+	sqp, d := n.serveAccept(srv, err)
 	c := newRPingClient(t, n, 64)
 	cp := defaultCM()
 	cp.retry = 6 // what roce/cm gives our QPs: 7 would retry forever
