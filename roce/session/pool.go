@@ -36,11 +36,10 @@ func (c PoolConfig) withDefaults() (PoolConfig, error) {
 	if c.Allocator == nil {
 		c.Allocator = &roce.HeapAllocator{}
 	}
+	if err := checkBuffers("pool ", c.BufferSize, c.SendBuffers, c.RecvBuffers); err != nil {
+		return c, err
+	}
 	switch {
-	case c.BufferSize > roce.MaxMessage:
-		return c, fmt.Errorf("session: pool buffer size %d exceeds %d: %w", c.BufferSize, roce.MaxMessage, roce.ErrInvalidArgument)
-	case int64(c.BufferSize)*int64(max(c.SendBuffers, c.RecvBuffers)) > roce.MaxMRSize:
-		return c, fmt.Errorf("session: pool buffers of %d×%d bytes exceed a memory region: %w", max(c.SendBuffers, c.RecvBuffers), c.BufferSize, roce.ErrInvalidArgument)
 	case c.RecvBuffers > roce.MaxQueueDepth || c.SendBuffers+c.MaxSessions > roce.MaxCQDepth:
 		return c, fmt.Errorf("session: pool of %d receive buffers, %d send buffers and %d sessions too large: %w",
 			c.RecvBuffers, c.SendBuffers, c.MaxSessions, roce.ErrInvalidArgument)

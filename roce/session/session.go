@@ -96,15 +96,25 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Allocator == nil {
 		c.Allocator = &roce.HeapAllocator{}
 	}
-	switch {
-	case c.BufferSize > roce.MaxMessage:
-		return c, fmt.Errorf("session: buffer size %d exceeds %d: %w", c.BufferSize, roce.MaxMessage, roce.ErrInvalidArgument)
-	case int64(c.BufferSize)*int64(max(c.SendBuffers, c.RecvBuffers)) > roce.MaxMRSize:
-		return c, fmt.Errorf("session: buffers of %d×%d bytes exceed a memory region: %w", max(c.SendBuffers, c.RecvBuffers), c.BufferSize, roce.ErrInvalidArgument)
-	case c.RecvQueueDepth < c.RecvBuffers:
+	if err := checkBuffers("", c.BufferSize, c.SendBuffers, c.RecvBuffers); err != nil {
+		return c, err
+	}
+	if c.RecvQueueDepth < c.RecvBuffers {
 		return c, fmt.Errorf("session: receive queue depth %d below %d receive buffers: %w", c.RecvQueueDepth, c.RecvBuffers, roce.ErrInvalidArgument)
 	}
 	return c, nil
+}
+
+// checkBuffers checks the buffers of a Config or, with what "pool ", of
+// a PoolConfig: size bytes each, send and recv of them.
+func checkBuffers(what string, size, send, recv int) error {
+	switch {
+	case size > roce.MaxMessage:
+		return fmt.Errorf("session: %sbuffer size %d exceeds %d: %w", what, size, roce.MaxMessage, roce.ErrInvalidArgument)
+	case int64(size)*int64(max(send, recv)) > roce.MaxMRSize:
+		return fmt.Errorf("session: %sbuffers of %d×%d bytes exceed a memory region: %w", what, max(send, recv), size, roce.ErrInvalidArgument)
+	}
+	return nil
 }
 
 // NewQP creates, on pd, a QP sized by cfg with a send and a receive CQ
