@@ -209,17 +209,25 @@ func (e *Endpoint) Poll(now time.Time) int {
 // expires, if one is running. A caller that found Poll idle can
 // sleep, or in tests advance its clock, until then.
 func (e *Endpoint) NextDeadline() (time.Time, bool) {
-	var t time.Time
-	ok := false
+	var next deadline
 	for _, qp := range e.qpList {
-		if d, on := qp.reqDeadline(); on && (!ok || d.Before(t)) {
-			t, ok = d, true
-		}
-		if d, on := qp.respDeadline(); on && (!ok || d.Before(t)) {
-			t, ok = d, true
-		}
+		next.add(qp.reqDeadline())
+		next.add(qp.respDeadline())
 	}
-	return t, ok
+	return next.at, next.set
+}
+
+// deadline is the earliest of the deadlines added to it, if any is set.
+type deadline struct {
+	at  time.Time
+	set bool
+}
+
+// add takes at into account if set.
+func (d *deadline) add(at time.Time, set bool) {
+	if set && (!d.set || at.Before(d.at)) {
+		d.at, d.set = at, true
+	}
 }
 
 // flush hands the built frames to io and keeps those it did not accept,

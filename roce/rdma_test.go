@@ -49,9 +49,7 @@ func TestRDMAWriteRead(t *testing.T) {
 // the written length; without a posted receive the WRITE is RNR-NAKed at
 // its last packet and the data placed only once.
 func TestRDMAWriteWithImm(t *testing.T) {
-	n := newTestNet(t, roctest.Faulty(1, 0), EndpointConfig{})
-	o := defaultQPOpts()
-	p := n.newPair(o)
+	n, _, p := newCleanPair(t)
 	local := roctest.Region(t, n.pa, 5000, 0)
 	remote := roctest.Region(t, n.pb, 5000, AccessLocalWrite|AccessRemoteWrite)
 	roctest.Pattern(local.Bytes(), 5)
@@ -148,9 +146,7 @@ func TestRemoteAccessErrors(t *testing.T) {
 // TestReadLostResponse drops one READ response in the middle: the
 // requester asks again for the rest only, from the missing PSN.
 func TestReadLostResponse(t *testing.T) {
-	n := newTestNet(t, roctest.Faulty(1, 0), EndpointConfig{})
-	o := defaultQPOpts()
-	p := n.newPair(o)
+	n, o, p := newCleanPair(t)
 	const size = 8*1024 + 100
 	local := roctest.Region(t, n.pa, size, AccessLocalWrite)
 	remote := roctest.Region(t, n.pb, size, AccessRemoteRead)

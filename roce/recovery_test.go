@@ -51,9 +51,7 @@ func checkDelivered(t *testing.T, n *testNet, p *qpPair, src, dst *MR) {
 // responder sends one sequence NAK and drops what follows silently, and
 // the requester resends from the lost packet, as a MIDDLE.
 func TestGoBackNMidMessage(t *testing.T) {
-	n := newTestNet(t, roctest.Faulty(1, 0), EndpointConfig{})
-	o := defaultQPOpts()
-	p := n.newPair(o)
+	n, o, p := newCleanPair(t)
 	lost := wire.PSNAdd(o.psnA, 3)
 	fromA := n.capture(n.A.Link, dropOnce(func(c *captured) bool { return c.bth.PSN == lost }))
 	fromB := n.capture(n.B.Link, nil)
@@ -89,9 +87,7 @@ func TestGoBackNMidMessage(t *testing.T) {
 // to NAK, so only the timer can recover it, and the whole message goes
 // again.
 func TestTimeoutRetransmit(t *testing.T) {
-	n := newTestNet(t, roctest.Faulty(1, 0), EndpointConfig{})
-	o := defaultQPOpts()
-	p := n.newPair(o)
+	n, o, p := newCleanPair(t)
 	lost := map[uint32]bool{o.psnA: true, wire.PSNAdd(o.psnA, 1): true, wire.PSNAdd(o.psnA, 2): true}
 	fromA := n.capture(n.A.Link, func(c *captured, i int) bool { return i < 3 && lost[c.bth.PSN] })
 	start := n.Now
@@ -118,9 +114,7 @@ func TestTimeoutRetransmit(t *testing.T) {
 // measured yet), and the requester resends the last packet alone, well
 // before its transport timeout would have resent the whole message.
 func TestShortMessageNak(t *testing.T) {
-	n := newTestNet(t, roctest.Faulty(1, 0), EndpointConfig{})
-	o := defaultQPOpts()
-	p := n.newPair(o)
+	n, o, p := newCleanPair(t)
 	last := wire.PSNAdd(o.psnA, 2)
 	fromA := n.capture(n.A.Link, dropOnce(func(c *captured) bool { return c.bth.PSN == last }))
 	fromB := n.capture(n.B.Link, dropOnce(func(c *captured) bool { return c.bth.Opcode == wire.OpRCAck }))
