@@ -169,6 +169,17 @@ func ReadConcurrently(read func()) (stop func() bool) {
 	}
 }
 
+// CleanAndFaulty runs f as two subtests: "clean", on a link without
+// faults, and "faulty", on one with 1% of each fault.
+func CleanAndFaulty(t *testing.T, f func(t *testing.T, lc memlink.Config)) {
+	for _, tc := range []struct {
+		name   string
+		faults float64
+	}{{"clean", 0}, {"faulty", 0.01}} {
+		t.Run(tc.name, func(t *testing.T) { f(t, Faulty(1, tc.faults)) })
+	}
+}
+
 // NewBare returns a network without a link, for a test that brings its
 // own.
 func NewBare(tb testing.TB) *Net {
