@@ -71,12 +71,7 @@ const (
 
 var wcOpcodeNames = [...]string{"send", "rdma-write", "rdma-read", "recv", "recv-rdma-with-imm"}
 
-func (o WCOpcode) String() string {
-	if int(o) < len(wcOpcodeNames) {
-		return wcOpcodeNames[o]
-	}
-	return fmt.Sprintf("opcode(%d)", uint8(o))
-}
+func (o WCOpcode) String() string { return enumName(wcOpcodeNames[:], o, "opcode") }
 
 // WCFlags qualify a work completion.
 type WCFlags uint8
@@ -114,12 +109,7 @@ const (
 
 var eventNames = [...]string{EventCommEstablished: "comm-established", EventQPFatal: "qp-fatal", EventCQOverrun: "cq-overrun"}
 
-func (t EventType) String() string {
-	if int(t) < len(eventNames) && eventNames[t] != "" {
-		return eventNames[t]
-	}
-	return fmt.Sprintf("event(%d)", uint8(t))
-}
+func (t EventType) String() string { return enumName(eventNames[:], t, "event") }
 
 // Event is an asynchronous event on a QP or CQ.
 type Event struct {

@@ -24,12 +24,7 @@ const (
 
 var qpStateNames = [...]string{"RESET", "INIT", "RTR", "RTS", "ERROR"}
 
-func (s QPState) String() string {
-	if int(s) < len(qpStateNames) {
-		return qpStateNames[s]
-	}
-	return fmt.Sprintf("state(%d)", uint8(s))
-}
+func (s QPState) String() string { return enumName(qpStateNames[:], s, "state") }
 
 // Limits of QP capabilities and attributes.
 const (
@@ -164,12 +159,7 @@ const (
 
 var wrOpcodeNames = [...]string{"send", "send-with-imm", "rdma-write", "rdma-write-with-imm", "rdma-read"}
 
-func (o WROpcode) String() string {
-	if int(o) < len(wrOpcodeNames) {
-		return wrOpcodeNames[o]
-	}
-	return fmt.Sprintf("wr-opcode(%d)", uint8(o))
-}
+func (o WROpcode) String() string { return enumName(wrOpcodeNames[:], o, "wr-opcode") }
 
 // SendFlags modify a send work request.
 type SendFlags uint8

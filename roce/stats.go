@@ -1,7 +1,6 @@
 package roce
 
 import (
-	"fmt"
 	"sync/atomic"
 
 	"github.com/cephdpdkd/cephdpdkd/roce/wire"
@@ -21,12 +20,7 @@ const (
 
 var nakClassNames = [numNakClasses]string{"psn_sequence", "invalid_request", "remote_access", "remote_operational"}
 
-func (c NakClass) String() string {
-	if c >= 0 && c < numNakClasses {
-		return nakClassNames[c]
-	}
-	return fmt.Sprintf("nak(%d)", int(c))
-}
+func (c NakClass) String() string { return enumName(nakClassNames[:], c, "nak") }
 
 // nakIndex returns the class of a NAK code. The IBA numbers the
 // sequence, invalid request and remote access NAKs 0x60 to 0x62, in the

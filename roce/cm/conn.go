@@ -28,12 +28,7 @@ const (
 // connStateNames is indexed by ConnState, which starts at 1.
 var connStateNames = [...]string{"", "resolving", "req-sent", "req-rcvd", "rep-sent", "established", "disconnecting", "time-wait", "closed"}
 
-func (s ConnState) String() string {
-	if s > 0 && int(s) < len(connStateNames) {
-		return connStateNames[s]
-	}
-	return fmt.Sprintf("state(%d)", uint8(s))
-}
+func (s ConnState) String() string { return enumName(connStateNames[:], s, "state") }
 
 // Events are a connection's callbacks. They run from Manager.Poll, on the
 // polling goroutine, and may call the Manager (Disconnect, Dial, ...).
