@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/cephdpdkd/cephdpdkd/roce"
-	"github.com/cephdpdkd/cephdpdkd/roce/app"
 	"github.com/cephdpdkd/cephdpdkd/roce/cm"
 	"github.com/cephdpdkd/cephdpdkd/roce/memlink"
 	"github.com/cephdpdkd/cephdpdkd/roce/roctest"
@@ -167,9 +166,16 @@ func fill(b []byte, seed int) {
 	}
 }
 
+// acceptor is a service that takes connections: app.Service's Poll and
+// Accept.
+type acceptor interface {
+	Poll(now time.Time) int
+	Accept(done func(error)) (*roce.QP, error)
+}
+
 // serveAccept serves svc, which its constructor has just returned with
 // err, and accepts a connection on it.
-func (n *testNet) serveAccept(svc app.Service, err error) (*roce.QP, *doneRecorder) {
+func (n *testNet) serveAccept(svc acceptor, err error) (*roce.QP, *doneRecorder) {
 	n.TB.Helper()
 	n.Serve(svc, err)
 	return accept(n.TB, svc)
@@ -177,9 +183,7 @@ func (n *testNet) serveAccept(svc app.Service, err error) (*roce.QP, *doneRecord
 
 // accept accepts a connection on svc and returns its QP and the
 // recorder of its done callback.
-func accept(tb testing.TB, svc interface {
-	Accept(done func(error)) (*roce.QP, error)
-}) (*roce.QP, *doneRecorder) {
+func accept(tb testing.TB, svc acceptor) (*roce.QP, *doneRecorder) {
 	tb.Helper()
 	d := &doneRecorder{}
 	qp, err := svc.Accept(d.done)
