@@ -47,11 +47,13 @@ func (s *srqNet) post(from, to int) {
 	}
 }
 
-// send posts a signaled 10-byte SEND on qp.
-func (s *srqNet) send(qp *QP, id uint64) {
+// send posts on qp a signaled 10-byte SEND with each of ids.
+func (s *srqNet) send(qp *QP, ids ...uint64) {
 	s.t.Helper()
-	if err := qp.PostSend(&SendWR{ID: id, Opcode: WRSend, Flags: SendSignaled, SGList: []SGE{s.mrA.SGE(0, 10)}}); err != nil {
-		s.t.Fatal(err)
+	for _, id := range ids {
+		if err := qp.PostSend(&SendWR{ID: id, Opcode: WRSend, Flags: SendSignaled, SGList: []SGE{s.mrA.SGE(0, 10)}}); err != nil {
+			s.t.Fatal(err)
+		}
 	}
 }
 
@@ -107,8 +109,7 @@ func TestSRQ(t *testing.T) {
 		t.Errorf("a QP in ERROR flushed the SRQ: %d completions, %d left", rcq.Len(), srq.Len())
 	}
 	// The SRQ's last receive, then an RNR NAK for the next SEND.
-	s.send(senders[1], 3)
-	s.send(senders[1], 4)
+	s.send(senders[1], 3, 4)
 	n.Run(1000, func() bool { return senders[1].Stats().RNRNaksReceived > 0 })
 	if k := rcq.Poll(wc[:]); k != 1 || wc[0].WRID != 2 || wc[0].QPN != recvers[1].QPN() {
 		t.Errorf("%d completions %+v", k, wc[:k])
@@ -138,9 +139,7 @@ func TestSRQLending(t *testing.T) {
 	srq.SetLendingReserve(2)
 	sender, recver, _ := s.pair()
 	recver.SetSRQLimit(2)
-	for id := range uint64(6) {
-		s.send(sender, id)
-	}
+	s.send(sender, 0, 1, 2, 3, 4, 5)
 	n.Run(100_000, func() bool { return recver.Stats().RNRSilentDrops > 0 && rcq.Len() == 4 })
 	if recver.SRQHeld() != 4 || srq.Len() != 2 {
 		t.Errorf("held %d, %d left on the SRQ; want 4 (2 lent), 2", recver.SRQHeld(), srq.Len())
@@ -157,9 +156,7 @@ func TestSRQLimit(t *testing.T) {
 	s.post(0, 4)
 	sender, recver, scqs := s.pair()
 	recver.SetSRQLimit(2)
-	for id := range uint64(3) {
-		s.send(sender, id)
-	}
+	s.send(sender, 0, 1, 2)
 	n.Run(100_000, func() bool { return recver.Stats().RNRSilentDrops > 0 && rcq.Len() == 2 })
 	if recver.SRQHeld() != 2 || srq.Len() != 2 {
 		t.Errorf("at the limit: held %d, %d left on the SRQ", recver.SRQHeld(), srq.Len())
