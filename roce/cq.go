@@ -69,21 +69,9 @@ const (
 	WCRecvRDMAWithImm // an RDMA WRITE with immediate arrived
 )
 
-func (o WCOpcode) String() string {
-	switch o {
-	case WCSend:
-		return "send"
-	case WCRDMAWrite:
-		return "rdma-write"
-	case WCRDMARead:
-		return "rdma-read"
-	case WCRecv:
-		return "recv"
-	case WCRecvRDMAWithImm:
-		return "recv-rdma-with-imm"
-	}
-	return fmt.Sprintf("opcode(%d)", uint8(o))
-}
+var wcOpcodeNames = [...]string{"send", "rdma-write", "rdma-read", "recv", "recv-rdma-with-imm"}
+
+func (o WCOpcode) String() string { return enumName(wcOpcodeNames[:], o, "opcode") }
 
 // WCFlags qualify a work completion.
 type WCFlags uint8
@@ -119,17 +107,9 @@ const (
 	EventCQOverrun
 )
 
-func (t EventType) String() string {
-	switch t {
-	case EventCommEstablished:
-		return "comm-established"
-	case EventQPFatal:
-		return "qp-fatal"
-	case EventCQOverrun:
-		return "cq-overrun"
-	}
-	return fmt.Sprintf("event(%d)", uint8(t))
-}
+var eventNames = [...]string{EventCommEstablished: "comm-established", EventQPFatal: "qp-fatal", EventCQOverrun: "cq-overrun"}
+
+func (t EventType) String() string { return enumName(eventNames[:], t, "event") }
 
 // Event is an asynchronous event on a QP or CQ.
 type Event struct {

@@ -10,8 +10,10 @@
 //     completion queues with event and completion handlers, and reliable
 //     connected QPs created, moved through RESET→INIT→RTR→RTS (and to
 //     ERROR) with Modify, and fed with PostSend and PostRecv; shared
-//     receive queues (srq.go) from which many QPs take their receives.
-//   - The RC transport (requester.go, responder.go), as Linux rxe does
+//     receive queues (srq.go) from which many QPs take their receives;
+//     scatter-gather lists resolved to registered memory (scatter.go).
+//   - The RC transport (requester.go, responder.go, and qp_io.go, where
+//     the endpoint hands each QP its frames), as Linux rxe does
 //     it: 24-bit PSNs, segmentation by path MTU with PadCnt, AckReq on
 //     each message's last packet and every AckReqEvery packets, coalesced
 //     ACKs, duplicate detection, sequence NAKs with go-back-N resuming

@@ -142,15 +142,10 @@ func NewEndpoint(cfg EndpointConfig) (*Endpoint, error) {
 		return nil, fmt.Errorf("roce: new endpoint: no ip address: %w", ErrInvalidArgument)
 	}
 	cfg.IP = cfg.IP.Unmap()
-	def := func(v *int, d int) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
-	def(&cfg.RxBurst, DefaultBurst)
-	def(&cfg.TxBurst, DefaultBurst)
-	def(&cfg.MaxUnackedPSNs, DefaultMaxUnackedPSNs)
-	def(&cfg.AckReqEvery, DefaultAckReqEvery)
+	orDefault(&cfg.RxBurst, DefaultBurst)
+	orDefault(&cfg.TxBurst, DefaultBurst)
+	orDefault(&cfg.MaxUnackedPSNs, DefaultMaxUnackedPSNs)
+	orDefault(&cfg.AckReqEvery, DefaultAckReqEvery)
 	if cfg.FirstQPN < 2 || cfg.FirstQPN > wire.PSNMask {
 		cfg.FirstQPN = DefaultFirstQPN
 	}
@@ -214,17 +209,25 @@ func (e *Endpoint) Poll(now time.Time) int {
 // expires, if one is running. A caller that found Poll idle can
 // sleep, or in tests advance its clock, until then.
 func (e *Endpoint) NextDeadline() (time.Time, bool) {
-	var t time.Time
-	ok := false
+	var next deadline
 	for _, qp := range e.qpList {
-		if d, on := qp.reqDeadline(); on && (!ok || d.Before(t)) {
-			t, ok = d, true
-		}
-		if d, on := qp.respDeadline(); on && (!ok || d.Before(t)) {
-			t, ok = d, true
-		}
+		next.add(qp.reqDeadline())
+		next.add(qp.respDeadline())
 	}
-	return t, ok
+	return next.at, next.set
+}
+
+// deadline is the earliest of the deadlines added to it, if any is set.
+type deadline struct {
+	at  time.Time
+	set bool
+}
+
+// add takes at into account if set.
+func (d *deadline) add(at time.Time, set bool) {
+	if set && (!d.set || at.Before(d.at)) {
+		d.at, d.set = at, true
+	}
 }
 
 // flush hands the built frames to io and keeps those it did not accept,
@@ -272,22 +275,6 @@ func (e *Endpoint) output(now time.Time) int {
 		}
 	}
 	return e.flush()
-}
-
-// output builds the QP's next frame, alternating between responder and
-// requester so neither direction starves the other.
-func (qp *QP) output(buf []byte, now time.Time) int {
-	qp.respTurn = !qp.respTurn
-	if qp.respTurn {
-		if n := qp.respOutput(buf); n > 0 {
-			return n
-		}
-		return qp.reqOutput(buf, now)
-	}
-	if n := qp.reqOutput(buf, now); n > 0 {
-		return n
-	}
-	return qp.respOutput(buf)
 }
 
 // input handles one received frame. Frames that fail to parse, and among
@@ -338,27 +325,6 @@ func (e *Endpoint) input(frame []byte, now time.Time) {
 		e.td.DeliverGSI(p)
 	default:
 		e.cnt.unsupp.Add(1)
-	}
-}
-
-// input hands a frame for this QP to its responder or requester after
-// the checks rxe makes: a connected state, the peer's source address
-// (check_addr) and the default P_Key.
-func (qp *QP) input(p *wire.Packet, frameLen int, now time.Time) {
-	if qp.state != QPStateRTR && qp.state != QPStateRTS ||
-		p.SrcIP != qp.attr.AV.DstIP || p.BTH.PKey&0x7FFF != wire.DefaultPKey&0x7FFF {
-		qp.cnt.dropped.Add(1)
-		return
-	}
-	qp.cnt.rxPackets.Add(1)
-	qp.cnt.rxBytes.Add(uint64(frameLen))
-	qp.heard(now)
-	switch op := p.BTH.Opcode; {
-	case op.IsRequest():
-		qp.respInput(p)
-		qp.respArm(now)
-	case op.IsResponse():
-		qp.reqInput(p, now)
 	}
 }
 
@@ -500,4 +466,11 @@ func (e *Endpoint) statsEntries() []*statsEntry {
 	e.reg.Lock()
 	defer e.reg.Unlock()
 	return append([]*statsEntry(nil), e.reg.entries...)
+}
+
+// orDefault sets *v to d when it is not positive: not set.
+func orDefault(v *int, d int) {
+	if *v <= 0 {
+		*v = d
+	}
 }

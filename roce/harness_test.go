@@ -117,6 +117,15 @@ func connectQP(tb testing.TB, qp *QP, o qpOpts, dstMAC [6]byte, dstIP netip.Addr
 	}
 }
 
+// newCleanPair returns a network whose link loses nothing, with a QP
+// pair of the default options, and those options.
+func newCleanPair(t *testing.T) (*testNet, qpOpts, *qpPair) {
+	t.Helper()
+	n := newTestNet(t, roctest.Faulty(1, 0), EndpointConfig{})
+	o := defaultQPOpts()
+	return n, o, n.newPair(o)
+}
+
 func (n *testNet) newPair(o qpOpts) *qpPair {
 	n.TB.Helper()
 	p := &qpPair{opts: o}

@@ -22,21 +22,9 @@ const (
 	QPStateError
 )
 
-func (s QPState) String() string {
-	switch s {
-	case QPStateReset:
-		return "RESET"
-	case QPStateInit:
-		return "INIT"
-	case QPStateRTR:
-		return "RTR"
-	case QPStateRTS:
-		return "RTS"
-	case QPStateError:
-		return "ERROR"
-	}
-	return fmt.Sprintf("state(%d)", uint8(s))
-}
+var qpStateNames = [...]string{"RESET", "INIT", "RTR", "RTS", "ERROR"}
+
+func (s QPState) String() string { return enumName(qpStateNames[:], s, "state") }
 
 // Limits of QP capabilities and attributes.
 const (
@@ -169,21 +157,9 @@ const (
 	WRRDMARead
 )
 
-func (o WROpcode) String() string {
-	switch o {
-	case WRSend:
-		return "send"
-	case WRSendWithImm:
-		return "send-with-imm"
-	case WRRDMAWrite:
-		return "rdma-write"
-	case WRRDMAWriteWithImm:
-		return "rdma-write-with-imm"
-	case WRRDMARead:
-		return "rdma-read"
-	}
-	return fmt.Sprintf("wr-opcode(%d)", uint8(o))
-}
+var wrOpcodeNames = [...]string{"send", "send-with-imm", "rdma-write", "rdma-write-with-imm", "rdma-read"}
+
+func (o WROpcode) String() string { return enumName(wrOpcodeNames[:], o, "wr-opcode") }
 
 // SendFlags modify a send work request.
 type SendFlags uint8
@@ -438,43 +414,24 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 		}
 	}
 	a := &qp.attr
-	if rest&QPAttrAccessFlags != 0 {
-		a.Access = attr.Access
-	}
-	if rest&QPAttrPathMTU != 0 {
-		a.PathMTU = attr.PathMTU
-	}
-	if rest&QPAttrDestQPN != 0 {
-		a.DestQPN = attr.DestQPN
-	}
-	if rest&QPAttrRQPSN != 0 {
-		a.RQPSN = attr.RQPSN
-	}
-	if rest&QPAttrSQPSN != 0 {
-		a.SQPSN = attr.SQPSN
-	}
-	if rest&QPAttrMaxDestRdAtomic != 0 {
-		a.MaxDestRdAtomic = attr.MaxDestRdAtomic
-	}
-	if rest&QPAttrMaxRdAtomic != 0 {
-		a.MaxRdAtomic = attr.MaxRdAtomic
-	}
-	if rest&QPAttrMinRNRTimer != 0 {
-		a.MinRNRTimer = attr.MinRNRTimer
-	}
-	if rest&QPAttrTimeout != 0 {
-		a.Timeout = attr.Timeout
+	setAttr(rest, QPAttrAccessFlags, &a.Access, attr.Access)
+	setAttr(rest, QPAttrPathMTU, &a.PathMTU, attr.PathMTU)
+	setAttr(rest, QPAttrDestQPN, &a.DestQPN, attr.DestQPN)
+	setAttr(rest, QPAttrRQPSN, &a.RQPSN, attr.RQPSN)
+	setAttr(rest, QPAttrSQPSN, &a.SQPSN, attr.SQPSN)
+	setAttr(rest, QPAttrMaxDestRdAtomic, &a.MaxDestRdAtomic, attr.MaxDestRdAtomic)
+	setAttr(rest, QPAttrMaxRdAtomic, &a.MaxRdAtomic, attr.MaxRdAtomic)
+	setAttr(rest, QPAttrMinRNRTimer, &a.MinRNRTimer, attr.MinRNRTimer)
+	if setAttr(rest, QPAttrTimeout, &a.Timeout, attr.Timeout) {
 		qp.timeout = 0
 		if a.Timeout != 0 {
 			qp.timeout = 4096 * time.Nanosecond << a.Timeout
 		}
 	}
-	if rest&QPAttrRetryCnt != 0 {
-		a.RetryCnt = attr.RetryCnt
+	if setAttr(rest, QPAttrRetryCnt, &a.RetryCnt, attr.RetryCnt) {
 		qp.req.retryLeft = a.RetryCnt
 	}
-	if rest&QPAttrRNRRetry != 0 {
-		a.RNRRetry = attr.RNRRetry
+	if setAttr(rest, QPAttrRNRRetry, &a.RNRRetry, attr.RNRRetry) {
 		qp.req.rnrLeft = a.RNRRetry
 	}
 	switch {
@@ -485,6 +442,16 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 	}
 	qp.setState(to)
 	return nil
+}
+
+// setAttr sets *dst to v when mask selects bit, and reports whether it
+// did.
+func setAttr[T any](mask, bit QPAttrMask, dst *T, v T) bool {
+	if mask&bit == 0 {
+		return false
+	}
+	*dst = v
+	return true
 }
 
 func validateAttr(a *QPAttr, m QPAttrMask) error {
@@ -619,29 +586,6 @@ func (qp *QP) PostRecv(wr *RecvWR) error {
 	w.id, w.sg, w.length = wr.ID, w.sg[:len(wr.SGList)], n
 	qp.rqTail++
 	return nil
-}
-
-// resolve turns SGEs into slices of registered memory, appending them to
-// dst (which has the capacity), and returns the total length.
-func (qp *QP) resolve(dst [][]byte, sgl []SGE, need Access) (int, error) {
-	return resolveSGL(qp.pd, dst, sgl, need)
-}
-
-func resolveSGL(pd *PD, dst [][]byte, sgl []SGE, need Access) (int, error) {
-	total := 0
-	for i := range sgl {
-		s := &sgl[i]
-		b, ok := pd.span(s.LKey, s.Addr, uint64(s.Length), need)
-		if !ok {
-			return 0, fmt.Errorf("sge %d (lkey %#x addr %#x len %d): %w", i, s.LKey, s.Addr, s.Length, ErrLocalProtection)
-		}
-		dst = append(dst, b)
-		total += len(b)
-	}
-	if total > MaxMessage {
-		return 0, fmt.Errorf("message of %d bytes: %w", total, ErrInvalidArgument)
-	}
-	return total, nil
 }
 
 func wrCompletionOpcode(op WROpcode) WCOpcode {

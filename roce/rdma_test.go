@@ -49,9 +49,7 @@ func TestRDMAWriteRead(t *testing.T) {
 // the written length; without a posted receive the WRITE is RNR-NAKed at
 // its last packet and the data placed only once.
 func TestRDMAWriteWithImm(t *testing.T) {
-	n := newTestNet(t, roctest.Faulty(1, 0), EndpointConfig{})
-	o := defaultQPOpts()
-	p := n.newPair(o)
+	n, _, p := newCleanPair(t)
 	local := roctest.Region(t, n.pa, 5000, 0)
 	remote := roctest.Region(t, n.pb, 5000, AccessLocalWrite|AccessRemoteWrite)
 	roctest.Pattern(local.Bytes(), 5)
@@ -148,9 +146,7 @@ func TestRemoteAccessErrors(t *testing.T) {
 // TestReadLostResponse drops one READ response in the middle: the
 // requester asks again for the rest only, from the missing PSN.
 func TestReadLostResponse(t *testing.T) {
-	n := newTestNet(t, roctest.Faulty(1, 0), EndpointConfig{})
-	o := defaultQPOpts()
-	p := n.newPair(o)
+	n, o, p := newCleanPair(t)
 	const size = 8*1024 + 100
 	local := roctest.Region(t, n.pa, size, AccessLocalWrite)
 	remote := roctest.Region(t, n.pb, size, AccessRemoteRead)
@@ -223,16 +219,9 @@ func TestOutstandingReads(t *testing.T) {
 		maxOut = max(maxOut, p.a.req.readsOut)
 		return p.acqs[0].Len() == 16
 	})
-	for i := range 16 {
-		if wc := roctest.PollOne(t, p.acqs[0]); wc.WRID != uint64(i) || wc.Status != WCSuccess {
-			t.Errorf("completion %d: %+v", i, wc)
-		}
-	}
+	readsDone(t, p.acqs[0], 16, local, remote)
 	if maxOut > 2 {
 		t.Errorf("%d reads outstanding, max 2", maxOut)
-	}
-	if !bytes.Equal(local.Bytes(), remote.Bytes()) {
-		t.Error("data differs")
 	}
 }
 
@@ -257,14 +246,7 @@ func TestReadCompletedBehindLostRead(t *testing.T) {
 	p.b.PostRecv(&RecvWR{ID: 9})
 	p.a.PostSend(&SendWR{ID: 2, Opcode: WRSend, Flags: SendSignaled})
 	n.Run(100_000, func() bool { return p.acqs[0].Len() == 3 })
-	for i := range 3 {
-		if wc := roctest.PollOne(t, p.acqs[0]); wc.WRID != uint64(i) || wc.Status != WCSuccess {
-			t.Errorf("completion %d: %+v", i, wc)
-		}
-	}
-	if !bytes.Equal(local.Bytes(), remote.Bytes()) {
-		t.Error("data differs")
-	}
+	readsDone(t, p.acqs[0], 3, local, remote)
 	var reads int
 	for _, c := range *fromA {
 		if c.bth.Opcode == wire.OpRCReadRequest {
@@ -297,16 +279,24 @@ func TestReadPartlyAnsweredBehindLostRead(t *testing.T) {
 	p.a.PostSend(&SendWR{ID: 1, Opcode: WRRDMARead, Flags: SendSignaled, SGList: []SGE{local.SGE(100, second)},
 		RemoteAddr: remote.Addr() + 100, RKey: remote.RKey()})
 	n.Run(100_000, func() bool { return p.acqs[0].Len() == 2 })
-	for i := range 2 {
-		if wc := roctest.PollOne(t, p.acqs[0]); wc.WRID != uint64(i) || wc.Status != WCSuccess {
+	readsDone(t, p.acqs[0], 2, local, remote)
+	last := (*fromA)[len(*fromA)-1]
+	if last.bth.Opcode != wire.OpRCReadRequest || last.reth.DMALen != 1024 || last.reth.VA != remote.Addr()+100+5*1024 {
+		t.Errorf("last request %v %+v, want a READ of the last 1024 bytes", last.bth.Opcode, last.reth)
+	}
+}
+
+// readsDone takes k successful completions from cq, in work request ID
+// order from 0, and checks that the READs brought remote's bytes to
+// local.
+func readsDone(t *testing.T, cq *CQ, k int, local, remote *MR) {
+	t.Helper()
+	for i := range k {
+		if wc := roctest.PollOne(t, cq); wc.WRID != uint64(i) || wc.Status != WCSuccess {
 			t.Errorf("completion %d: %+v", i, wc)
 		}
 	}
 	if !bytes.Equal(local.Bytes(), remote.Bytes()) {
 		t.Error("data differs")
-	}
-	last := (*fromA)[len(*fromA)-1]
-	if last.bth.Opcode != wire.OpRCReadRequest || last.reth.DMALen != 1024 || last.reth.VA != remote.Addr()+100+5*1024 {
-		t.Errorf("last request %v %+v, want a READ of the last 1024 bytes", last.bth.Opcode, last.reth)
 	}
 }

@@ -51,9 +51,7 @@ func checkDelivered(t *testing.T, n *testNet, p *qpPair, src, dst *MR) {
 // responder sends one sequence NAK and drops what follows silently, and
 // the requester resends from the lost packet, as a MIDDLE.
 func TestGoBackNMidMessage(t *testing.T) {
-	n := newTestNet(t, roctest.Faulty(1, 0), EndpointConfig{})
-	o := defaultQPOpts()
-	p := n.newPair(o)
+	n, o, p := newCleanPair(t)
 	lost := wire.PSNAdd(o.psnA, 3)
 	fromA := n.capture(n.A.Link, dropOnce(func(c *captured) bool { return c.bth.PSN == lost }))
 	fromB := n.capture(n.B.Link, nil)
@@ -89,9 +87,7 @@ func TestGoBackNMidMessage(t *testing.T) {
 // to NAK, so only the timer can recover it, and the whole message goes
 // again.
 func TestTimeoutRetransmit(t *testing.T) {
-	n := newTestNet(t, roctest.Faulty(1, 0), EndpointConfig{})
-	o := defaultQPOpts()
-	p := n.newPair(o)
+	n, o, p := newCleanPair(t)
 	lost := map[uint32]bool{o.psnA: true, wire.PSNAdd(o.psnA, 1): true, wire.PSNAdd(o.psnA, 2): true}
 	fromA := n.capture(n.A.Link, func(c *captured, i int) bool { return i < 3 && lost[c.bth.PSN] })
 	start := n.Now
@@ -118,9 +114,7 @@ func TestTimeoutRetransmit(t *testing.T) {
 // measured yet), and the requester resends the last packet alone, well
 // before its transport timeout would have resent the whole message.
 func TestShortMessageNak(t *testing.T) {
-	n := newTestNet(t, roctest.Faulty(1, 0), EndpointConfig{})
-	o := defaultQPOpts()
-	p := n.newPair(o)
+	n, o, p := newCleanPair(t)
 	last := wire.PSNAdd(o.psnA, 2)
 	fromA := n.capture(n.A.Link, dropOnce(func(c *captured) bool { return c.bth.PSN == last }))
 	fromB := n.capture(n.B.Link, dropOnce(func(c *captured) bool { return c.bth.Opcode == wire.OpRCAck }))
@@ -194,18 +188,9 @@ func TestRNRBackoff(t *testing.T) {
 		}
 	}
 	// Every SEND_FIRST after an RNR NAK waits at least the RNR delay.
-	var firsts []time.Time
-	for _, c := range *fromA {
-		if c.bth.Opcode == wire.OpRCSendFirst {
-			firsts = append(firsts, c.at)
-		}
-	}
-	if len(firsts) < 3 {
-		t.Fatalf("%d attempts", len(firsts))
-	}
-	for i := 1; i < len(firsts); i++ {
-		if gap := firsts[i].Sub(firsts[i-1]); gap < wire.RNRDelay(14) {
-			t.Errorf("retry %d after %v, want at least %v", i, gap, wire.RNRDelay(14))
+	for i, gap := range retryGaps(t, *fromA) {
+		if gap < wire.RNRDelay(14) {
+			t.Errorf("retry %d after %v, want at least %v", i+1, gap, wire.RNRDelay(14))
 		}
 	}
 	if err := p.b.PostRecv(&RecvWR{ID: 1, SGList: []SGE{dst.SGE(0, dst.Len())}}); err != nil {
@@ -299,8 +284,19 @@ func TestMaxRNRWait(t *testing.T) {
 	fromA := n.capture(n.A.Link, nil)
 	sendSetup(t, n, p, 3000, false)
 	n.Run(100000, func() bool { return p.a.Stats().RNRNaksReceived >= 3 })
+	for i, gap := range retryGaps(t, *fromA) {
+		if gap < limit || gap > 100*time.Millisecond {
+			t.Errorf("retry %d after %v, want %v (not 655 ms)", i+1, gap, limit)
+		}
+	}
+}
+
+// retryGaps returns the time between each SEND FIRST in frames and the
+// one before; it fails the test unless there were at least three.
+func retryGaps(t *testing.T, frames []captured) []time.Duration {
+	t.Helper()
 	var firsts []time.Time
-	for _, c := range *fromA {
+	for _, c := range frames {
 		if c.bth.Opcode == wire.OpRCSendFirst {
 			firsts = append(firsts, c.at)
 		}
@@ -308,11 +304,11 @@ func TestMaxRNRWait(t *testing.T) {
 	if len(firsts) < 3 {
 		t.Fatalf("%d attempts", len(firsts))
 	}
-	for i := 1; i < len(firsts); i++ {
-		if gap := firsts[i].Sub(firsts[i-1]); gap < limit || gap > 100*time.Millisecond {
-			t.Errorf("retry %d after %v, want %v (not 655 ms)", i, gap, limit)
-		}
+	gaps := make([]time.Duration, len(firsts)-1)
+	for i := range gaps {
+		gaps[i] = firsts[i+1].Sub(firsts[i])
 	}
+	return gaps
 }
 
 func TestRetryExhaustion(t *testing.T) {

@@ -77,6 +77,18 @@ func (s *requester) stop() {
 	s.idleOn, s.idleSend = false, false
 }
 
+// spendRetry spends one retry of the counter *left, where 7 means
+// unlimited (IBA); it reports false, spending nothing, when none is left.
+func spendRetry(left *uint8) bool {
+	if *left == 0 {
+		return false
+	}
+	if *left != 7 {
+		*left--
+	}
+	return true
+}
+
 // inFlight reports whether sent PSNs await acknowledgement.
 func (s *requester) inFlight() bool { return wire.PSNCompare(s.hiPSN, s.unacked) > 0 }
 
@@ -136,87 +148,26 @@ func (qp *QP) rewind(psn uint32, force bool) bool {
 	return true
 }
 
-// sendOpcode returns the opcode of a SEND or WRITE packet.
+// sendOpcode returns the opcode of a SEND or WRITE packet. The IBA
+// numbers both families alike: FIRST, MIDDLE, LAST, LAST WITH IMMEDIATE,
+// ONLY, ONLY WITH IMMEDIATE, the WRITEs after the SENDs.
 func sendOpcode(op WROpcode, first, last bool) wire.Opcode {
-	write := op == WRRDMAWrite || op == WRRDMAWriteWithImm
-	imm := op == WRSendWithImm || op == WRRDMAWriteWithImm
+	code := wire.OpRCSendFirst
+	if op == WRRDMAWrite || op == WRRDMAWriteWithImm {
+		code = wire.OpRCWriteFirst
+	}
 	switch {
-	case first && last && write && imm:
-		return wire.OpRCWriteOnlyImm
-	case first && last && write:
-		return wire.OpRCWriteOnly
-	case first && last && imm:
-		return wire.OpRCSendOnlyImm
 	case first && last:
-		return wire.OpRCSendOnly
-	case first && write:
-		return wire.OpRCWriteFirst
-	case first:
-		return wire.OpRCSendFirst
-	case last && write && imm:
-		return wire.OpRCWriteLastImm
-	case last && write:
-		return wire.OpRCWriteLast
-	case last && imm:
-		return wire.OpRCSendLastImm
+		code += wire.OpRCSendOnly - wire.OpRCSendFirst
 	case last:
-		return wire.OpRCSendLast
-	case write:
-		return wire.OpRCWriteMiddle
+		code += wire.OpRCSendLast - wire.OpRCSendFirst
+	case !first:
+		code += wire.OpRCSendMiddle - wire.OpRCSendFirst
 	}
-	return wire.OpRCSendMiddle
-}
-
-// gather returns n bytes at offset off of the WQE's memory, copying only
-// when they span SGEs.
-func (qp *QP) gather(sg [][]byte, off, n int) []byte {
-	if n == 0 {
-		return nil
+	if last && (op == WRSendWithImm || op == WRRDMAWriteWithImm) {
+		code++ // the WITH IMMEDIATE variant
 	}
-	for i, b := range sg {
-		if off >= len(b) {
-			off -= len(b)
-			continue
-		}
-		if off+n <= len(b) {
-			return b[off : off+n]
-		}
-		dst := qp.ep.gatherBuf[:n]
-		k := copy(dst, b[off:])
-		for _, b := range sg[i+1:] {
-			if k == n {
-				break
-			}
-			k += copy(dst[k:], b)
-		}
-		return dst
-	}
-	return nil
-}
-
-// scatter copies data into the memory sg describes, from offset off; it
-// reports false, copying nothing, when the data does not fit.
-func scatter(sg [][]byte, off int, data []byte) bool {
-	total := 0
-	for _, b := range sg {
-		total += len(b)
-	}
-	if off < 0 || len(data) > total-off {
-		return false
-	}
-	for _, b := range sg {
-		if len(data) == 0 {
-			break
-		}
-		if off >= len(b) {
-			off -= len(b)
-			continue
-		}
-		k := copy(b[off:], data)
-		data = data[k:]
-		off = 0
-	}
-	return true
+	return code
 }
 
 // reqOutput builds the next request packet into buf and returns its
@@ -387,13 +338,10 @@ func (qp *QP) reqInput(p *wire.Packet, now time.Time) {
 		if qp.state != QPStateRTS || s.rnrWait && s.rnrPSN == psn {
 			return
 		}
-		if s.rnrLeft == 0 {
+		if !spendRetry(&s.rnrLeft) {
 			qp.reqFail(WCRNRRetryExcErr, fmt.Errorf("roce: qp %d: receiver not ready for psn %#x after %d retries: %w",
 				qp.qpn, psn, qp.attr.RNRRetry, ErrRNRRetryExceeded))
 			return
-		}
-		if s.rnrLeft != 7 {
-			s.rnrLeft--
 		}
 		wait := wire.RNRDelay(a.RNRTimer())
 		if max := qp.ep.cfg.MaxRNRWait; max > 0 && wait > max {
@@ -413,13 +361,10 @@ func (qp *QP) reqInput(p *wire.Packet, now time.Time) {
 			if s.rnrWait || s.rewound && s.rewindPSN == s.unacked {
 				return
 			}
-			if s.retryLeft == 0 {
+			if !spendRetry(&s.retryLeft) {
 				qp.reqFail(WCRetryExcErr, fmt.Errorf("roce: qp %d: sequence error at psn %#x after %d retries: %w",
 					qp.qpn, psn, qp.attr.RetryCnt, ErrRetryExceeded))
 				return
-			}
-			if s.retryLeft != 7 {
-				s.retryLeft--
 			}
 			// The NAK acknowledged everything before psn, so unacked is
 			// psn unless a READ before it is missing data: go back N
@@ -675,13 +620,10 @@ func (qp *QP) expire(now time.Time, giveUp bool, what string, psn uint32) bool {
 	qp.cnt.timeouts.Add(1)
 	if giveUp {
 		qp.cnt.retryTimeouts.Add(1)
-		if s.retryLeft == 0 {
+		if !spendRetry(&s.retryLeft) {
 			qp.peerDead(fmt.Errorf("roce: qp %d: no %s %#x after %d retries: %w: %w",
 				qp.qpn, what, psn, qp.attr.RetryCnt, ErrRetryExceeded, ErrPeerDead))
 			return false
-		}
-		if s.retryLeft != 7 {
-			s.retryLeft--
 		}
 		s.giveUpAt = now.Add(qp.timeout)
 	}

@@ -128,6 +128,20 @@ func (s *soakSide) check(t *testing.T) {
 
 func (s *soakSide) done() bool { return s.sendDone == len(s.ops) && s.recvDone == len(s.recvOps) }
 
+// soak runs nops random operations each way over p, drawn from rng, for
+// at most rounds rounds, checking every completion.
+func (n *testNet) soak(t *testing.T, p *qpPair, nops int, rng *rand.Rand, rounds int) {
+	ab := newSoakSide(t, p.a, p.b, n.pa, n.pb, p.acqs[0], p.bcqs[1], nops, rng)
+	ba := newSoakSide(t, p.b, p.a, n.pb, n.pa, p.bcqs[0], p.acqs[1], nops, rng)
+	n.Run(rounds, func() bool {
+		for _, s := range []*soakSide{ab, ba} {
+			s.post(t)
+			s.check(t)
+		}
+		return ab.done() && ba.done()
+	})
+}
+
 // TestMixedOperationsUnderFaults runs random SENDs, WRITEs and READs,
 // with and without immediate, in both directions at once over a link
 // with 2% of each fault: every operation completes, in order, with its
@@ -142,16 +156,7 @@ func TestMixedOperationsUnderFaults(t *testing.T) {
 	o.mtu = 512
 	o.sendDepth, o.recvDept = 32, nops
 	p := n.newPair(o)
-	rng := rand.New(rand.NewPCG(5, 6))
-	ab := newSoakSide(t, p.a, p.b, n.pa, n.pb, p.acqs[0], p.bcqs[1], nops, rng)
-	ba := newSoakSide(t, p.b, p.a, n.pb, n.pa, p.bcqs[0], p.acqs[1], nops, rng)
-	n.Run(10_000_000, func() bool {
-		for _, s := range []*soakSide{ab, ba} {
-			s.post(t)
-			s.check(t)
-		}
-		return ab.done() && ba.done()
-	})
+	n.soak(t, p, nops, rand.New(rand.NewPCG(5, 6)), 10_000_000)
 	sa, sb := p.a.Stats(), p.b.Stats()
 	if sa.Retransmits == 0 || sb.Retransmits == 0 || sa.Duplicates == 0 || sb.Duplicates == 0 {
 		t.Errorf("recovery not exercised: a %+v, b %+v", sa, sb)

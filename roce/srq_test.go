@@ -19,9 +19,12 @@ type srqNet struct {
 	mrA, mrB *MR
 }
 
-func newSRQNet(t *testing.T, o qpOpts) *srqNet {
+// newSRQNet returns an srqNet whose QPs have the default options, and
+// NoRNR set when noRNR is.
+func newSRQNet(t *testing.T, noRNR bool) *srqNet {
 	n := newTestNet(t, memlink.Config{}, EndpointConfig{})
-	s := &srqNet{t: t, n: n, o: o}
+	s := &srqNet{t: t, n: n, o: defaultQPOpts()}
+	s.o.noRNR = noRNR
 	var err error
 	if s.srq, err = n.pb.CreateSRQ(&SRQInitAttr{MaxWR: 8}); err != nil {
 		t.Fatal(err)
@@ -33,19 +36,24 @@ func newSRQNet(t *testing.T, o qpOpts) *srqNet {
 	return s
 }
 
-// post puts receive buffer i on the SRQ.
-func (s *srqNet) post(i int) {
+// post puts receive buffers from to to-1 on the SRQ, with their
+// indexes as IDs.
+func (s *srqNet) post(from, to int) {
 	s.t.Helper()
-	if err := s.srq.PostRecv(&RecvWR{ID: uint64(i), SGList: []SGE{s.mrB.SGE(i*64, 64)}}); err != nil {
-		s.t.Fatal(err)
+	for i := from; i < to; i++ {
+		if err := s.srq.PostRecv(&RecvWR{ID: uint64(i), SGList: []SGE{s.mrB.SGE(i*64, 64)}}); err != nil {
+			s.t.Fatal(err)
+		}
 	}
 }
 
-// send posts a signaled 10-byte SEND on qp.
-func (s *srqNet) send(qp *QP, id uint64) {
+// send posts on qp a signaled 10-byte SEND with each of ids.
+func (s *srqNet) send(qp *QP, ids ...uint64) {
 	s.t.Helper()
-	if err := qp.PostSend(&SendWR{ID: id, Opcode: WRSend, Flags: SendSignaled, SGList: []SGE{s.mrA.SGE(0, 10)}}); err != nil {
-		s.t.Fatal(err)
+	for _, id := range ids {
+		if err := qp.PostSend(&SendWR{ID: id, Opcode: WRSend, Flags: SendSignaled, SGList: []SGE{s.mrA.SGE(0, 10)}}); err != nil {
+			s.t.Fatal(err)
+		}
 	}
 }
 
@@ -71,7 +79,7 @@ func (s *srqNet) pair() (sender, recver *QP, scqs [2]*CQ) {
 // QP in ERROR flushes only the receive it took, not the SRQ's; PostRecv
 // on such a QP fails; a SEND finding the SRQ empty is NAKed RNR.
 func TestSRQ(t *testing.T) {
-	s := newSRQNet(t, defaultQPOpts())
+	s := newSRQNet(t, false)
 	n, srq, rcq := s.n, s.srq, s.rcq
 	var senders [2]*QP
 	var recvers [2]*QP
@@ -81,9 +89,7 @@ func TestSRQ(t *testing.T) {
 	if err := recvers[0].PostRecv(&RecvWR{}); !errors.Is(err, ErrInvalidState) {
 		t.Errorf("PostRecv on a QP with an SRQ: %v", err)
 	}
-	for i := range 3 {
-		s.post(i)
-	}
+	s.post(0, 3)
 	s.send(senders[0], 1)
 	s.send(senders[1], 2)
 	n.Settle()
@@ -103,13 +109,12 @@ func TestSRQ(t *testing.T) {
 		t.Errorf("a QP in ERROR flushed the SRQ: %d completions, %d left", rcq.Len(), srq.Len())
 	}
 	// The SRQ's last receive, then an RNR NAK for the next SEND.
-	s.send(senders[1], 3)
-	s.send(senders[1], 4)
+	s.send(senders[1], 3, 4)
 	n.Run(1000, func() bool { return senders[1].Stats().RNRNaksReceived > 0 })
 	if k := rcq.Poll(wc[:]); k != 1 || wc[0].WRID != 2 || wc[0].QPN != recvers[1].QPN() {
 		t.Errorf("%d completions %+v", k, wc[:k])
 	}
-	s.post(3)
+	s.post(3, 4)
 	n.Settle()
 	if k := rcq.Poll(wc[:]); k != 1 || wc[0].WRID != 3 {
 		t.Errorf("after the repost: %d completions %+v", k, wc[:k])
@@ -128,19 +133,13 @@ func TestSRQ(t *testing.T) {
 // TestSRQLending: a QP at its SRQ limit takes more while more than the
 // SRQ's lending reserve stay posted, and no more once it is reached.
 func TestSRQLending(t *testing.T) {
-	o := defaultQPOpts()
-	o.noRNR = true
-	s := newSRQNet(t, o)
+	s := newSRQNet(t, true)
 	n, srq, rcq := s.n, s.srq, s.rcq
-	for i := range 6 {
-		s.post(i)
-	}
+	s.post(0, 6)
 	srq.SetLendingReserve(2)
 	sender, recver, _ := s.pair()
 	recver.SetSRQLimit(2)
-	for id := range uint64(6) {
-		s.send(sender, id)
-	}
+	s.send(sender, 0, 1, 2, 3, 4, 5)
 	n.Run(100_000, func() bool { return recver.Stats().RNRSilentDrops > 0 && rcq.Len() == 4 })
 	if recver.SRQHeld() != 4 || srq.Len() != 2 {
 		t.Errorf("held %d, %d left on the SRQ; want 4 (2 lent), 2", recver.SRQHeld(), srq.Len())
@@ -152,18 +151,12 @@ func TestSRQLending(t *testing.T) {
 // and sent again on the requester's timer), though the SRQ has more;
 // ReleaseSRQ lets it take the next one.
 func TestSRQLimit(t *testing.T) {
-	o := defaultQPOpts()
-	o.noRNR = true
-	s := newSRQNet(t, o)
+	s := newSRQNet(t, true)
 	n, srq, rcq := s.n, s.srq, s.rcq
-	for i := range 4 {
-		s.post(i)
-	}
+	s.post(0, 4)
 	sender, recver, scqs := s.pair()
 	recver.SetSRQLimit(2)
-	for id := range uint64(3) {
-		s.send(sender, id)
-	}
+	s.send(sender, 0, 1, 2)
 	n.Run(100_000, func() bool { return recver.Stats().RNRSilentDrops > 0 && rcq.Len() == 2 })
 	if recver.SRQHeld() != 2 || srq.Len() != 2 {
 		t.Errorf("at the limit: held %d, %d left on the SRQ", recver.SRQHeld(), srq.Len())

@@ -1,7 +1,6 @@
 package roce
 
 import (
-	"fmt"
 	"sync/atomic"
 
 	"github.com/cephdpdkd/cephdpdkd/roce/wire"
@@ -19,28 +18,16 @@ const (
 	numNakClasses
 )
 
-func (c NakClass) String() string {
-	switch c {
-	case NakSequence:
-		return "psn_sequence"
-	case NakInvalidRequest:
-		return "invalid_request"
-	case NakRemoteAccess:
-		return "remote_access"
-	case NakRemoteOperational:
-		return "remote_operational"
-	}
-	return fmt.Sprintf("nak(%d)", int(c))
-}
+var nakClassNames = [numNakClasses]string{"psn_sequence", "invalid_request", "remote_access", "remote_operational"}
 
+func (c NakClass) String() string { return enumName(nakClassNames[:], c, "nak") }
+
+// nakIndex returns the class of a NAK code. The IBA numbers the
+// sequence, invalid request and remote access NAKs 0x60 to 0x62, in the
+// order of the classes; any other code counts as remote operational.
 func nakIndex(code uint8) NakClass {
-	switch code {
-	case wire.NakPSNSeq:
-		return NakSequence
-	case wire.NakInvalidRequest:
-		return NakInvalidRequest
-	case wire.NakRemoteAccess:
-		return NakRemoteAccess
+	if c := NakClass(code) - NakClass(wire.NakPSNSeq); c >= NakSequence && c < NakRemoteOperational {
+		return c
 	}
 	return NakRemoteOperational
 }
@@ -222,17 +209,11 @@ func (e *Endpoint) Stats() EndpointStats {
 // of its QPs', destroyed ones included.
 
 // countRNRNakSent counts an RNR NAK sent.
-func (qp *QP) countRNRNakSent() {
-	qp.cnt.rnrNakSent.Add(1)
-	qp.ep.cnt.rnrNaksSent.Add(1)
-}
+func (qp *QP) countRNRNakSent() { countBoth(&qp.cnt.rnrNakSent, &qp.ep.cnt.rnrNaksSent) }
 
 // countRNRSilent counts a request dropped unanswered for want of a
 // receive (NoRNR).
-func (qp *QP) countRNRSilent() {
-	qp.cnt.rnrSilent.Add(1)
-	qp.ep.cnt.rnrSilent.Add(1)
-}
+func (qp *QP) countRNRSilent() { countBoth(&qp.cnt.rnrSilent, &qp.ep.cnt.rnrSilent) }
 
 // countNakSent counts a NAK of class c sent.
 func (qp *QP) countNakSent(c NakClass) {
@@ -243,15 +224,15 @@ func (qp *QP) countNakSent(c NakClass) {
 }
 
 // countIdleProbe counts an idle probe sent.
-func (qp *QP) countIdleProbe() {
-	qp.cnt.idleProbes.Add(1)
-	qp.ep.cnt.idleProbes.Add(1)
-}
+func (qp *QP) countIdleProbe() { countBoth(&qp.cnt.idleProbes, &qp.ep.cnt.idleProbes) }
 
 // countDeadPeer counts the QP's giving up on a silent peer.
-func (qp *QP) countDeadPeer() {
-	qp.cnt.deadPeers.Add(1)
-	qp.ep.cnt.deadPeers.Add(1)
+func (qp *QP) countDeadPeer() { countBoth(&qp.cnt.deadPeers, &qp.ep.cnt.deadPeers) }
+
+// countBoth counts one in a QP's counter and in its endpoint's.
+func countBoth(qpCounter, epCounter *atomic.Uint64) {
+	qpCounter.Add(1)
+	epCounter.Add(1)
 }
 
 // EachQPStats calls f with a snapshot of the counters of every QP of the

@@ -92,33 +92,15 @@ func TestEachQPStats(t *testing.T) {
 func TestEachQPStatsConcurrently(t *testing.T) {
 	n := newTestNet(t, roctest.Faulty(1, 0.01), EndpointConfig{})
 	p := n.newPair(defaultQPOpts())
-	stop := make(chan struct{})
-	done := make(chan int)
-	started := make(chan struct{})
 	first := p.a
-	go func() {
-		reads := 0
-		for {
-			if reads == 1 {
-				close(started)
-			}
-			select {
-			case <-stop:
-				done <- reads
-				return
-			default:
-			}
-			for _, e := range []*Endpoint{n.a, n.b} {
-				e.Stats()
-				e.EachQPStats(func(QPStats) {})
-			}
-			first.Stats()
-			reads++
+	// The reader must be running while the QPs work.
+	stop := roctest.ReadConcurrently(func() {
+		for _, e := range []*Endpoint{n.a, n.b} {
+			e.Stats()
+			e.EachQPStats(func(QPStats) {})
 		}
-	}()
-	// The reader must be running while the QPs work: on a loaded
-	// machine it may not have been scheduled yet.
-	<-started
+		first.Stats()
+	})
 	for range 20 {
 		n.sendSome(p, 8, 7000)
 		for _, qp := range []*QP{p.a, p.b} {
@@ -128,8 +110,7 @@ func TestEachQPStatsConcurrently(t *testing.T) {
 		}
 		p = n.newPair(defaultQPOpts())
 	}
-	close(stop)
-	if r := <-done; r == 0 {
+	if !stop() {
 		t.Error("reader never ran")
 	}
 }

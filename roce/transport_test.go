@@ -54,9 +54,7 @@ func TestSendSizes(t *testing.T) {
 // answered by one ACK for the last PSN with MSN 1. The FIRST asks for an
 // ACK too: the first packet sent with nothing in flight is timed.
 func TestSendSegmentation(t *testing.T) {
-	n := newTestNet(t, roctest.Faulty(1, 0), EndpointConfig{})
-	o := defaultQPOpts()
-	p := n.newPair(o)
+	n, o, p := newCleanPair(t)
 	fromA, fromB := n.capture(n.A.Link, nil), n.capture(n.B.Link, nil)
 	src := roctest.Region(t, n.pa, 10001, 0)
 	dst := roctest.Region(t, n.pb, 10001, AccessLocalWrite)

@@ -288,9 +288,7 @@ func TestCommEstablished(t *testing.T) {
 // TestAddressChecks: frames from a source address other than the QP's
 // peer (rxe check_addr), to an unknown QP or to another host are dropped.
 func TestAddressChecks(t *testing.T) {
-	n := newTestNet(t, roctest.Faulty(1, 0), EndpointConfig{})
-	o := defaultQPOpts()
-	p := n.newPair(o)
+	n, o, p := newCleanPair(t)
 	var ev []Event
 	send := func(dstIP, srcIP netip.Addr, dqpn uint32) {
 		qp, _ := n.newQP(n.pa, o, &ev)

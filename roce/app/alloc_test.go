@@ -44,10 +44,7 @@ type rawPingPong struct {
 func newRawPingPong(tb testing.TB, link memlink.Config, size int) (*rawPingPong, *app.RawEcho) {
 	n := newTestNet(tb, link)
 	echo, err := app.NewRawEcho(n.Srv, app.RawConfig{MessageSize: size, Depth: 4})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	n.AddFunc(echo.Poll)
+	n.Serve(echo, err)
 	r := &rawPingPong{n: n}
 	if r.sqp, err = echo.Accept(nil); err != nil {
 		tb.Fatal(err)

@@ -37,6 +37,16 @@ func (n *testNet) cmDial(tb testing.TB, port uint16, p *peerQP) *cmClient {
 	return c
 }
 
+// listen serves svc, which its constructor has just returned with err,
+// behind app.Listen on port of the server's connection manager.
+func (n *testNet) listen(svc app.Service, err error, port uint16) {
+	n.TB.Helper()
+	n.Serve(svc, err)
+	if err := app.Listen(n.SrvM, port, svc); err != nil {
+		n.TB.Fatal(err)
+	}
+}
+
 // TestCMServices runs each service behind app.Listen and a real
 // connection manager, with clients connecting through another: the
 // whole path rdma_client, ucmatose and rping take, on clean and lossy
@@ -48,13 +58,7 @@ func TestCMServices(t *testing.T) {
 			n := newCMNet(t, link)
 			alloc := &roce.HeapAllocator{}
 			echo, err := app.NewRawEcho(n.Srv, app.RawConfig{MessageSize: 4096, Depth: 4, Allocator: alloc})
-			if err != nil {
-				t.Fatal(err)
-			}
-			n.AddFunc(echo.Poll)
-			if err := app.Listen(n.SrvM, 7471, echo); err != nil {
-				t.Fatal(err)
-			}
+			n.listen(echo, err, 7471)
 			p := n.newPeer(1, 1, 32)
 			p.postRecv(t, 1, 16, 16)
 			c := n.cmDial(t, 7471, p)
@@ -77,10 +81,7 @@ func TestCMServices(t *testing.T) {
 			if st := echo.Stats(); st.Completed != 1 || st.MessagesIn != 1 {
 				t.Errorf("stats %+v", st)
 			}
-			echo.Shutdown()
-			if alloc.InUse() != 0 {
-				t.Errorf("%d bytes left", alloc.InUse())
-			}
+			roctest.Shutdown(t, echo, alloc)
 		})
 
 		t.Run(fmt.Sprintf("ucmatose/loss%v", link.Loss), func(t *testing.T) {
@@ -88,13 +89,7 @@ func TestCMServices(t *testing.T) {
 			alloc := &roce.HeapAllocator{}
 			const count, size, conns = 10, 4096, 3
 			tose, err := app.NewCMATose(n.Srv, app.CMAToseConfig{Count: count, Size: size, Allocator: alloc})
-			if err != nil {
-				t.Fatal(err)
-			}
-			n.AddFunc(tose.Poll)
-			if err := app.Listen(n.SrvM, 7472, tose); err != nil {
-				t.Fatal(err)
-			}
+			n.listen(tose, err, 7472)
 			var cs []*cmClient
 			for range conns {
 				p := n.newPeer(count, count, size)
@@ -130,23 +125,14 @@ func TestCMServices(t *testing.T) {
 			if st := tose.Stats(); st.Completed != conns || st.MessagesIn != conns*count || st.MessagesOut != conns*count {
 				t.Errorf("stats %+v", st)
 			}
-			tose.Shutdown()
-			if alloc.InUse() != 0 {
-				t.Errorf("%d bytes left", alloc.InUse())
-			}
+			roctest.Shutdown(t, tose, alloc)
 		})
 
 		t.Run(fmt.Sprintf("rping/loss%v", link.Loss), func(t *testing.T) {
 			n := newCMNet(t, link)
 			alloc := &roce.HeapAllocator{}
 			srv, err := app.NewRPingServer(n.Srv, app.RPingConfig{Allocator: alloc})
-			if err != nil {
-				t.Fatal(err)
-			}
-			n.AddFunc(srv.Poll)
-			if err := app.Listen(n.SrvM, 7174, srv); err != nil {
-				t.Fatal(err)
-			}
+			n.listen(srv, err, 7174)
 			rc := newRPingClient(t, n, 64)
 			c := n.cmDial(t, 7174, rc.p)
 			n.Run(10_000_000, func() bool { return c.connected > 0 })
@@ -163,10 +149,7 @@ func TestCMServices(t *testing.T) {
 			if st := srv.Stats(); st.RDMAReads != 10 || st.RDMAWrites != 10 || st.Completed != 1 {
 				t.Errorf("stats %+v", st)
 			}
-			srv.Shutdown()
-			if alloc.InUse() != 0 {
-				t.Errorf("%d bytes left", alloc.InUse())
-			}
+			roctest.Shutdown(t, srv, alloc)
 		})
 	}
 }
@@ -176,13 +159,7 @@ func TestCMServices(t *testing.T) {
 func TestCMRefused(t *testing.T) {
 	n := newCMNet(t, memlink.Config{})
 	echo, err := app.NewRawEcho(n.Srv, app.RawConfig{MessageSize: 64, Depth: 1, MaxConns: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.AddFunc(echo.Poll)
-	if err := app.Listen(n.SrvM, 7471, echo); err != nil {
-		t.Fatal(err)
-	}
+	n.listen(echo, err, 7471)
 	first := n.cmDial(t, 7471, n.newPeer(1, 1, 64))
 	n.Run(10_000_000, func() bool { return first.connected > 0 })
 	second := n.cmDial(t, 7471, n.newPeer(1, 1, 64))

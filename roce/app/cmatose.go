@@ -50,15 +50,9 @@ var _ Service = (*CMATose)(nil)
 
 // NewCMATose returns a CMATose server for connections on ep.
 func NewCMATose(ep *roce.Endpoint, cfg CMAToseConfig) (*CMATose, error) {
-	if cfg.Count <= 0 {
-		cfg.Count = DefaultToseCount
-	}
-	if cfg.Size <= 0 {
-		cfg.Size = DefaultToseSize
-	}
-	if cfg.RecvSize <= 0 {
-		cfg.RecvSize = cfg.Size
-	}
+	orDefault(&cfg.Count, DefaultToseCount)
+	orDefault(&cfg.Size, DefaultToseSize)
+	orDefault(&cfg.RecvSize, cfg.Size)
 	switch {
 	case cfg.Count > roce.MaxQueueDepth:
 		return nil, fmt.Errorf("app: new cmatose: count %d exceeds %d: %w", cfg.Count, roce.MaxQueueDepth, roce.ErrInvalidArgument)
@@ -117,38 +111,29 @@ func (c *toseConn) start() error {
 
 func (c *toseConn) busy() bool { return c.started && (c.sent < c.posted || c.recvd < c.cfg.Count) }
 
+// drain takes the completions on cq, which must be successful ones of
+// op (named what in the error), counting them in *done and their bytes
+// with count.
+func (c *toseConn) drain(cq *roce.CQ, op roce.WCOpcode, what string, done *int, count func(n int)) (int, error) {
+	return drain(cq, c.wcs[:], func(wc *roce.WorkCompletion) error {
+		if wc.Status != roce.WCSuccess || wc.Opcode != op {
+			return wcError(c.res.qp, wc, what)
+		}
+		*done++
+		count(int(wc.ByteLen))
+		return nil
+	})
+}
+
 func (c *toseConn) poll(time.Time) (int, bool, error) {
 	qp := c.res.qp
-	work := 0
-	for {
-		n := c.res.scq.Poll(c.wcs[:])
-		for i := range n {
-			wc := &c.wcs[i]
-			if wc.Status != roce.WCSuccess || wc.Opcode != roce.WCSend {
-				return work, false, wcError(qp, wc, "send")
-			}
-			c.sent++
-			c.cnt.out(int(wc.ByteLen))
-		}
-		work += n
-		if n < len(c.wcs) {
-			break
-		}
+	work, err := c.drain(c.res.scq, roce.WCSend, "send", &c.sent, c.cnt.out)
+	if err != nil {
+		return work, false, err
 	}
-	for {
-		n := c.res.rcq.Poll(c.wcs[:])
-		for i := range n {
-			wc := &c.wcs[i]
-			if wc.Status != roce.WCSuccess || wc.Opcode != roce.WCRecv {
-				return work, false, wcError(qp, wc, "receive")
-			}
-			c.recvd++
-			c.cnt.in(int(wc.ByteLen))
-		}
-		work += n
-		if n < len(c.wcs) {
-			break
-		}
+	n, err := c.drain(c.res.rcq, roce.WCRecv, "receive", &c.recvd, c.cnt.in)
+	if work += n; err != nil {
+		return work, false, err
 	}
 	if c.started && qp.State() == roce.QPStateRTS {
 		c.sge[0] = c.res.mr.SGE(0, c.cfg.Size)

@@ -42,10 +42,7 @@ func TestCMAToseClients(t *testing.T) {
 			n := newTestNet(t, tc.link)
 			alloc := &roce.HeapAllocator{}
 			tose, err := app.NewCMATose(n.Srv, app.CMAToseConfig{Count: tc.count, Size: tc.size, Allocator: alloc})
-			if err != nil {
-				t.Fatal(err)
-			}
-			n.AddFunc(tose.Poll)
+			n.Serve(tose, err)
 			clients := make([]*toseClient, tc.conns)
 			for i := range clients {
 				c := &toseClient{}
@@ -118,12 +115,7 @@ func TestCMAToseClients(t *testing.T) {
 				st.Completed != uint64(tc.conns) || st.Active != 0 {
 				t.Errorf("stats %+v", st)
 			}
-			if err := tose.Shutdown(); err != nil {
-				t.Fatal(err)
-			}
-			if alloc.InUse() != 0 {
-				t.Errorf("%d bytes still allocated", alloc.InUse())
-			}
+			roctest.Shutdown(t, tose, alloc)
 		})
 	}
 }
@@ -134,10 +126,7 @@ func TestCMAToseClients(t *testing.T) {
 func TestCMAToseWaitsForEstablished(t *testing.T) {
 	n := newTestNet(t, memlink.Config{})
 	tose, err := app.NewCMATose(n.Srv, app.CMAToseConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.AddFunc(tose.Poll)
+	n.Serve(tose, err)
 	sqp, err := tose.Accept(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -162,12 +151,7 @@ func TestCMAToseWaitsForEstablished(t *testing.T) {
 func TestCMAToseClientTooBig(t *testing.T) {
 	n := newTestNet(t, memlink.Config{})
 	tose, err := app.NewCMATose(n.Srv, app.CMAToseConfig{Count: 2, Size: 64})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.AddFunc(tose.Poll)
-	var d doneRecorder
-	sqp, _ := tose.Accept(d.done)
+	sqp, d := n.serveAccept(tose, err)
 	p := n.newPeer(2, 2, 4096)
 	p.postRecv(t, 0, 0, 4096)
 	p.postRecv(t, 0, 0, 4096)

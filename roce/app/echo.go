@@ -40,7 +40,7 @@ type EchoConfig struct {
 // peer closes its stream, Echo finishes sending what it received, closes
 // its own and reports the session done.
 type Echo struct {
-	ss *sessionServer
+	*sessionServer // Attach, Detach, Poll, Stats
 }
 
 var _ SessionService = (*Echo)(nil)
@@ -48,23 +48,11 @@ var _ SessionService = (*Echo)(nil)
 // NewEcho returns an echo service.
 func NewEcho(cfg EchoConfig) *Echo { return &Echo{newSessionServer(cfg, false)} }
 
-// Attach implements SessionService; it allocates the session's buffer.
-func (e *Echo) Attach(s *session.Session, done func(error)) error { return e.ss.attach(s, done) }
-
-// Detach implements SessionService.
-func (e *Echo) Detach(s *session.Session) { e.ss.detach(s) }
-
-// Poll implements SessionService.
-func (e *Echo) Poll(now time.Time) int { return e.ss.poll(now) }
-
-// Stats implements SessionService.
-func (e *Echo) Stats() Stats { return e.ss.cnt.snapshot() }
-
 // Discard receives and counts what its sessions send and sends nothing
 // back; when the peer closes, Discard closes too and reports the session
 // done.
 type Discard struct {
-	ss *sessionServer
+	*sessionServer // Attach, Detach, Poll, Stats
 }
 
 var _ SessionService = (*Discard)(nil)
@@ -72,17 +60,8 @@ var _ SessionService = (*Discard)(nil)
 // NewDiscard returns a discard service.
 func NewDiscard(cfg EchoConfig) *Discard { return &Discard{newSessionServer(cfg, true)} }
 
-// Attach implements SessionService.
-func (d *Discard) Attach(s *session.Session, done func(error)) error { return d.ss.attach(s, done) }
-
-// Detach implements SessionService.
-func (d *Discard) Detach(s *session.Session) { d.ss.detach(s) }
-
-// Poll implements SessionService.
-func (d *Discard) Poll(now time.Time) int { return d.ss.poll(now) }
-
 // Stats implements SessionService.
-func (d *Discard) Stats() Stats { return d.ss.cnt.snapshot() }
+func (ss *sessionServer) Stats() Stats { return ss.cnt.snapshot() }
 
 // sessionServer runs Echo and Discard.
 type sessionServer struct {
@@ -110,12 +89,8 @@ type streamSession struct {
 }
 
 func newSessionServer(cfg EchoConfig, discard bool) *sessionServer {
-	if cfg.BufferSize <= 0 {
-		cfg.BufferSize = DefaultEchoBuffer
-	}
-	if cfg.Linger <= 0 {
-		cfg.Linger = DefaultLinger
-	}
+	orDefault(&cfg.BufferSize, DefaultEchoBuffer)
+	orDefault(&cfg.Linger, DefaultLinger)
 	ss := &sessionServer{cfg: cfg, discard: discard, name: "echo"}
 	if discard {
 		ss.name = "discard"
@@ -124,7 +99,8 @@ func newSessionServer(cfg EchoConfig, discard bool) *sessionServer {
 	return ss
 }
 
-func (ss *sessionServer) attach(s *session.Session, done func(error)) error {
+// Attach implements SessionService; Echo allocates the session's buffer.
+func (ss *sessionServer) Attach(s *session.Session, done func(error)) error {
 	if s == nil {
 		return fmt.Errorf("app: %s: attach nil session: %w", ss.name, roce.ErrInvalidArgument)
 	}
@@ -142,7 +118,8 @@ func (ss *sessionServer) attach(s *session.Session, done func(error)) error {
 	return nil
 }
 
-func (ss *sessionServer) detach(s *session.Session) {
+// Detach implements SessionService.
+func (ss *sessionServer) Detach(s *session.Session) {
 	for i, st := range ss.sessions {
 		if st.s != s {
 			continue
@@ -161,7 +138,8 @@ func (ss *sessionServer) detach(s *session.Session) {
 	}
 }
 
-func (ss *sessionServer) poll(now time.Time) int {
+// Poll implements SessionService.
+func (ss *sessionServer) Poll(now time.Time) int {
 	work := 0
 	for i := 0; i < len(ss.sessions); {
 		st := ss.sessions[i]

@@ -239,12 +239,7 @@ func TestEchoSession(t *testing.T) {
 // which stops receiving, which stops the client's sends; nothing
 // accumulates, and the stream completes once the client reads again.
 func TestEchoBackPressure(t *testing.T) {
-	n := newTestNet(t, memlink.Config{})
-	sp := n.newSessionPair(smallSessions())
-	echo := app.NewEcho(app.EchoConfig{BufferSize: 4096})
-	n.AddFunc(echo.Poll)
-	var d doneRecorder
-	echo.Attach(sp.srv, d.done)
+	n, sp, echo, d := newEchoSession(t, app.EchoConfig{BufferSize: 4096})
 	const size = 8 << 20
 	c := newStreamClient(sp.cli, size, 2)
 	reading := false
@@ -286,12 +281,7 @@ func TestEchoBackPressure(t *testing.T) {
 // TestEchoDetach: the owner detaches a session (its peer went away);
 // done is not called and the session is no longer touched.
 func TestEchoDetach(t *testing.T) {
-	n := newTestNet(t, memlink.Config{})
-	sp := n.newSessionPair(smallSessions())
-	echo := app.NewEcho(app.EchoConfig{})
-	n.AddFunc(echo.Poll)
-	var d doneRecorder
-	echo.Attach(sp.srv, d.done)
+	n, sp, echo, d := newEchoSession(t, app.EchoConfig{})
 	c := newStreamClient(sp.cli, 100_000, 3)
 	c.pause = func() bool { return true }
 	for range 1000 {
@@ -310,16 +300,26 @@ func TestEchoDetach(t *testing.T) {
 	}
 }
 
+// newEchoSession returns a clean network with a session pair whose
+// server session an Echo of cfg serves, and the recorder of its done.
+func newEchoSession(t *testing.T, cfg app.EchoConfig) (*testNet, *sessionPair, *app.Echo, *doneRecorder) {
+	t.Helper()
+	n := newTestNet(t, memlink.Config{})
+	sp := n.newSessionPair(smallSessions())
+	echo := app.NewEcho(cfg)
+	n.AddFunc(echo.Poll)
+	d := &doneRecorder{}
+	if err := echo.Attach(sp.srv, d.done); err != nil {
+		t.Fatal(err)
+	}
+	return n, sp, echo, d
+}
+
 // TestEchoLinger: when the peer closes and at once destroys its QP, as
 // Ceph does, the echo's close is never acknowledged: the session is done
 // after the linger time all the same.
 func TestEchoLinger(t *testing.T) {
-	n := newTestNet(t, memlink.Config{})
-	sp := n.newSessionPair(smallSessions())
-	echo := app.NewEcho(app.EchoConfig{Linger: 2 * time.Second})
-	n.AddFunc(echo.Poll)
-	var d doneRecorder
-	echo.Attach(sp.srv, d.done)
+	n, sp, _, d := newEchoSession(t, app.EchoConfig{Linger: 2 * time.Second})
 	if err := sp.cli.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -336,12 +336,7 @@ func TestEchoLinger(t *testing.T) {
 // TestEchoStall: with data to send back and a peer that no longer
 // acknowledges, the echo gives the session up after the stall timeout.
 func TestEchoStall(t *testing.T) {
-	n := newTestNet(t, memlink.Config{})
-	sp := n.newSessionPair(smallSessions())
-	echo := app.NewEcho(app.EchoConfig{StallTimeout: 10 * time.Second})
-	n.AddFunc(echo.Poll)
-	var d doneRecorder
-	echo.Attach(sp.srv, d.done)
+	n, sp, echo, d := newEchoSession(t, app.EchoConfig{StallTimeout: 10 * time.Second})
 	if _, err := sp.cli.Send(make([]byte, 1000)); err != nil {
 		t.Fatal(err)
 	}

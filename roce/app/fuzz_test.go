@@ -56,15 +56,7 @@ func FuzzRPingServer(f *testing.F) {
 		n := newTestNet(t, memlink.Config{})
 		alloc := &roce.HeapAllocator{}
 		srv, err := app.NewRPingServer(n.Srv, app.RPingConfig{MaxSize: 4096, Allocator: alloc, StallTimeout: 1e9})
-		if err != nil {
-			t.Fatal(err)
-		}
-		n.AddFunc(srv.Poll)
-		var d doneRecorder
-		sqp, err := srv.Accept(d.done)
-		if err != nil {
-			t.Fatal(err)
-		}
+		sqp, d := n.serveAccept(srv, err)
 		p := n.newPeer(64, 4, 8192)
 		for i := range 4 {
 			p.postRecv(t, uint64(i), 4096+i*16, 16)

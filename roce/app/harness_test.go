@@ -165,3 +165,30 @@ func fill(b []byte, seed int) {
 		b[i] = byte(i*7 + seed)
 	}
 }
+
+// acceptor is a service that takes connections: app.Service's Poll and
+// Accept.
+type acceptor interface {
+	Poll(now time.Time) int
+	Accept(done func(error)) (*roce.QP, error)
+}
+
+// serveAccept serves svc, which its constructor has just returned with
+// err, and accepts a connection on it.
+func (n *testNet) serveAccept(svc acceptor, err error) (*roce.QP, *doneRecorder) {
+	n.TB.Helper()
+	n.Serve(svc, err)
+	return accept(n.TB, svc)
+}
+
+// accept accepts a connection on svc and returns its QP and the
+// recorder of its done callback.
+func accept(tb testing.TB, svc acceptor) (*roce.QP, *doneRecorder) {
+	tb.Helper()
+	d := &doneRecorder{}
+	qp, err := svc.Accept(d.done)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return qp, d
+}

@@ -47,12 +47,8 @@ var _ Service = (*RawEcho)(nil)
 
 // NewRawEcho returns a RawEcho serving connections on ep.
 func NewRawEcho(ep *roce.Endpoint, cfg RawConfig) (*RawEcho, error) {
-	if cfg.MessageSize <= 0 {
-		cfg.MessageSize = DefaultMessageSize
-	}
-	if cfg.Depth <= 0 {
-		cfg.Depth = DefaultDepth
-	}
+	orDefault(&cfg.MessageSize, DefaultMessageSize)
+	orDefault(&cfg.Depth, DefaultDepth)
 	name := "rawecho"
 	if cfg.Discard {
 		name = "rawdiscard"
@@ -125,48 +121,36 @@ func (c *rawConn) busy() bool {
 
 func (c *rawConn) poll(time.Time) (int, bool, error) {
 	qp := c.res.qp
-	work := 0
 	// Completed echoes free their buffers for new receives.
-	for {
-		n := c.res.scq.Poll(c.wcs[:])
-		for i := range n {
-			wc := &c.wcs[i]
-			if wc.Status != roce.WCSuccess || wc.Opcode != roce.WCSend || wc.WRID >= uint64(len(c.pend)) {
-				return work, false, wcError(qp, wc, "echo")
-			}
-			if err := c.postRecv(int(wc.WRID)); err != nil {
-				return work, false, err
-			}
-			c.cnt.out(int(wc.ByteLen))
+	work, err := drain(c.res.scq, c.wcs[:], func(wc *roce.WorkCompletion) error {
+		if wc.Status != roce.WCSuccess || wc.Opcode != roce.WCSend || wc.WRID >= uint64(len(c.pend)) {
+			return wcError(qp, wc, "echo")
 		}
-		work += n
-		if n < len(c.wcs) {
-			break
+		if err := c.postRecv(int(wc.WRID)); err != nil {
+			return err
 		}
+		c.cnt.out(int(wc.ByteLen))
+		return nil
+	})
+	if err != nil {
+		return work, false, err
 	}
-	for {
-		n := c.res.rcq.Poll(c.wcs[:])
-		for i := range n {
-			wc := &c.wcs[i]
-			if wc.Status != roce.WCSuccess || wc.Opcode != roce.WCRecv || wc.WRID >= uint64(len(c.pend)) {
-				return work, false, wcError(qp, wc, "receive")
-			}
-			c.cnt.in(int(wc.ByteLen))
-			if c.discard {
-				if err := c.postRecv(int(wc.WRID)); err != nil {
-					return work, false, err
-				}
-				continue
-			}
-			c.pend[(c.pHead+c.pLen)%len(c.pend)] = rawMsg{
-				idx: int(wc.WRID), n: wc.ByteLen, imm: wc.Imm, withImm: wc.Flags&roce.WCWithImm != 0,
-			}
-			c.pLen++
+	n, err := drain(c.res.rcq, c.wcs[:], func(wc *roce.WorkCompletion) error {
+		if wc.Status != roce.WCSuccess || wc.Opcode != roce.WCRecv || wc.WRID >= uint64(len(c.pend)) {
+			return wcError(qp, wc, "receive")
 		}
-		work += n
-		if n < len(c.wcs) {
-			break
+		c.cnt.in(int(wc.ByteLen))
+		if c.discard {
+			return c.postRecv(int(wc.WRID))
 		}
+		c.pend[(c.pHead+c.pLen)%len(c.pend)] = rawMsg{
+			idx: int(wc.WRID), n: wc.ByteLen, imm: wc.Imm, withImm: wc.Flags&roce.WCWithImm != 0,
+		}
+		c.pLen++
+		return nil
+	})
+	if work += n; err != nil {
+		return work, false, err
 	}
 	for c.pLen > 0 && qp.State() == roce.QPStateRTS && qp.SendQueueFree() > 0 {
 		m := &c.pend[c.pHead]

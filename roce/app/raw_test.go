@@ -28,15 +28,7 @@ func TestRawEchoRDMAClient(t *testing.T) {
 			n := newTestNet(t, tc.link)
 			alloc := &roce.HeapAllocator{}
 			echo, err := app.NewRawEcho(n.Srv, app.RawConfig{MessageSize: 4096, Depth: 4, Allocator: alloc})
-			if err != nil {
-				t.Fatal(err)
-			}
-			n.AddFunc(echo.Poll)
-			var d doneRecorder
-			sqp, err := echo.Accept(d.done)
-			if err != nil {
-				t.Fatal(err)
-			}
+			sqp, d := n.serveAccept(echo, err)
 			if sqp.State() != roce.QPStateInit || sqp.RecvQueueLen() != 4 {
 				t.Fatalf("accepted qp in %v with %d receives posted", sqp.State(), sqp.RecvQueueLen())
 			}
@@ -77,12 +69,7 @@ func TestRawEchoRDMAClient(t *testing.T) {
 			if d.calls != 0 {
 				t.Errorf("done called %d times (%v) for a connection the peer ended", d.calls, d.err)
 			}
-			if err := echo.Shutdown(); err != nil {
-				t.Fatal(err)
-			}
-			if alloc.InUse() != 0 {
-				t.Errorf("%d bytes still allocated", alloc.InUse())
-			}
+			roctest.Shutdown(t, echo, alloc)
 		})
 	}
 }
@@ -92,11 +79,7 @@ func TestRawEchoRDMAClient(t *testing.T) {
 // checks that every echo comes back whole, in order, with its immediate.
 func echoStream(t *testing.T, n *testNet, echo *app.RawEcho, msgs, window, maxSize int) roce.QPStats {
 	t.Helper()
-	var d doneRecorder
-	sqp, err := echo.Accept(d.done)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sqp, d := accept(t, echo)
 	p := n.newPeer(window, window, 2*window*maxSize)
 	n.connect(sqp, p.qp, defaultCM())
 	echo.Established(sqp)
@@ -172,10 +155,7 @@ func TestRawEchoStream(t *testing.T) {
 			n := newTestNet(t, tc.link)
 			alloc := &roce.HeapAllocator{}
 			echo, err := app.NewRawEcho(n.Srv, app.RawConfig{MessageSize: tc.maxSize, Depth: tc.depth, Allocator: alloc})
-			if err != nil {
-				t.Fatal(err)
-			}
-			n.AddFunc(echo.Poll)
+			n.Serve(echo, err)
 			qs := echoStream(t, n, echo, tc.msgs, tc.window, tc.maxSize)
 			if tc.window > tc.depth && qs.RNRNaksSent == 0 {
 				t.Error("more messages in flight than buffers, but no RNR NAK")
@@ -183,12 +163,7 @@ func TestRawEchoStream(t *testing.T) {
 			if tc.link.Loss > 0 && (n.A.Link.Stats().Lost == 0 || n.B.Link.Stats().Lost == 0 || qs.Retransmits == 0) {
 				t.Errorf("no loss recovered from: links %+v %+v, qp %+v", n.A.Link.Stats(), n.B.Link.Stats(), qs)
 			}
-			if err := echo.Shutdown(); err != nil {
-				t.Fatal(err)
-			}
-			if alloc.InUse() != 0 {
-				t.Errorf("%d bytes still allocated", alloc.InUse())
-			}
+			roctest.Shutdown(t, echo, alloc)
 		})
 	}
 }
@@ -197,10 +172,7 @@ func TestRawEchoStream(t *testing.T) {
 func TestRawDiscard(t *testing.T) {
 	n := newTestNet(t, lossy(0.05))
 	svc, err := app.NewRawEcho(n.Srv, app.RawConfig{MessageSize: 2048, Depth: 4, Discard: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.AddFunc(svc.Poll)
+	n.Serve(svc, err)
 	sqp, err := svc.Accept(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -236,15 +208,7 @@ func TestRawDiscard(t *testing.T) {
 func TestRawEchoTooLong(t *testing.T) {
 	n := newTestNet(t, memlink.Config{})
 	echo, err := app.NewRawEcho(n.Srv, app.RawConfig{MessageSize: 512, Depth: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.AddFunc(echo.Poll)
-	var d doneRecorder
-	sqp, err := echo.Accept(d.done)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sqp, d := n.serveAccept(echo, err)
 	p := n.newPeer(1, 1, 4096)
 	n.connect(sqp, p.qp, defaultCM())
 	echo.Established(sqp)
@@ -272,12 +236,7 @@ func TestRawEchoTooLong(t *testing.T) {
 func TestRawEchoStall(t *testing.T) {
 	n := newTestNet(t, memlink.Config{})
 	echo, err := app.NewRawEcho(n.Srv, app.RawConfig{MessageSize: 64, Depth: 2, StallTimeout: 3e9})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.AddFunc(echo.Poll)
-	var d doneRecorder
-	sqp, _ := echo.Accept(d.done)
+	sqp, d := n.serveAccept(echo, err)
 	p := n.newPeer(1, 1, 64)
 	n.connect(sqp, p.qp, defaultCM())
 	p.postSend(t, roce.SendWR{ID: 1, Opcode: roce.WRSend, SGList: []roce.SGE{p.mr.SGE(0, 8)}})

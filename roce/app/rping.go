@@ -82,9 +82,7 @@ var _ Service = (*RPingServer)(nil)
 
 // NewRPingServer returns an rping server for connections on ep.
 func NewRPingServer(ep *roce.Endpoint, cfg RPingConfig) (*RPingServer, error) {
-	if cfg.MaxSize <= 0 {
-		cfg.MaxSize = DefaultRPingMaxSize
-	}
+	orDefault(&cfg.MaxSize, DefaultRPingMaxSize)
 	if cfg.MaxSize > roce.MaxMessage-rpRDMAOff {
 		return nil, fmt.Errorf("app: new rping server: size %d too large: %w", cfg.MaxSize, roce.ErrInvalidArgument)
 	}
@@ -170,18 +168,9 @@ func (c *rpingConn) busy() bool {
 
 func (c *rpingConn) poll(time.Time) (int, bool, error) {
 	qp := c.res.qp
-	work := 0
-	for {
-		n := c.res.scq.Poll(c.wcs[:])
-		for i := range n {
-			if err := c.sendDone(&c.wcs[i]); err != nil {
-				return work, false, err
-			}
-		}
-		work += n
-		if n < len(c.wcs) {
-			break
-		}
+	work, err := drain(c.res.scq, c.wcs[:], c.sendDone)
+	if err != nil {
+		return work, false, err
 	}
 	if c.goAhead && qp.SendQueueFree() > 0 {
 		if err := c.postGoAhead(); err != nil {

@@ -113,15 +113,7 @@ func TestRPingServer(t *testing.T) {
 			n := newTestNet(t, tc.link)
 			alloc := &roce.HeapAllocator{}
 			srv, err := app.NewRPingServer(n.Srv, app.RPingConfig{Allocator: alloc})
-			if err != nil {
-				t.Fatal(err)
-			}
-			n.AddFunc(srv.Poll)
-			var d doneRecorder
-			sqp, err := srv.Accept(d.done)
-			if err != nil {
-				t.Fatal(err)
-			}
+			sqp, d := n.serveAccept(srv, err)
 			c := newRPingClient(t, n, tc.size)
 			n.connect(sqp, c.p.qp, defaultCM())
 			srv.Established(sqp)
@@ -143,12 +135,7 @@ func TestRPingServer(t *testing.T) {
 				st.RDMABytes != 2*rounds*uint64(tc.size) || st.Completed != 1 || st.Active != 0 {
 				t.Errorf("stats %+v", st)
 			}
-			if err := srv.Shutdown(); err != nil {
-				t.Fatal(err)
-			}
-			if alloc.InUse() != 0 {
-				t.Errorf("%d bytes still allocated", alloc.InUse())
-			}
+			roctest.Shutdown(t, srv, alloc)
 		})
 	}
 }
@@ -181,12 +168,7 @@ func TestRPingServerErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			n := newTestNet(t, memlink.Config{})
 			srv, err := app.NewRPingServer(n.Srv, app.RPingConfig{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			n.AddFunc(srv.Poll)
-			var d doneRecorder
-			sqp, _ := srv.Accept(d.done)
+			sqp, d := n.serveAccept(srv, err)
 			c := newRPingClient(t, n, 64)
 			cm := defaultCM()
 			if tc.cm != nil {
@@ -216,12 +198,7 @@ func TestRPingClientVanishes(t *testing.T) {
 	n := newTestNet(t, memlink.Config{})
 	alloc := &roce.HeapAllocator{}
 	srv, err := app.NewRPingServer(n.Srv, app.RPingConfig{Allocator: alloc, StallTimeout: 5e9})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.AddFunc(srv.Poll)
-	var d doneRecorder
-	sqp, _ := srv.Accept(d.done)
+	sqp, d := n.serveAccept(srv, err)
 	c := newRPingClient(t, n, 64)
 	n.connect(sqp, c.p.qp, defaultCM())
 	srv.Established(sqp)
@@ -235,12 +212,7 @@ func TestRPingClientVanishes(t *testing.T) {
 	if err := srv.Close(sqp); err != nil {
 		t.Fatal(err)
 	}
-	if err := srv.Shutdown(); err != nil {
-		t.Fatal(err)
-	}
-	if alloc.InUse() != 0 {
-		t.Errorf("%d bytes still allocated", alloc.InUse())
-	}
+	roctest.Shutdown(t, srv, alloc)
 }
 
 func TestRPingInfo(t *testing.T) {
@@ -284,12 +256,7 @@ func TestQuietPeerVanishes(t *testing.T) {
 	n := newTestNet(t, memlink.Config{})
 	alloc := &roce.HeapAllocator{}
 	srv, err := app.NewRPingServer(n.Srv, app.RPingConfig{Allocator: alloc})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.AddFunc(srv.Poll)
-	var d doneRecorder
-	sqp, _ := srv.Accept(d.done)
+	sqp, d := n.serveAccept(srv, err)
 	c := newRPingClient(t, n, 64)
 	cp := defaultCM()
 	cp.retry = 6 // what roce/cm gives our QPs: 7 would retry forever
@@ -312,10 +279,5 @@ func TestQuietPeerVanishes(t *testing.T) {
 	if err := srv.Close(sqp); err != nil {
 		t.Fatal(err)
 	}
-	if err := srv.Shutdown(); err != nil {
-		t.Fatal(err)
-	}
-	if alloc.InUse() != 0 {
-		t.Errorf("%d bytes still allocated", alloc.InUse())
-	}
+	roctest.Shutdown(t, srv, alloc)
 }

@@ -79,9 +79,7 @@ func newServer(name string, ep *roce.Endpoint, alloc roce.Allocator, maxConns in
 	if alloc == nil {
 		alloc = &roce.HeapAllocator{}
 	}
-	if maxConns <= 0 {
-		maxConns = DefaultMaxConns
-	}
+	orDefault(&maxConns, DefaultMaxConns)
 	return &server{name: name, ep: ep, pd: ep.NewPD(), alloc: alloc, maxConns: maxConns, stall: max(stall, 0)}, nil
 }
 

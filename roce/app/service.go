@@ -188,6 +188,26 @@ func (r *qpResources) setup(ep *roce.Endpoint, pd *roce.PD, memSize int, qc roce
 	return r.qp.Modify(&roce.QPAttr{State: roce.QPStateInit}, roce.QPAttrState)
 }
 
+// drain polls cq in batches of len(wcs) until a batch comes back short,
+// handing each completion to f, and returns the number of completions
+// taken. It stops at the first error of f, returning the completions of
+// the batches before.
+func drain(cq *roce.CQ, wcs []roce.WorkCompletion, f func(wc *roce.WorkCompletion) error) (int, error) {
+	work := 0
+	for {
+		n := cq.Poll(wcs)
+		for i := range n {
+			if err := f(&wcs[i]); err != nil {
+				return work, err
+			}
+		}
+		work += n
+		if n < len(wcs) {
+			return work, nil
+		}
+	}
+}
+
 // release tears down whatever setup created, in reverse order: the QP
 // first, so that nothing touches the memory any more.
 func (r *qpResources) release() {
@@ -196,13 +216,11 @@ func (r *qpResources) release() {
 		r.qp.Destroy()
 		r.qp = nil
 	}
-	if r.scq != nil {
-		r.scq.Destroy()
-		r.scq = nil
-	}
-	if r.rcq != nil {
-		r.rcq.Destroy()
-		r.rcq = nil
+	for _, cq := range []**roce.CQ{&r.scq, &r.rcq} {
+		if *cq != nil {
+			(*cq).Destroy()
+			*cq = nil
+		}
 	}
 	if r.mr != nil {
 		r.mr.Deregister()
@@ -232,4 +250,11 @@ func wcError(qp *roce.QP, wc *roce.WorkCompletion, what string) error {
 	}
 	return fmt.Errorf("qp %d: unexpected %v completion (wr %d, %d bytes) for %s: %w",
 		qp.QPN(), wc.Opcode, wc.WRID, wc.ByteLen, what, ErrProtocol)
+}
+
+// orDefault sets *v to d when it is not positive: not set.
+func orDefault[T int | time.Duration](v *T, d T) {
+	if *v <= 0 {
+		*v = d
+	}
 }

@@ -143,27 +143,15 @@ func New(m *cm.Manager, cfg Config) (*Bridge, error) {
 	if cfg.Dial == nil {
 		return nil, errors.New("bridge: no dialer")
 	}
-	if cfg.MaxConns <= 0 {
-		cfg.MaxConns = DefaultMaxConns
-	}
-	if cfg.Chunks <= 0 {
-		cfg.Chunks = DefaultChunks
-	}
-	if cfg.DialTimeout <= 0 {
-		cfg.DialTimeout = DefaultDialTimeout
-	}
-	if cfg.Session.BufferSize <= 0 {
-		cfg.Session.BufferSize = session.DefaultBufferSize
-	}
+	orDefault(&cfg.MaxConns, DefaultMaxConns)
+	orDefault(&cfg.Chunks, DefaultChunks)
+	orDefault(&cfg.DialTimeout, DefaultDialTimeout)
+	orDefault(&cfg.Session.BufferSize, session.DefaultBufferSize)
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	if cfg.RecvPool <= 0 {
-		cfg.RecvPool = DefaultRecvPool
-	}
-	if cfg.SendPool <= 0 {
-		cfg.SendPool = DefaultSendPool
-	}
+	orDefault(&cfg.RecvPool, DefaultRecvPool)
+	orDefault(&cfg.SendPool, DefaultSendPool)
 	capTo := func(v *int, pool int) {
 		if *v <= 0 {
 			*v = session.DefaultRecvBuffers
@@ -764,3 +752,10 @@ func releaseSession(s *session.Session) {
 
 // Pool returns the shared buffer pool; use it on the polling goroutine.
 func (b *Bridge) Pool() *session.Pool { return b.pool }
+
+// orDefault sets *v to d when it is not positive: not set.
+func orDefault[T int | time.Duration](v *T, d T) {
+	if *v <= 0 {
+		*v = d
+	}
+}

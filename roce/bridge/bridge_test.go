@@ -99,6 +99,40 @@ func loopbackDialer(set func(*net.TCPConn)) Dialer {
 	}
 }
 
+// sendSome sends on s what is left of msg after *sent, as much as s
+// takes, and counts it in *sent; an error other than ErrWouldBlock fails
+// the test.
+func sendSome(t testing.TB, s *session.Session, msg []byte, sent *int) {
+	t.Helper()
+	if *sent == len(msg) {
+		return
+	}
+	k, err := s.Send(msg[*sent:])
+	if err != nil && !errors.Is(err, roce.ErrWouldBlock) {
+		t.Fatalf("send: %v", err)
+	}
+	*sent += k
+}
+
+// echo sends msg on s and takes what comes back until as much has, for
+// at most limit, and returns it.
+func (n *testNet) echo(t testing.TB, s *session.Session, msg []byte, limit time.Duration) []byte {
+	t.Helper()
+	var got []byte
+	sent := 0
+	buf := make([]byte, 64<<10)
+	n.run(limit, func() bool {
+		sendSome(t, s, msg, &sent)
+		k, err := s.Recv(buf)
+		if err != nil && !errors.Is(err, roce.ErrWouldBlock) {
+			t.Fatal(err)
+		}
+		got = append(got, buf[:k]...)
+		return len(got) >= len(msg)
+	})
+	return got
+}
+
 // run polls until done or the wall-clock limit.
 func (n *testNet) run(limit time.Duration, done func() bool) {
 	n.t.Helper()
@@ -198,25 +232,7 @@ func TestBridgeStream(t *testing.T) {
 	}
 	msg := make([]byte, 4<<20)
 	rand.Read(msg)
-	var got []byte
-	sent := 0
-	buf := make([]byte, 64<<10)
-	n.run(30*time.Second, func() bool {
-		if sent < len(msg) {
-			k, err := c.sess.Send(msg[sent:])
-			if err != nil && !errors.Is(err, roce.ErrWouldBlock) {
-				t.Fatal(err)
-			}
-			sent += k
-		}
-		k, err := c.sess.Recv(buf)
-		if err != nil && !errors.Is(err, roce.ErrWouldBlock) {
-			t.Fatal(err)
-		}
-		got = append(got, buf[:k]...)
-		return len(got) >= len(msg)
-	})
-	if !bytes.Equal(got, msg) {
+	if got := n.echo(t, c.sess, msg, 30*time.Second); !bytes.Equal(got, msg) {
 		t.Fatal("the echo differs from what was sent")
 	}
 	if err := n.CliM.Disconnect(c.conn); err != nil {
@@ -326,13 +342,7 @@ func TestBridgeBackpressure(t *testing.T) {
 	// machine fills the cap later.
 	stallEnd := time.Now().Add(150 * time.Millisecond)
 	n.run(20*time.Second, func() bool {
-		if sent < len(msg) {
-			k, err := c.sess.Send(msg[sent:])
-			if err != nil && !errors.Is(err, roce.ErrWouldBlock) {
-				t.Fatalf("client send: %v", err)
-			}
-			sent += k
-		}
+		sendSome(t, c.sess, msg, &sent)
 		return time.Now().After(stallEnd) && silentDrops() > 0
 	})
 	stalled := sent
@@ -501,11 +511,7 @@ func TestDialOffThePollLoop(t *testing.T) {
 	msg := make([]byte, 256<<10)
 	sent := 0
 	n.run(10*time.Second, func() bool {
-		k, err := fast.sess.Send(msg[sent:])
-		if err != nil && !errors.Is(err, roce.ErrWouldBlock) {
-			t.Fatal(err)
-		}
-		sent += k
+		sendSome(t, fast.sess, msg, &sent)
 		return sent == len(msg)
 	})
 	n.run(5*time.Second, func() bool { return stuck.connected })

@@ -190,22 +190,7 @@ func TestBridgePoolFairness(t *testing.T) {
 			t.Fatal(c.connErr)
 		}
 		msg := data[:200<<10]
-		var got []byte
-		sent := 0
-		buf := make([]byte, 64<<10)
-		n.run(20*time.Second, func() bool {
-			if sent < len(msg) {
-				k, err := c.sess.Send(msg[sent:])
-				if err != nil && !errors.Is(err, roce.ErrWouldBlock) {
-					t.Fatal(err)
-				}
-				sent += k
-			}
-			k, _ := c.sess.Recv(buf)
-			got = append(got, buf[:k]...)
-			return len(got) == len(msg)
-		})
-		if !bytes.Equal(got, msg) {
+		if got := n.echo(t, c.sess, msg, 20*time.Second); !bytes.Equal(got, msg) {
 			t.Error("the echo differs")
 		}
 		n.CliM.Disconnect(c.conn)

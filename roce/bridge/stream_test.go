@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cephdpdkd/cephdpdkd/roce/ping"
+	"github.com/cephdpdkd/cephdpdkd/roce/roctest"
 )
 
 // TestPingStream: roce-ping's stream mode, the daemon's own active side,
@@ -35,14 +36,7 @@ func TestPingStream(t *testing.T) {
 		t.Fatalf("stream: %+v", res)
 	}
 	var b []byte
-	n.run(30*time.Second, func() bool {
-		select {
-		case b = <-got:
-			return true
-		default:
-			return false
-		}
-	})
+	n.run(30*time.Second, roctest.Received(got, &b))
 	want := make([]byte, size)
 	for i := range want {
 		want[i] = byte(i*31 + 7)

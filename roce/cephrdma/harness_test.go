@@ -189,6 +189,16 @@ func (n *testNet) run(limit time.Duration, cond func() bool) {
 	}
 }
 
+// mustDial dials the server's address and fails the test if that fails.
+func (n *testNet) mustDial() *cephrdma.Conn {
+	n.TB.Helper()
+	conn, err := n.dial(n.addr())
+	if err != nil {
+		n.TB.Fatal(err)
+	}
+	return conn
+}
+
 // dial dials the server from the client stack and waits for the result.
 func (n *testNet) dial(addr string) (*cephrdma.Conn, error) {
 	n.TB.Helper()

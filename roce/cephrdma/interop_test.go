@@ -10,6 +10,7 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/roce"
 	"github.com/cephdpdkd/cephdpdkd/roce/app"
 	"github.com/cephdpdkd/cephdpdkd/roce/cephrdma"
+	"github.com/cephdpdkd/cephdpdkd/roce/roctest"
 	"github.com/cephdpdkd/cephdpdkd/roce/session"
 	"github.com/cephdpdkd/cephdpdkd/roce/wire"
 )
@@ -95,14 +96,7 @@ func TestCephClient(t *testing.T) {
 				return nil
 			})
 			var srv wire.CephQPRecord
-			n.run(5*time.Second, func() bool {
-				select {
-				case srv = <-replies:
-					return true
-				default:
-					return false
-				}
-			})
+			n.run(5*time.Second, roctest.Received(replies, &srv))
 			if srv.PeerQPN != qpn || srv.GID != mapped(ipSrv) || srv.LID != 0 {
 				t.Errorf("server record %+v", srv)
 			}
@@ -177,14 +171,7 @@ func TestDialCephServer(t *testing.T) {
 	if err := n.cliStack.Dial(n.addr(), func(c *cephrdma.Conn, err error) { conn, derr, dialed = c, err, true }); err != nil {
 		t.Fatal(err)
 	}
-	n.run(5*time.Second, func() bool {
-		select {
-		case hello = <-hellos:
-			return true
-		default:
-			return false
-		}
-	})
+	n.run(5*time.Second, roctest.Received(hellos, &hello))
 	if hello.PeerQPN != 0 || hello.GID != mapped(ipCli) || hello.LID != 0 || hello.QPN < 2 {
 		t.Errorf("client's first record %+v", hello)
 	}

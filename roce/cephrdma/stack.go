@@ -147,21 +147,13 @@ func New(ep *roce.Endpoint, cfg Config) (*Stack, error) {
 	if cfg.Session.Allocator == nil {
 		cfg.Session.Allocator = &roce.HeapAllocator{}
 	}
-	if cfg.IOTimeout <= 0 {
-		cfg.IOTimeout = DefaultIOTimeout
-	}
-	if cfg.MaxConns <= 0 {
-		cfg.MaxConns = DefaultMaxConns
-	}
-	if cfg.QueueLen <= 0 {
-		cfg.QueueLen = DefaultQueueLen
-	}
+	orDefault(&cfg.IOTimeout, DefaultIOTimeout)
+	orDefault(&cfg.MaxConns, DefaultMaxConns)
+	orDefault(&cfg.QueueLen, DefaultQueueLen)
 	if cfg.NewPSN == nil {
 		cfg.NewPSN = rand.Uint32
 	}
-	if cfg.Dialer.Timeout <= 0 {
-		cfg.Dialer.Timeout = cfg.IOTimeout
-	}
+	orDefault(&cfg.Dialer.Timeout, cfg.IOTimeout)
 	st := &Stack{
 		ep:    ep,
 		pd:    ep.NewPD(),
@@ -577,4 +569,11 @@ func errOr(err, def error) error {
 		return err
 	}
 	return def
+}
+
+// orDefault sets *v to d when it is not positive: not set.
+func orDefault[T int | time.Duration](v *T, d T) {
+	if *v <= 0 {
+		*v = d
+	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/roce/app"
 	"github.com/cephdpdkd/cephdpdkd/roce/cephrdma"
 	"github.com/cephdpdkd/cephdpdkd/roce/memlink"
+	"github.com/cephdpdkd/cephdpdkd/roce/roctest"
 	"github.com/cephdpdkd/cephdpdkd/roce/session"
 	"github.com/cephdpdkd/cephdpdkd/roce/wire"
 )
@@ -96,10 +97,7 @@ func TestDialServeEcho(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := newTestNet(t, netOpts{link: tc.link, asyncRes: tc.async})
-			conn, err := n.dial(n.addr())
-			if err != nil {
-				t.Fatal(err)
-			}
+			conn := n.mustDial()
 			local, remote := conn.Records()
 			if remote.GID != mapped(ipSrv) || local.GID != mapped(ipCli) || remote.PeerQPN != local.QPN ||
 				local.PeerQPN != remote.QPN || local.PSN > wire.PSNMask || remote.LID != 0 {
@@ -388,14 +386,7 @@ func TestServerSkipsRepeatedHello(t *testing.T) {
 		return nil
 	})
 	var cerr error
-	n.run(10*time.Second, func() bool {
-		select {
-		case cerr = <-res:
-			return true
-		default:
-			return false
-		}
-	})
+	n.run(10*time.Second, roctest.Received(res, &cerr))
 	n.run(5*time.Second, func() bool { return n.srvStack.Stats().Established == 1 })
 	if cerr != nil || len(n.srvErrs.get()) != 0 {
 		t.Errorf("client %v, server errors %v", cerr, n.srvErrs.get())
@@ -407,10 +398,7 @@ func TestServerSkipsRepeatedHello(t *testing.T) {
 
 func TestTooManyConns(t *testing.T) {
 	n := newTestNet(t, netOpts{server: func(c *cephrdma.Config) { c.MaxConns = 1 }})
-	first, err := n.dial(n.addr())
-	if err != nil {
-		t.Fatal(err)
-	}
+	first := n.mustDial()
 	if _, err := n.dial(n.addr()); err == nil {
 		t.Error("second connection accepted")
 	}

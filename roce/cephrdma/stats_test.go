@@ -16,10 +16,7 @@ var _ cephrdma.Resolver = (*cm.Manager)(nil)
 // checks how these Stats are exported).
 func TestStats(t *testing.T) {
 	n := newTestNet(t, netOpts{})
-	conn, err := n.dial(n.addr())
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := n.mustDial()
 	n.run(5*time.Second, func() bool { return n.srvStack.Stats().Established == 1 })
 	srv, cli := n.srvStack.Stats(), n.cliStack.Stats()
 	for _, tc := range []struct {
@@ -45,10 +42,7 @@ func TestStats(t *testing.T) {
 // there is nothing to do, it must cost no allocation.
 func TestPollIdleNoAllocs(t *testing.T) {
 	n := newTestNet(t, netOpts{})
-	conn, err := n.dial(n.addr())
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := n.mustDial()
 	now := time.Now()
 	if a := testing.AllocsPerRun(1000, func() { n.srvStack.Poll(now); n.cliStack.Poll(now) }); a != 0 {
 		t.Errorf("%v allocations per idle Poll", a)
@@ -63,10 +57,7 @@ func BenchmarkExchange(b *testing.B) {
 	n := newTestNet(b, netOpts{})
 	b.ReportAllocs()
 	for b.Loop() {
-		conn, err := n.dial(n.addr())
-		if err != nil {
-			b.Fatal(err)
-		}
+		conn := n.mustDial()
 		conn.Close()
 	}
 	b.StopTimer()
@@ -78,10 +69,7 @@ func BenchmarkExchange(b *testing.B) {
 // made by the exchange: the data path after setup.
 func BenchmarkSessionEcho(b *testing.B) {
 	n := newTestNet(b, netOpts{})
-	conn, err := n.dial(n.addr())
-	if err != nil {
-		b.Fatal(err)
-	}
+	conn := n.mustDial()
 	s := conn.Session()
 	msg, back := make([]byte, 1<<20), make([]byte, 1<<20)
 	b.SetBytes(2 << 20)

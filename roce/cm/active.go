@@ -3,7 +3,6 @@ package cm
 import (
 	"fmt"
 	"net/netip"
-	"time"
 
 	"github.com/cephdpdkd/cephdpdkd/roce"
 	"github.com/cephdpdkd/cephdpdkd/roce/wire"
@@ -111,12 +110,11 @@ func (m *Manager) resolved(c *Conn, mac [6]byte, err error) {
 // gets the RTU again.
 func (m *Manager) onRep(in *madIn) {
 	rep := &m.rep
-	if err := rep.Decode(in.mad[:]); err != nil {
-		m.cnt.drop(DropMalformed)
+	if !m.decoded(in, rep) {
 		return
 	}
-	c := m.conns[rep.RemoteCommID]
-	if c == nil || c.passive || c.remoteAddr.Addr() != in.srcIP {
+	c := m.connFrom(in, rep.RemoteCommID)
+	if c == nil || c.passive {
 		m.cnt.drop(DropUnmatched)
 		return
 	}
@@ -172,14 +170,8 @@ func (m *Manager) onRep(in *madIn) {
 		m.fail(c, fmt.Errorf("cm: %v: %w", c, err))
 		return
 	}
-	c.state = StateEstablished
-	c.deadline = time.Time{}
-	c.retries = 0
 	m.sendRtu(c)
-	m.cnt.established[1].Add(1)
-	if c.ev.Connected != nil {
-		c.ev.Connected(c, nil)
-	}
+	m.establish(c)
 }
 
 func (m *Manager) sendRtu(c *Conn) {

@@ -3,16 +3,14 @@ package cm
 import (
 	"bytes"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
 
-	"github.com/google/gopacket/pcapgo"
-
 	"github.com/cephdpdkd/cephdpdkd/roce"
 	"github.com/cephdpdkd/cephdpdkd/roce/memlink"
+	"github.com/cephdpdkd/cephdpdkd/roce/roctest"
 	"github.com/cephdpdkd/cephdpdkd/roce/session"
 	"github.com/cephdpdkd/cephdpdkd/roce/wire"
 )
@@ -20,25 +18,7 @@ import (
 // readCapture returns the frames of a capture in roce/testdata; frame n
 // (numbered from 1, as Wireshark does) is at index n−1.
 func readCapture(t testing.TB, name string) [][]byte {
-	t.Helper()
-	f, err := os.Open(filepath.Join("..", "testdata", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	r, err := pcapgo.NewNgReader(f, pcapgo.DefaultNgReaderOptions)
-	if err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	var out [][]byte
-	for {
-		data, _, err := r.ReadPacketData()
-		if err != nil {
-			break
-		}
-		out = append(out, append([]byte(nil), data...))
-	}
-	return out
+	return roctest.ReadCapture(t, filepath.Join("..", "testdata", name))
 }
 
 // decoded is a captured or built CM frame, decoded.
@@ -92,6 +72,21 @@ func newCaptureEndpoint(t *testing.T, mac [6]byte, ip netip.Addr) *captureEndpoi
 
 // poll runs one round of the endpoint and its Manager.
 func (ce *captureEndpoint) poll() { ce.ep.Poll(ce.now); ce.m.Poll(ce.now) }
+
+// answer feeds frame to our endpoint, which must send back one frame:
+// the CM message attr, which it decodes into msg.
+func (ce *captureEndpoint) answer(t *testing.T, frame []byte, attr uint16, msg interface{ Decode(mad []byte) error }) decoded {
+	t.Helper()
+	out := ce.feed(t, frame)
+	if len(out) != 1 {
+		t.Fatalf("sent %d frames, want one with attribute %#x", len(out), attr)
+	}
+	d := decodeCM(t, out[0])
+	if d.hdr.AttrID != attr || msg.Decode(d.mad) != nil {
+		t.Fatalf("answered with attribute %#x, want %#x", d.hdr.AttrID, attr)
+	}
+	return d
+}
 
 // feed delivers frame to our endpoint and returns what it sends back.
 func (ce *captureEndpoint) feed(t *testing.T, frame []byte) [][]byte {
@@ -159,15 +154,8 @@ func TestCapturedReqAnswered(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			out := ce.feed(t, reqFrame)
-			if len(out) != 1 {
-				t.Fatalf("sent %d frames for the REQ, want one REP", len(out))
-			}
-			rep := decodeCM(t, out[0])
 			var crep wire.CMRep
-			if rep.hdr.AttrID != wire.AttrRep || crep.Decode(rep.mad) != nil {
-				t.Fatalf("answered with attribute %#x", rep.hdr.AttrID)
-			}
+			rep := ce.answer(t, reqFrame, wire.AttrRep, &crep)
 
 			// What the application was told, against tshark's decoding.
 			wantReq := ConnRequest{
@@ -338,15 +326,8 @@ func TestCapturedReqRejected(t *testing.T) {
 				t.Fatal("accept called for another port")
 				return Accept{}, nil
 			})
-			out := ce.feed(t, frames[0])
-			if len(out) != 1 {
-				t.Fatalf("%d frames, want one REJ", len(out))
-			}
-			rej := decodeCM(t, out[0])
 			var crej wire.CMRej
-			if rej.hdr.AttrID != wire.AttrRej || crej.Decode(rej.mad) != nil {
-				t.Fatalf("answered with attribute %#x", rej.hdr.AttrID)
-			}
+			rej := ce.answer(t, frames[0], wire.AttrRej, &crej)
 			if crej.Reason != RejInvalidServiceID || crej.MsgRejected != wire.CMMsgReq || crej.RemoteCommID != creq.LocalCommID ||
 				crej.LocalCommID != 0 || rej.hdr.TID != req.hdr.TID || rej.pkt.DstMAC != req.pkt.SrcMAC || rej.pkt.DstIP != req.pkt.SrcIP {
 				t.Errorf("REJ %+v tid %#x to %v/%v", crej, rej.hdr.TID, rej.pkt.DstMAC, rej.pkt.DstIP)
@@ -368,11 +349,8 @@ func TestCapturedDreqUnknown(t *testing.T) {
 		t.Fatal("frames 124/125 are not DREQ/DREP")
 	}
 	ce := newCaptureEndpoint(t, [6]byte{0x52, 0x54, 0x00, 0x77, 0x00, 0x12}, netip.MustParseAddr("10.77.0.12"))
-	out := ce.feed(t, frames[123])
-	if len(out) != 1 {
-		t.Fatalf("%d frames, want a DREP", len(out))
-	}
-	drep := decodeCM(t, out[0])
+	var cdrep wire.CMDrep
+	drep := ce.answer(t, frames[123], wire.AttrDREP, &cdrep)
 	if !bytes.Equal(drep.mad, realDrep.mad) {
 		t.Errorf("DREP MAD differs from rxe's:\n ours %x\n rxe  %x", drep.mad[:32], realDrep.mad[:32])
 	}

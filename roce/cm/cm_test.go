@@ -68,8 +68,7 @@ func TestConnectExchangeDisconnect(t *testing.T) {
 		activeCloses bool
 	}{{"active closes", true}, {"passive closes", false}} {
 		t.Run(tc.name, func(t *testing.T) {
-			n := newTestNet(t, testConfig(), testConfig())
-			n.b.listen(t, testPort)
+			n := newListeningNet(t)
 			priv := []byte("hello from A")
 			ca, sb := n.connect(priv)
 
@@ -147,8 +146,7 @@ func TestConnectExchangeDisconnect(t *testing.T) {
 
 func TestConcurrentConnections(t *testing.T) {
 	const conns = 8
-	n := newTestNet(t, testConfig(), testConfig())
-	n.b.listen(t, testPort)
+	n := newListeningNet(t)
 	var active []*app
 	for i := range conns {
 		active = append(active, n.a.dial(t, ipB, testPort, []byte{byte(i)}))
@@ -278,8 +276,7 @@ func TestRejectedAtOnce(t *testing.T) {
 }
 
 func TestDuplicateReqGetsSameRep(t *testing.T) {
-	n := newTestNet(t, testConfig(), testConfig())
-	n.b.listen(t, testPort)
+	n := newListeningNet(t)
 	sentA := watch(n.a.link, nil)
 	sentB := watch(n.b.link, nil)
 	ca, sb := n.connect(nil)
@@ -369,8 +366,7 @@ func TestLostRtuFirstPacketEstablishes(t *testing.T) {
 }
 
 func TestUnknownDreqGetsDrep(t *testing.T) {
-	n := newTestNet(t, testConfig(), testConfig())
-	n.b.listen(t, testPort)
+	n := newListeningNet(t)
 	ca, sb := n.connect(nil)
 	sentB := watch(n.b.link, nil)
 	send := func(d *wire.CMDreq, tid uint64) {
@@ -409,8 +405,7 @@ func TestPeerVanishes(t *testing.T) {
 		activeVanishes bool
 	}{{"passive vanishes", false}, {"active vanishes", true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			n := newTestNet(t, testConfig(), testConfig())
-			n.b.listen(t, testPort)
+			n := newListeningNet(t)
 			ca, sb := n.connect(nil)
 			n.exchange(ca, pattern(1000, 7))
 			survivor, gone := ca, sb
@@ -453,8 +448,7 @@ func TestPeerVanishes(t *testing.T) {
 }
 
 func TestRepTimeout(t *testing.T) {
-	n := newTestNet(t, testConfig(), testConfig())
-	n.b.listen(t, testPort)
+	n := newListeningNet(t)
 	// The active side's REQ gets through; nothing else it sends does.
 	sentA := watch(n.a.link, func(attr uint16, _ []byte) bool { return attr != wire.AttrReq })
 	sentB := watch(n.b.link, nil)
@@ -494,8 +488,7 @@ func TestDialUnreachable(t *testing.T) {
 
 func TestDisconnectWhileConnecting(t *testing.T) {
 	t.Run("resolving", func(t *testing.T) {
-		n := newTestNet(t, testConfig(), testConfig())
-		n.b.listen(t, testPort)
+		n := newListeningNet(t)
 		a := n.a.dial(t, ipB, testPort, nil)
 		if err := n.a.m.Disconnect(a.conn); err != nil {
 			t.Fatal(err)
@@ -510,8 +503,7 @@ func TestDisconnectWhileConnecting(t *testing.T) {
 		n.checkClean(n.a, "A")
 	})
 	t.Run("req sent", func(t *testing.T) {
-		n := newTestNet(t, testConfig(), testConfig())
-		n.b.listen(t, testPort)
+		n := newListeningNet(t)
 		watch(n.b.link, func(attr uint16, _ []byte) bool { return attr == wire.AttrRep })
 		a := n.a.dial(t, ipB, testPort, nil)
 		n.Run(100_000, func() bool { return len(n.b.apps) == 1 })
@@ -553,8 +545,7 @@ func TestMaxConns(t *testing.T) {
 }
 
 func TestStaleConnectionReplaced(t *testing.T) {
-	n := newTestNet(t, testConfig(), testConfig())
-	n.b.listen(t, testPort)
+	n := newListeningNet(t)
 	_, sb := n.connect(nil)
 	// A new REQ from the same peer QP, with a new comm ID: the peer
 	// restarted.
@@ -582,8 +573,7 @@ func TestStaleConnectionReplaced(t *testing.T) {
 }
 
 func TestDoFromOtherGoroutine(t *testing.T) {
-	n := newTestNet(t, testConfig(), testConfig())
-	n.b.listen(t, testPort)
+	n := newListeningNet(t)
 	done := make(chan struct{})
 	var a *app
 	go func() {
@@ -667,8 +657,7 @@ func TestArgumentErrors(t *testing.T) {
 // driven by Manager.Poll (the endpoint's poll, neighbour learning from
 // every frame, the CM's checks) allocates nothing.
 func TestNoAllocsEstablished(t *testing.T) {
-	n := newTestNet(t, testConfig(), testConfig())
-	n.b.listen(t, testPort)
+	n := newListeningNet(t)
 	ca, sb := n.connect(nil)
 	sb.echo, sb.discard = false, true
 	msg := make([]byte, 64<<10)
@@ -722,8 +711,7 @@ func BenchmarkPollIdle(b *testing.B) {
 }
 
 func TestMRAExtendsTimer(t *testing.T) {
-	n := newTestNet(t, testConfig(), testConfig())
-	n.b.listen(t, testPort)
+	n := newListeningNet(t)
 	watch(n.b.link, func(attr uint16, _ []byte) bool { return attr == wire.AttrRep })
 	a := n.a.dial(t, ipB, testPort, nil)
 	n.Run(100_000, func() bool { return a.conn.State() == StateReqSent && len(n.b.apps) == 1 })

@@ -101,36 +101,22 @@ type Config struct {
 }
 
 func (c Config) withDefaults() (Config, error) {
-	defInt := func(v *int, d int) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
-	def8 := func(v *uint8, d uint8) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	defInt(&c.MaxConns, DefaultMaxConns)
-	defInt(&c.PathMTU, DefaultPathMTU)
-	defInt(&c.MaxPathMTU, DefaultMaxPathMTU)
-	def8(&c.MinRNRTimer, DefaultMinRNRTimer)
-	def8(&c.Timeout, DefaultTimeout)
-	def8(&c.RetryCount, DefaultRetryCount)
-	def8(&c.MaxRetryCount, DefaultMaxRetryCount)
-	def8(&c.RNRRetry, DefaultRNRRetry)
-	defInt(&c.ResponderResources, DefaultRdAtomic)
-	defInt(&c.InitiatorDepth, DefaultRdAtomic)
-	def8(&c.HopLimit, DefaultHopLimit)
-	def8(&c.CMResponseTimeout, DefaultCMResponseTimeout)
-	defInt(&c.MaxRetries, DefaultMaxRetries)
-	defInt(&c.CommandQueue, DefaultCommandQueue)
-	if c.RetransmitTimeout <= 0 {
-		c.RetransmitTimeout = DefaultRetransmitTimeout
-	}
-	if c.TimeWait <= 0 {
-		c.TimeWait = DefaultTimeWait
-	}
+	orDefault(&c.MaxConns, DefaultMaxConns)
+	orDefault(&c.PathMTU, DefaultPathMTU)
+	orDefault(&c.MaxPathMTU, DefaultMaxPathMTU)
+	orDefault(&c.MinRNRTimer, DefaultMinRNRTimer)
+	orDefault(&c.Timeout, DefaultTimeout)
+	orDefault(&c.RetryCount, DefaultRetryCount)
+	orDefault(&c.MaxRetryCount, DefaultMaxRetryCount)
+	orDefault(&c.RNRRetry, DefaultRNRRetry)
+	orDefault(&c.ResponderResources, DefaultRdAtomic)
+	orDefault(&c.InitiatorDepth, DefaultRdAtomic)
+	orDefault(&c.HopLimit, DefaultHopLimit)
+	orDefault(&c.CMResponseTimeout, DefaultCMResponseTimeout)
+	orDefault(&c.MaxRetries, DefaultMaxRetries)
+	orDefault(&c.CommandQueue, DefaultCommandQueue)
+	orDefault(&c.RetransmitTimeout, DefaultRetransmitTimeout)
+	orDefault(&c.TimeWait, DefaultTimeWait)
 	_, okMTU := wire.MTUEnum(c.PathMTU)
 	_, okMax := wire.MTUEnum(c.MaxPathMTU)
 	switch {
@@ -144,4 +130,11 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("cm: rd atomic %d/%d exceeds %d: %w", c.ResponderResources, c.InitiatorDepth, roce.MaxRdAtomic, ErrInvalidArgument)
 	}
 	return c, nil
+}
+
+// orDefault sets *v to d when it is not positive: not set.
+func orDefault[T int | uint8 | time.Duration](v *T, d T) {
+	if *v <= 0 {
+		*v = d
+	}
 }

@@ -25,27 +25,10 @@ const (
 	StateClosed                             // forgotten by the Manager
 )
 
-func (s ConnState) String() string {
-	switch s {
-	case StateResolving:
-		return "resolving"
-	case StateReqSent:
-		return "req-sent"
-	case StateReqRcvd:
-		return "req-rcvd"
-	case StateRepSent:
-		return "rep-sent"
-	case StateEstablished:
-		return "established"
-	case StateDisconnecting:
-		return "disconnecting"
-	case StateTimeWait:
-		return "time-wait"
-	case StateClosed:
-		return "closed"
-	}
-	return fmt.Sprintf("state(%d)", uint8(s))
-}
+// connStateNames is indexed by ConnState, which starts at 1.
+var connStateNames = [...]string{"", "resolving", "req-sent", "req-rcvd", "rep-sent", "established", "disconnecting", "time-wait", "closed"}
+
+func (s ConnState) String() string { return enumName(connStateNames[:], s, "state") }
 
 // Events are a connection's callbacks. They run from Manager.Poll, on the
 // polling goroutine, and may call the Manager (Disconnect, Dial, ...).

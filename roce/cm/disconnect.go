@@ -13,12 +13,11 @@ import (
 // does.
 func (m *Manager) onDreq(in *madIn, tid uint64) {
 	dreq := &m.dreq
-	if err := dreq.Decode(in.mad[:]); err != nil {
-		m.cnt.drop(DropMalformed)
+	if !m.decoded(in, dreq) {
 		return
 	}
-	c := m.conns[dreq.RemoteCommID]
-	if c == nil || c.remoteAddr.Addr() != in.srcIP || c.remoteID != dreq.LocalCommID {
+	c := m.connFrom(in, dreq.RemoteCommID)
+	if c == nil || c.remoteID != dreq.LocalCommID {
 		m.cnt.drop(DropUnmatched)
 		drep := &m.drep
 		*drep = wire.CMDrep{LocalCommID: dreq.RemoteCommID, RemoteCommID: dreq.LocalCommID}
@@ -54,12 +53,11 @@ func (m *Manager) sendDrep(c *Conn, tid uint64) {
 // onDrep completes our disconnect.
 func (m *Manager) onDrep(in *madIn) {
 	drep := &m.drep
-	if err := drep.Decode(in.mad[:]); err != nil {
-		m.cnt.drop(DropMalformed)
+	if !m.decoded(in, drep) {
 		return
 	}
-	c := m.conns[drep.RemoteCommID]
-	if c == nil || c.remoteAddr.Addr() != in.srcIP || c.remoteID != drep.LocalCommID || c.state != StateDisconnecting {
+	c := m.connFrom(in, drep.RemoteCommID)
+	if c == nil || c.remoteID != drep.LocalCommID || c.state != StateDisconnecting {
 		m.cnt.drop(DropUnmatched)
 		return
 	}
@@ -72,8 +70,7 @@ func (m *Manager) onDrep(in *madIn) {
 // only its own, which is how it is found then.
 func (m *Manager) onRej(in *madIn) {
 	rej := &m.rej
-	if err := rej.Decode(in.mad[:]); err != nil {
-		m.cnt.drop(DropMalformed)
+	if !m.decoded(in, rej) {
 		return
 	}
 	var c *Conn
@@ -107,12 +104,11 @@ func (m *Manager) onRej(in *madIn) {
 // of the REQ or REP it acknowledges waits for its service timeout.
 func (m *Manager) onMra(in *madIn) {
 	mra := &m.mra
-	if err := mra.Decode(in.mad[:]); err != nil {
-		m.cnt.drop(DropMalformed)
+	if !m.decoded(in, mra) {
 		return
 	}
-	c := m.conns[mra.RemoteCommID]
-	if c == nil || c.remoteAddr.Addr() != in.srcIP {
+	c := m.connFrom(in, mra.RemoteCommID)
+	if c == nil {
 		m.cnt.drop(DropUnmatched)
 		return
 	}

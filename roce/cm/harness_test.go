@@ -63,6 +63,15 @@ func newTestNet(t testing.TB, ca, cb Config) *testNet {
 	return newTestNetLink(t, memlink.Config{Seed: 7}, ca, cb)
 }
 
+// newListeningNet is newTestNet with the test configuration on both
+// sides and B listening on testPort.
+func newListeningNet(t testing.TB) *testNet {
+	t.Helper()
+	n := newTestNet(t, testConfig(), testConfig())
+	n.b.listen(t, testPort)
+	return n
+}
+
 func newTestNetLink(t testing.TB, lc memlink.Config, ca, cb Config) *testNet {
 	t.Helper()
 	return newTestNetWrap(t, lc, ca, cb, nil)

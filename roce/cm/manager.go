@@ -686,3 +686,38 @@ func (m *Manager) startDisconnect(c *Conn) {
 	m.sendMAD(c, c.mad[:])
 	m.setDeadline(c, m.now.Add(m.cfg.RetransmitTimeout))
 }
+
+// decoded decodes the attribute of the MAD in into msg; a MAD that does
+// not decode is dropped as malformed.
+func (m *Manager) decoded(in *madIn, msg interface{ Decode(mad []byte) error }) bool {
+	if err := msg.Decode(in.mad[:]); err != nil {
+		m.cnt.drop(DropMalformed)
+		return false
+	}
+	return true
+}
+
+// connFrom returns the connection whose local comm ID is id if the MAD
+// in comes from its peer's address, or nil.
+func (m *Manager) connFrom(in *madIn, id uint32) *Conn {
+	if c := m.conns[id]; c != nil && c.remoteAddr.Addr() == in.srcIP {
+		return c
+	}
+	return nil
+}
+
+// establish moves c to established, counts it by side and tells its
+// Connected callback.
+func (m *Manager) establish(c *Conn) {
+	c.state = StateEstablished
+	c.deadline = time.Time{}
+	c.retries = 0
+	side := 1 // Stats.EstablishedActive
+	if c.passive {
+		side = 0
+	}
+	m.cnt.established[side].Add(1)
+	if c.ev.Connected != nil {
+		c.ev.Connected(c, nil)
+	}
+}

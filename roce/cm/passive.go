@@ -14,8 +14,7 @@ import (
 // and cma_ib_req_handler, then cma_accept_ib).
 func (m *Manager) onReq(in *madIn, tid uint64) {
 	req := &m.req
-	if err := req.Decode(in.mad[:]); err != nil {
-		m.cnt.drop(DropMalformed)
+	if !m.decoded(in, req) {
 		return
 	}
 	key := remoteKey{in.srcIP, req.LocalCommID}
@@ -283,24 +282,17 @@ func (m *Manager) establishPassive(c *Conn) {
 		m.fail(c, fmt.Errorf("cm: %v: %w", c, err))
 		return
 	}
-	c.state = StateEstablished
-	c.deadline = time.Time{}
-	c.retries = 0
-	m.cnt.established[0].Add(1)
-	if c.ev.Connected != nil {
-		c.ev.Connected(c, nil)
-	}
+	m.establish(c)
 }
 
 // onRtu handles an RTU: the passive connection is established.
 func (m *Manager) onRtu(in *madIn) {
 	rtu := &m.rtu
-	if err := rtu.Decode(in.mad[:]); err != nil {
-		m.cnt.drop(DropMalformed)
+	if !m.decoded(in, rtu) {
 		return
 	}
-	c := m.conns[rtu.RemoteCommID]
-	if c == nil || !c.passive || c.remoteAddr.Addr() != in.srcIP || c.remoteID != rtu.LocalCommID {
+	c := m.connFrom(in, rtu.RemoteCommID)
+	if c == nil || !c.passive || c.remoteID != rtu.LocalCommID {
 		m.cnt.drop(DropUnmatched)
 		return
 	}

@@ -28,12 +28,7 @@ var messageNames = [NumMessages]string{"req", "mra", "rej", "rep", "rtu", "dreq"
 
 // String returns the message's name in lower case, as metric labels have
 // it.
-func (m Message) String() string {
-	if m < NumMessages {
-		return messageNames[m]
-	}
-	return "message(" + strconv.Itoa(int(m)) + ")"
-}
+func (m Message) String() string { return enumName(messageNames[:], m, "message") }
 
 // messageOf returns the Message of a CM attribute ID.
 func messageOf(attr uint16) (Message, bool) {
@@ -66,12 +61,7 @@ const (
 var dropNames = [NumDropReasons]string{"malformed", "unmatched", "inbox_full", "send_failed"}
 
 // String returns the reason in snake case, as metric labels have it.
-func (r DropReason) String() string {
-	if r < NumDropReasons {
-		return dropNames[r]
-	}
-	return "drop(" + strconv.Itoa(int(r)) + ")"
-}
+func (r DropReason) String() string { return enumName(dropNames[:], r, "drop") }
 
 // Limit names what refused a connection request for lack of room.
 type Limit uint8
@@ -91,12 +81,7 @@ const (
 var limitNames = [NumLimits]string{"max_sessions", "max_conns"}
 
 // String returns the limit's configuration name.
-func (l Limit) String() string {
-	if l < NumLimits {
-		return limitNames[l]
-	}
-	return "limit(" + strconv.Itoa(int(l)) + ")"
-}
+func (l Limit) String() string { return enumName(limitNames[:], l, "limit") }
 
 // NumRejReasons bounds the REJ reasons counted one by one: every reason the
 // IBA defines (1..35) is below it; larger ones are counted under 0.
@@ -239,4 +224,13 @@ func (m *Manager) Stats() Stats {
 	s.BadMADs, s.Unmatched, s.SendErrors = s.Drops[DropMalformed], s.Drops[DropUnmatched], s.Drops[DropSendFailed]
 	s.Dropped = s.Drops[DropInboxFull] + s.EventsDropped
 	return s
+}
+
+// enumName returns the name of v in names, or kind(v) for a value names
+// does not name.
+func enumName[T ~uint8](names []string, v T, kind string) string {
+	if int(v) < len(names) && names[v] != "" {
+		return names[v]
+	}
+	return kind + "(" + strconv.Itoa(int(v)) + ")"
 }

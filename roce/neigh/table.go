@@ -124,20 +124,11 @@ func New(cfg Config) (*Table, error) {
 	case cfg.Send == nil:
 		return nil, fmt.Errorf("neigh: new table for %v: no send function: %w", cfg.IP, ErrInvalidAddress)
 	}
-	def := func(v *int, d int) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
-	def(&cfg.MaxEntries, DefaultMaxEntries)
-	def(&cfg.MaxProbes, DefaultMaxProbes)
-	def(&cfg.MaxPending, DefaultMaxPending)
-	if cfg.ReachableTime <= 0 {
-		cfg.ReachableTime = DefaultReachableTime
-	}
-	if cfg.RetransTime <= 0 {
-		cfg.RetransTime = DefaultRetransTime
-	}
+	orDefault(&cfg.MaxEntries, DefaultMaxEntries)
+	orDefault(&cfg.MaxProbes, DefaultMaxProbes)
+	orDefault(&cfg.MaxPending, DefaultMaxPending)
+	orDefault(&cfg.ReachableTime, DefaultReachableTime)
+	orDefault(&cfg.RetransTime, DefaultRetransTime)
 	cfg.IP = ip
 	return &Table{
 		cfg:     cfg,
@@ -451,3 +442,10 @@ func (t *Table) NextDeadline() (time.Time, bool) {
 
 // Ready reports whether answers are waiting for the next Poll.
 func (t *Table) Ready() bool { return len(t.fired) > 0 }
+
+// orDefault sets *v to d when it is not positive: not set.
+func orDefault[T int | time.Duration](v *T, d T) {
+	if *v <= 0 {
+		*v = d
+	}
+}

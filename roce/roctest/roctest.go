@@ -14,11 +14,14 @@ package roctest
 import (
 	"encoding/binary"
 	"net/netip"
+	"os"
 	"runtime"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/cephdpdkd/cephdpdkd/roce/memlink"
+	"github.com/google/gopacket/pcapgo"
 )
 
 // Start is where a network's virtual clock starts.
@@ -89,6 +92,94 @@ func Faulty(seed uint64, p float64) memlink.Config {
 	return memlink.Config{Seed: seed, Loss: p, Reorder: p, Duplicate: p, Corrupt: p}
 }
 
+// Sweep is what a sweep test's seed picks besides the link: the
+// endpoint's burst sizes and windows (roce.EndpointConfig's fields of the
+// same names; roctest cannot import roce, whose tests import it).
+type Sweep struct {
+	TxBurst, RxBurst, AckReqEvery, MaxUnackedPSNs int
+}
+
+// SweepConfig derives a link configuration and endpoint settings from
+// seed, covering windows, bursts, queues and fault rates, for the sweep
+// tests of roce and roce/session.
+func SweepConfig(seed uint64) (memlink.Config, Sweep) {
+	f := []float64{0, 0.01, 0.05, 0.1}[seed%4]
+	lc := memlink.Config{Seed: seed, Loss: f, Reorder: f, Duplicate: f, Corrupt: f, QueueLen: []int{16, 64, 1024}[seed%3]}
+	return lc, Sweep{
+		TxBurst:        []int{1, 7, 32}[(seed/3)%3],
+		RxBurst:        []int{1, 5, 32}[(seed/5)%3],
+		AckReqEvery:    []int{1, 5, 64}[(seed/9)%3],
+		MaxUnackedPSNs: []int{4, 32, 128}[(seed/27)%3],
+	}
+}
+
+// SweepSeeds runs f as a subtest named after each seed from 1 to seeds, or
+// to short with -short.
+func SweepSeeds(t *testing.T, seeds, short uint64, f func(t *testing.T, seed uint64)) {
+	if testing.Short() {
+		seeds = short
+	}
+	for seed := uint64(1); seed <= seeds; seed++ {
+		t.Run(strconv.FormatUint(seed, 10), func(t *testing.T) { f(t, seed) })
+	}
+}
+
+// Received returns a done function for Net.Run and the like that
+// reports whether a value has arrived on ch, storing it in *v.
+func Received[T any](ch <-chan T, v *T) func() bool {
+	return func() bool {
+		select {
+		case *v = <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+// ReadConcurrently calls read over and over on another goroutine, as a
+// metrics scrape does, until the returned stop is called; stop reports
+// whether read ran at all. ReadConcurrently returns once read has run
+// once: on a loaded machine the goroutine may otherwise not be scheduled
+// before the test's work is over.
+func ReadConcurrently(read func()) (stop func() bool) {
+	quit := make(chan struct{})
+	done := make(chan int)
+	started := make(chan struct{})
+	go func() {
+		reads := 0
+		for {
+			if reads == 1 {
+				close(started)
+			}
+			select {
+			case <-quit:
+				done <- reads
+				return
+			default:
+			}
+			read()
+			reads++
+		}
+	}()
+	<-started
+	return func() bool {
+		close(quit)
+		return <-done > 0
+	}
+}
+
+// CleanAndFaulty runs f as two subtests: "clean", on a link without
+// faults, and "faulty", on one with 1% of each fault.
+func CleanAndFaulty(t *testing.T, f func(t *testing.T, lc memlink.Config)) {
+	for _, tc := range []struct {
+		name   string
+		faults float64
+	}{{"clean", 0}, {"faulty", 0.01}} {
+		t.Run(tc.name, func(t *testing.T) { f(t, Faulty(1, tc.faults)) })
+	}
+}
+
 // NewBare returns a network without a link, for a test that brings its
 // own.
 func NewBare(tb testing.TB) *Net {
@@ -114,6 +205,31 @@ func (n *Net) Add(ps ...Poller) {
 // AddFunc adds f to what every round polls, after what is there. Its
 // deadlines, if it has any, do not move the clock.
 func (n *Net) AddFunc(f func(now time.Time) int) { n.Add(PollFunc(f)) }
+
+// Serve adds p, which a constructor has just returned with err, as
+// AddFunc adds its Poll; it fails the test if err is not nil.
+func (n *Net) Serve(p Poller, err error) {
+	n.TB.Helper()
+	if err != nil {
+		n.TB.Fatal(err)
+	}
+	n.AddFunc(p.Poll)
+}
+
+// InUse is what an allocator still holds, such as roce.HeapAllocator.
+type InUse interface{ InUse() int64 }
+
+// Shutdown shuts svc down and fails the test if that fails or if alloc,
+// when not nil, still holds memory afterwards.
+func Shutdown(tb testing.TB, svc interface{ Shutdown() error }, alloc InUse) {
+	tb.Helper()
+	if err := svc.Shutdown(); err != nil {
+		tb.Fatal(err)
+	}
+	if alloc != nil && alloc.InUse() != 0 {
+		tb.Errorf("%d bytes still allocated", alloc.InUse())
+	}
+}
 
 // AddTimer adds deadlines that move the virtual clock without anything
 // to poll, such as frames on their way over a link with a delay.
@@ -319,4 +435,36 @@ func Region[A, M any](tb testing.TB, pd interface {
 		tb.Fatal(err)
 	}
 	return mr
+}
+
+// ReadCapture returns the frames of the pcapng capture at path; frame n
+// (numbered from 1, as Wireshark does) is at index n−1. It fails the test
+// if the file does not read, holds no frames, or holds a frame cut short
+// by the snap length.
+func ReadCapture(tb testing.TB, path string) [][]byte {
+	tb.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	r, err := pcapgo.NewNgReader(f, pcapgo.DefaultNgReaderOptions)
+	if err != nil {
+		tb.Fatalf("%s: %v", path, err)
+	}
+	var out [][]byte
+	for {
+		data, ci, err := r.ReadPacketData()
+		if err != nil {
+			break
+		}
+		if ci.CaptureLength != ci.Length {
+			tb.Fatalf("%s frame %d: snapped to %d of %d bytes", path, len(out)+1, ci.CaptureLength, ci.Length)
+		}
+		out = append(out, append([]byte(nil), data...))
+	}
+	if len(out) == 0 {
+		tb.Fatalf("%s: no frames", path)
+	}
+	return out
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/cephdpdkd/cephdpdkd/roce"
+	"github.com/cephdpdkd/cephdpdkd/roce/memlink"
 	"github.com/cephdpdkd/cephdpdkd/roce/roctest"
 )
 
@@ -44,22 +45,17 @@ func (sp *sessionPair) pump(tb testing.TB, msg, rbuf []byte) {
 // including go-back-N and duplicate handling on a faulty link, allocates
 // nothing.
 func TestNoAllocsPerMessage(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		faults float64
-	}{{"clean", 0}, {"faulty", 0.01}} {
-		t.Run(tc.name, func(t *testing.T) {
-			cfg := DefaultConfig()
-			cfg.Timeout = 14
-			sp := newSessionPair(t, roctest.Faulty(1, tc.faults), roce.EndpointConfig{}, cfg)
-			msg := make([]byte, 200_000)
-			rbuf := make([]byte, 64<<10)
-			for range 20 {
-				sp.pump(t, msg, rbuf)
-			}
-			if a := testing.AllocsPerRun(50, func() { sp.pump(t, msg, rbuf) }); a != 0 {
-				t.Errorf("%v allocations per 200 kB message", a)
-			}
-		})
-	}
+	roctest.CleanAndFaulty(t, func(t *testing.T, lc memlink.Config) {
+		cfg := DefaultConfig()
+		cfg.Timeout = 14
+		sp := newSessionPair(t, lc, roce.EndpointConfig{}, cfg)
+		msg := make([]byte, 200_000)
+		rbuf := make([]byte, 64<<10)
+		for range 20 {
+			sp.pump(t, msg, rbuf)
+		}
+		if a := testing.AllocsPerRun(50, func() { sp.pump(t, msg, rbuf) }); a != 0 {
+			t.Errorf("%v allocations per 200 kB message", a)
+		}
+	})
 }

@@ -29,23 +29,17 @@ type PoolConfig struct {
 }
 
 func (c PoolConfig) withDefaults() (PoolConfig, error) {
-	def := func(v *int, d int) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
-	def(&c.BufferSize, DefaultBufferSize)
-	def(&c.RecvBuffers, DefaultPoolRecvBuffers)
-	def(&c.SendBuffers, DefaultPoolSendBuffers)
-	def(&c.MaxSessions, DefaultPoolSessions)
+	orDefault(&c.BufferSize, DefaultBufferSize)
+	orDefault(&c.RecvBuffers, DefaultPoolRecvBuffers)
+	orDefault(&c.SendBuffers, DefaultPoolSendBuffers)
+	orDefault(&c.MaxSessions, DefaultPoolSessions)
 	if c.Allocator == nil {
 		c.Allocator = &roce.HeapAllocator{}
 	}
+	if err := checkBuffers("pool ", c.BufferSize, c.SendBuffers, c.RecvBuffers); err != nil {
+		return c, err
+	}
 	switch {
-	case c.BufferSize > roce.MaxMessage:
-		return c, fmt.Errorf("session: pool buffer size %d exceeds %d: %w", c.BufferSize, roce.MaxMessage, roce.ErrInvalidArgument)
-	case int64(c.BufferSize)*int64(max(c.SendBuffers, c.RecvBuffers)) > roce.MaxMRSize:
-		return c, fmt.Errorf("session: pool buffers of %d×%d bytes exceed a memory region: %w", max(c.SendBuffers, c.RecvBuffers), c.BufferSize, roce.ErrInvalidArgument)
 	case c.RecvBuffers > roce.MaxQueueDepth || c.SendBuffers+c.MaxSessions > roce.MaxCQDepth:
 		return c, fmt.Errorf("session: pool of %d receive buffers, %d send buffers and %d sessions too large: %w",
 			c.RecvBuffers, c.SendBuffers, c.MaxSessions, roce.ErrInvalidArgument)
@@ -77,10 +71,7 @@ type Pool struct {
 	cfg      PoolConfig
 	srq      *roce.SRQ
 	scq, rcq *roce.CQ
-	sendMem  []byte
-	recvMem  []byte
-	sendMR   *roce.MR
-	recvMR   *roce.MR
+	buffers
 	free     []int32 // send buffers not posted
 	sessions map[uint32]*Session
 
@@ -129,16 +120,7 @@ func NewPool(pd *roce.PD, cfg PoolConfig) (_ *Pool, err error) {
 		return nil, err
 	}
 	p.srq.SetLendingReserve(cfg.RecvBuffers / 2)
-	if p.sendMem, err = cfg.Allocator.Alloc(cfg.SendBuffers * cfg.BufferSize); err != nil {
-		return nil, err
-	}
-	if p.recvMem, err = cfg.Allocator.Alloc(cfg.RecvBuffers * cfg.BufferSize); err != nil {
-		return nil, err
-	}
-	if p.sendMR, err = pd.RegisterMR(p.sendMem, roce.AccessLocalWrite); err != nil {
-		return nil, err
-	}
-	if p.recvMR, err = pd.RegisterMR(p.recvMem, roce.AccessLocalWrite); err != nil {
+	if err = p.allocate(cfg.Allocator, pd, cfg.SendBuffers*cfg.BufferSize, cfg.RecvBuffers*cfg.BufferSize); err != nil {
 		return nil, err
 	}
 	for i := cfg.SendBuffers - 1; i >= 0; i-- {
@@ -158,24 +140,12 @@ func (p *Pool) teardown() {
 	if p.srq != nil && !p.closed {
 		p.srq.Destroy()
 	}
-	if p.sendMR != nil {
-		p.sendMR.Deregister()
-	}
-	if p.recvMR != nil {
-		p.recvMR.Deregister()
-	}
-	if p.sendMem != nil {
-		p.cfg.Allocator.Free(p.sendMem)
-	}
-	if p.recvMem != nil {
-		p.cfg.Allocator.Free(p.recvMem)
-	}
+	p.release(p.cfg.Allocator)
 	for _, cq := range []*roce.CQ{p.scq, p.rcq} {
 		if cq != nil {
 			cq.Destroy()
 		}
 	}
-	p.sendMR, p.recvMR, p.sendMem, p.recvMem = nil, nil, nil, nil
 }
 
 // Close frees the pool's buffers, SRQ and CQs. Every session must have
@@ -261,9 +231,9 @@ func (p *Pool) NewSession(cfg Config) (*Session, error) {
 	qp.SetSRQLimit(cfg.RecvBuffers)
 	s := &Session{
 		qp: qp, cfg: cfg, pool: p,
-		sendMem: p.sendMem, recvMem: p.recvMem, sendMR: p.sendMR, recvMR: p.recvMR,
-		free:  make([]int32, 0, cfg.SendBuffers), // the buffers posted, in shared mode
-		ready: make([]readyBuf, cfg.RecvBuffers),
+		buffers: p.buffers,
+		free:    make([]int32, 0, cfg.SendBuffers), // the buffers posted, in shared mode
+		ready:   make([]readyBuf, cfg.RecvBuffers),
 	}
 	p.sessions[qp.QPN()] = s
 	s.publish()
@@ -276,22 +246,19 @@ func (p *Pool) NewSession(cfg Config) (*Session, error) {
 func (p *Pool) Poll() { p.poll() }
 
 func (p *Pool) poll() {
+	p.drain(p.rcq, p.dispatchRecv)
+	p.drain(p.scq, p.dispatchSend)
+}
+
+// drain hands every completion on cq to dispatch, a batch at a time.
+func (p *Pool) drain(cq *roce.CQ, dispatch func(wc *roce.WorkCompletion)) {
 	for {
-		n := p.rcq.Poll(p.wcs[:])
+		n := cq.Poll(p.wcs[:])
 		for i := range n {
-			p.dispatchRecv(&p.wcs[i])
+			dispatch(&p.wcs[i])
 		}
 		if n < len(p.wcs) {
-			break
-		}
-	}
-	for {
-		n := p.scq.Poll(p.wcs[:])
-		for i := range n {
-			p.dispatchSend(&p.wcs[i])
-		}
-		if n < len(p.wcs) {
-			break
+			return
 		}
 	}
 }

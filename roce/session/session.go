@@ -87,29 +87,34 @@ func DefaultConfig() Config {
 }
 
 func (c Config) withDefaults() (Config, error) {
-	def := func(v *int, d int) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
-	def(&c.BufferSize, DefaultBufferSize)
-	def(&c.SendBuffers, DefaultSendBuffers)
-	def(&c.RecvBuffers, DefaultRecvBuffers)
-	def(&c.SendQueueDepth, c.SendBuffers+1)
-	def(&c.RecvQueueDepth, c.RecvBuffers)
-	def(&c.PathMTU, DefaultPathMTU)
+	orDefault(&c.BufferSize, DefaultBufferSize)
+	orDefault(&c.SendBuffers, DefaultSendBuffers)
+	orDefault(&c.RecvBuffers, DefaultRecvBuffers)
+	orDefault(&c.SendQueueDepth, c.SendBuffers+1)
+	orDefault(&c.RecvQueueDepth, c.RecvBuffers)
+	orDefault(&c.PathMTU, DefaultPathMTU)
 	if c.Allocator == nil {
 		c.Allocator = &roce.HeapAllocator{}
 	}
-	switch {
-	case c.BufferSize > roce.MaxMessage:
-		return c, fmt.Errorf("session: buffer size %d exceeds %d: %w", c.BufferSize, roce.MaxMessage, roce.ErrInvalidArgument)
-	case int64(c.BufferSize)*int64(max(c.SendBuffers, c.RecvBuffers)) > roce.MaxMRSize:
-		return c, fmt.Errorf("session: buffers of %d×%d bytes exceed a memory region: %w", max(c.SendBuffers, c.RecvBuffers), c.BufferSize, roce.ErrInvalidArgument)
-	case c.RecvQueueDepth < c.RecvBuffers:
+	if err := checkBuffers("", c.BufferSize, c.SendBuffers, c.RecvBuffers); err != nil {
+		return c, err
+	}
+	if c.RecvQueueDepth < c.RecvBuffers {
 		return c, fmt.Errorf("session: receive queue depth %d below %d receive buffers: %w", c.RecvQueueDepth, c.RecvBuffers, roce.ErrInvalidArgument)
 	}
 	return c, nil
+}
+
+// checkBuffers checks the buffers of a Config or, with what "pool ", of
+// a PoolConfig: size bytes each, send and recv of them.
+func checkBuffers(what string, size, send, recv int) error {
+	switch {
+	case size > roce.MaxMessage:
+		return fmt.Errorf("session: %sbuffer size %d exceeds %d: %w", what, size, roce.MaxMessage, roce.ErrInvalidArgument)
+	case int64(size)*int64(max(send, recv)) > roce.MaxMRSize:
+		return fmt.Errorf("session: %sbuffers of %d×%d bytes exceed a memory region: %w", what, max(send, recv), size, roce.ErrInvalidArgument)
+	}
+	return nil
 }
 
 // NewQP creates, on pd, a QP sized by cfg with a send and a receive CQ
@@ -186,13 +191,10 @@ func (c Config) RTSAttr(sqPSN uint32) (*roce.QPAttr, roce.QPAttrMask) {
 // mode) takes its buffers from the pool instead, and the pool owns the
 // SRQ and the CQs.
 type Session struct {
-	qp      *roce.QP
-	cfg     Config
-	pool    *Pool // shared mode
-	sendMem []byte
-	recvMem []byte
-	sendMR  *roce.MR
-	recvMR  *roce.MR
+	qp   *roce.QP
+	cfg  Config
+	pool *Pool // shared mode
+	buffers
 
 	// Send buffers not posted, by index; in shared mode, the pool's
 	// buffers this session has posted.
@@ -260,18 +262,8 @@ func New(qp *roce.QP, cfg Config) (*Session, error) {
 }
 
 func (s *Session) setup() error {
-	c, pd := &s.cfg, s.qp.PD()
-	var err error
-	if s.sendMem, err = c.Allocator.Alloc(c.SendBuffers * c.BufferSize); err != nil {
-		return err
-	}
-	if s.recvMem, err = c.Allocator.Alloc(c.RecvBuffers * c.BufferSize); err != nil {
-		return err
-	}
-	if s.sendMR, err = pd.RegisterMR(s.sendMem, roce.AccessLocalWrite); err != nil {
-		return err
-	}
-	if s.recvMR, err = pd.RegisterMR(s.recvMem, roce.AccessLocalWrite); err != nil {
+	c := &s.cfg
+	if err := s.allocate(c.Allocator, s.qp.PD(), c.SendBuffers*c.BufferSize, c.RecvBuffers*c.BufferSize); err != nil {
 		return err
 	}
 	for i := c.SendBuffers - 1; i >= 0; i-- {
@@ -286,19 +278,7 @@ func (s *Session) setup() error {
 }
 
 func (s *Session) teardown() {
-	if s.sendMR != nil {
-		s.sendMR.Deregister()
-	}
-	if s.recvMR != nil {
-		s.recvMR.Deregister()
-	}
-	if s.sendMem != nil {
-		s.cfg.Allocator.Free(s.sendMem)
-	}
-	if s.recvMem != nil {
-		s.cfg.Allocator.Free(s.recvMem)
-	}
-	s.sendMR, s.recvMR, s.sendMem, s.recvMem = nil, nil, nil, nil
+	s.release(s.cfg.Allocator)
 	s.unpublish()
 }
 
@@ -769,4 +749,11 @@ func (s *Session) releaseShared() {
 	s.qp.SetSRQLimit(0)
 	s.qp.ReleaseSRQ(s.qp.SRQHeld())
 	s.unpublish()
+}
+
+// orDefault sets *v to d when it is not positive: not set.
+func orDefault(v *int, d int) {
+	if *v <= 0 {
+		*v = d
+	}
 }

@@ -27,27 +27,35 @@ func newSessionPair(tb testing.TB, lc memlink.Config, ec roce.EndpointConfig, cf
 	tb.Helper()
 	n := newTestNet(tb, lc, ec)
 	sp := &sessionPair{n: n, allocA: &roce.HeapAllocator{}, allocB: &roce.HeapAllocator{}}
-	ca, cb := cfg, cfg
-	ca.Allocator, cb.Allocator = sp.allocA, sp.allocB
-	qa, err := NewQP(n.pa, ca)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	qb, err := NewQP(n.pb, cb)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if sp.a, err = New(qa, ca); err != nil {
-		tb.Fatal(err)
-	}
-	if sp.b, err = New(qb, cb); err != nil {
-		tb.Fatal(err)
-	}
 	const psnA, psnB = 0xFFFF00, 0x000100 // A's PSNs wrap
-	if err := connectPair(cfg, qa, qb, psnA, psnB); err != nil {
+	sp.open(tb, cfg, psnA, psnB)
+	return sp
+}
+
+// open makes sp's sessions, of cfg with memory from sp's allocators, on
+// its endpoints, and connects them with initial PSNs psnA and psnB.
+func (sp *sessionPair) open(tb testing.TB, cfg Config, psnA, psnB uint32) {
+	tb.Helper()
+	var qps [2]*roce.QP
+	for i, side := range []struct {
+		pd    *roce.PD
+		alloc roce.Allocator
+		s     **Session
+	}{{sp.n.pa, sp.allocA, &sp.a}, {sp.n.pb, sp.allocB, &sp.b}} {
+		c := cfg
+		c.Allocator = side.alloc
+		qp, err := NewQP(side.pd, c)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if *side.s, err = New(qp, c); err != nil {
+			tb.Fatal(err)
+		}
+		qps[i] = qp
+	}
+	if err := connectPair(cfg, qps[0], qps[1], psnA, psnB); err != nil {
 		tb.Fatal(err)
 	}
-	return sp
 }
 
 // streamResult is what moving a byte stream through a session pair gave.

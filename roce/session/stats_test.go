@@ -91,34 +91,16 @@ func TestRegistryConcurrently(t *testing.T) {
 	cfg := smallSessionConfig()
 	cfg.Registry = &reg
 	sp := newSessionPair(t, roctest.Faulty(1, 0.01), roce.EndpointConfig{}, cfg)
-	stop := make(chan struct{})
-	done := make(chan int)
-	started := make(chan struct{})
 	first := sp.a
 	eps := []*roce.Endpoint{sp.n.a, sp.n.b} // sp changes below
-	go func() {
-		reads := 0
-		for {
-			if reads == 1 {
-				close(started)
-			}
-			select {
-			case <-stop:
-				done <- reads
-				return
-			default:
-			}
-			for _, e := range eps {
-				e.EachQPStats(func(s roce.QPStats) { reg.Lookup(e, s.QPN) })
-			}
-			first.Stats()
-			reg.Len()
-			reads++
+	// The reader must be running while the sessions work.
+	stop := roctest.ReadConcurrently(func() {
+		for _, e := range eps {
+			e.EachQPStats(func(s roce.QPStats) { reg.Lookup(e, s.QPN) })
 		}
-	}()
-	// The reader must be running while the sessions work: on a loaded
-	// machine it may not have been scheduled yet.
-	<-started
+		first.Stats()
+		reg.Len()
+	})
 	for i := range 20 {
 		res := sp.stream(t, 50_000, uint64(i), 7000, 9000)
 		if res.sendHash != res.recvHash {
@@ -126,8 +108,7 @@ func TestRegistryConcurrently(t *testing.T) {
 		}
 		sp = restartSessions(t, sp, cfg)
 	}
-	close(stop)
-	if r := <-done; r == 0 {
+	if !stop() {
 		t.Error("reader never ran")
 	}
 	if reg.Len() != 2 {
@@ -147,24 +128,6 @@ func restartSessions(t *testing.T, sp *sessionPair, cfg Config) *sessionPair {
 		s.QP().Destroy()
 	}
 	next := &sessionPair{n: sp.n, allocA: sp.allocA, allocB: sp.allocB}
-	cfg.Allocator = sp.allocA
-	qa, err := NewQP(sp.n.pa, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if next.a, err = New(qa, cfg); err != nil {
-		t.Fatal(err)
-	}
-	cfg.Allocator = sp.allocB
-	qb, err := NewQP(sp.n.pb, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if next.b, err = New(qb, cfg); err != nil {
-		t.Fatal(err)
-	}
-	if err := connectPair(cfg, qa, qb, 9, 7); err != nil {
-		t.Fatal(err)
-	}
+	next.open(t, cfg, 9, 7)
 	return next
 }

@@ -2,11 +2,10 @@ package wire
 
 import (
 	"encoding/binary"
-	"os"
 	"path/filepath"
 	"testing"
 
-	"github.com/google/gopacket/pcapgo"
+	"github.com/cephdpdkd/cephdpdkd/roce/roctest"
 )
 
 // Captures from Linux rxe hosts, shared with roce/pcapcheck.
@@ -21,30 +20,12 @@ type capturedFrame struct {
 	data   []byte
 }
 
+// readCapture returns the frames of a capture in roce/testdata.
 func readCapture(t testing.TB, name string) []capturedFrame {
 	t.Helper()
-	f, err := os.Open(filepath.Join("..", "testdata", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	r, err := pcapgo.NewNgReader(f, pcapgo.DefaultNgReaderOptions)
-	if err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
 	var out []capturedFrame
-	for n := 1; ; n++ {
-		data, ci, err := r.ReadPacketData()
-		if err != nil {
-			break
-		}
-		if ci.CaptureLength != ci.Length {
-			t.Fatalf("%s frame %d: snapped to %d of %d bytes", name, n, ci.CaptureLength, ci.Length)
-		}
-		out = append(out, capturedFrame{n, append([]byte(nil), data...)})
-	}
-	if len(out) == 0 {
-		t.Fatalf("%s: no frames", name)
+	for i, data := range roctest.ReadCapture(t, filepath.Join("..", "testdata", name)) {
+		out = append(out, capturedFrame{i + 1, data})
 	}
 	return out
 }

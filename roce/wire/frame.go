@@ -120,35 +120,7 @@ func BuildFrame(buf []byte, h *FrameHeader, p *Packet, payload []byte) (int, err
 	bth.PadCnt = uint8(PadLen(len(payload)))
 	bth.Encode(b[off:])
 	off += BTHLen
-	f := opTable[op].flags
-	if f&fDETH != 0 {
-		p.DETH.Encode(b[off:])
-		off += DETHLen
-	}
-	if f&fRETH != 0 {
-		p.RETH.Encode(b[off:])
-		off += RETHLen
-	}
-	if f&fAtomicETH != 0 {
-		p.Atomic.Encode(b[off:])
-		off += AtomicETHLen
-	}
-	if f&fAETH != 0 {
-		p.AETH.Encode(b[off:])
-		off += AETHLen
-	}
-	if f&fAtomicAckETH != 0 {
-		p.AtomicAck.Encode(b[off:])
-		off += AtomicAckETHLen
-	}
-	if f&fImm != 0 {
-		binary.BigEndian.PutUint32(b[off:], p.Imm)
-		off += ImmLen
-	}
-	if f&fIETH != 0 {
-		binary.BigEndian.PutUint32(b[off:], p.IETH)
-		off += IETHLen
-	}
+	off += p.encodeExt(op, b[off:])
 	off += copy(b[off:], payload)
 	icrcOff := n - ICRCLen
 	clear(b[off:icrcOff])

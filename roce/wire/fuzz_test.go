@@ -166,20 +166,10 @@ func FuzzCMAHeader(f *testing.F) {
 	(&CMAHeader{IPVersion: 6, SrcAddr: netip.IPv6Loopback(), DstAddr: netip.IPv6Loopback()}).Encode(v6)
 	f.Add(v6)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		data = exact(data)
-		var h CMAHeader
-		if err := h.Decode(data); err != nil {
-			if !isSentinel(err) {
-				t.Fatalf("error %v wraps no sentinel", err)
-			}
-			return
-		}
-		out := make([]byte, CMAHeaderLen)
-		h.Encode(out)
-		var h2 CMAHeader
-		if err := h2.Decode(out); err != nil || h2 != h {
-			t.Fatalf("round trip: %+v %+v %v", h, h2, err)
-		}
+		roundTrip(t, exact(data), CMAHeaderLen, (*CMAHeader).Decode, func(h *CMAHeader, out []byte) error {
+			h.Encode(out)
+			return nil
+		})
 	})
 }
 
@@ -188,25 +178,35 @@ func FuzzCephQPRecord(f *testing.F) {
 	f.Add([]byte("ABCD:0000001F:00B92C8D:FFFFFFFF:FE800000000000000000000000000001\x00trailing"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		data = exact(data)
-		var r CephQPRecord
-		if err := r.Decode(data); err != nil {
-			if !isSentinel(err) {
-				t.Fatalf("error %v wraps no sentinel", err)
-			}
-			return
-		}
-		out := make([]byte, CephQPRecordLen)
-		if err := r.Encode(out); err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.EqualFold(out, data[:CephQPRecordLen]) {
+		out := roundTrip(t, data, CephQPRecordLen, (*CephQPRecord).Decode, (*CephQPRecord).Encode)
+		if out != nil && !bytes.EqualFold(out, data[:CephQPRecordLen]) {
 			t.Fatalf("encoded %q from %q", out, data[:CephQPRecordLen])
 		}
-		var r2 CephQPRecord
-		if err := r2.Decode(out); err != nil || r2 != r {
-			t.Fatalf("round trip: %+v %+v %v", r, r2, err)
-		}
 	})
+}
+
+// roundTrip decodes data into a T. What does not decode must fail with
+// an error wrapping a sentinel; what does must encode into n bytes that
+// decode to the same T. It returns the encoding, or nil if data did not
+// decode.
+func roundTrip[T comparable](t *testing.T, data []byte, n int, decode func(*T, []byte) error, encode func(*T, []byte) error) []byte {
+	t.Helper()
+	var v T
+	if err := decode(&v, data); err != nil {
+		if !isSentinel(err) {
+			t.Fatalf("error %v wraps no sentinel", err)
+		}
+		return nil
+	}
+	out := make([]byte, n)
+	if err := encode(&v, out); err != nil {
+		t.Fatal(err)
+	}
+	var v2 T
+	if err := decode(&v2, out); err != nil || v2 != v {
+		t.Fatalf("round trip: %+v %+v %v", v, v2, err)
+	}
+	return out
 }
 
 // checkClassifierAgrees fails unless the classifier reads a frame that

@@ -100,8 +100,7 @@ func (r *RETH) Decode(p []byte) error {
 	if len(p) < RETHLen {
 		return errShortRETH
 	}
-	r.VA = binary.BigEndian.Uint64(p[0:8])
-	r.RKey = binary.BigEndian.Uint32(p[8:12])
+	r.VA, r.RKey = getVAKey(p)
 	r.DMALen = binary.BigEndian.Uint32(p[12:16])
 	return nil
 }
@@ -109,9 +108,20 @@ func (r *RETH) Decode(p []byte) error {
 // Encode writes r into p[:RETHLen]; it panics if p is shorter.
 func (r *RETH) Encode(p []byte) {
 	_ = p[RETHLen-1]
-	binary.BigEndian.PutUint64(p[0:8], r.VA)
-	binary.BigEndian.PutUint32(p[8:12], r.RKey)
+	putVAKey(p, r.VA, r.RKey)
 	binary.BigEndian.PutUint32(p[12:16], r.DMALen)
+}
+
+// getVAKey reads the virtual address and R_Key that open a RETH and an
+// AtomicETH.
+func getVAKey(p []byte) (va uint64, rkey uint32) {
+	return binary.BigEndian.Uint64(p[0:8]), binary.BigEndian.Uint32(p[8:12])
+}
+
+// putVAKey writes what getVAKey reads.
+func putVAKey(p []byte, va uint64, rkey uint32) {
+	binary.BigEndian.PutUint64(p[0:8], va)
+	binary.BigEndian.PutUint32(p[8:12], rkey)
 }
 
 // AETH syndromes. An ACK syndrome is 000ccccc with c a credit count; an
@@ -217,8 +227,7 @@ func (a *AtomicETH) Decode(p []byte) error {
 	if len(p) < AtomicETHLen {
 		return errShortAtomic
 	}
-	a.VA = binary.BigEndian.Uint64(p[0:8])
-	a.RKey = binary.BigEndian.Uint32(p[8:12])
+	a.VA, a.RKey = getVAKey(p)
 	a.SwapAdd = binary.BigEndian.Uint64(p[12:20])
 	a.Compare = binary.BigEndian.Uint64(p[20:28])
 	return nil
@@ -227,8 +236,7 @@ func (a *AtomicETH) Decode(p []byte) error {
 // Encode writes a into p[:AtomicETHLen]; it panics if p is shorter.
 func (a *AtomicETH) Encode(p []byte) {
 	_ = p[AtomicETHLen-1]
-	binary.BigEndian.PutUint64(p[0:8], a.VA)
-	binary.BigEndian.PutUint32(p[8:12], a.RKey)
+	putVAKey(p, a.VA, a.RKey)
 	binary.BigEndian.PutUint64(p[12:20], a.SwapAdd)
 	binary.BigEndian.PutUint64(p[20:28], a.Compare)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"net/netip"
+	"reflect"
 	"testing"
 )
 
@@ -221,25 +222,7 @@ func TestCMRoundTrip(t *testing.T) {
 	}
 }
 
-func equalCM(a, b CMMessage) bool {
-	switch a := a.(type) {
-	case *CMReq:
-		return *a == *b.(*CMReq)
-	case *CMRep:
-		return *a == *b.(*CMRep)
-	case *CMRtu:
-		return *a == *b.(*CMRtu)
-	case *CMDreq:
-		return *a == *b.(*CMDreq)
-	case *CMDrep:
-		return *a == *b.(*CMDrep)
-	case *CMRej:
-		return *a == *b.(*CMRej)
-	case *CMMra:
-		return *a == *b.(*CMMra)
-	}
-	return false
-}
+func equalCM(a, b CMMessage) bool { return reflect.DeepEqual(a, b) }
 
 func TestCMRejARILen(t *testing.T) {
 	mad := make([]byte, MADLen)

@@ -1,5 +1,7 @@
 package wire
 
+import "strings"
+
 // Opcode is the BTH OpCode byte. Bits 7:5 select the transport (RC, UC,
 // UD, CNP) and bits 4:0 the operation.
 type Opcode uint8
@@ -107,7 +109,7 @@ type opInfo struct {
 }
 
 // opTable is indexed by opcode; entries without fValid are unknown.
-var opTable = [256]opInfo{
+var opTable = withUC([256]opInfo{
 	OpRCSendFirst:      {fValid | fSend | fFirst | fPayload | fRWR, "RC_SEND_FIRST"},
 	OpRCSendMiddle:     {fValid | fSend | fMiddle | fPayload, "RC_SEND_MIDDLE"},
 	OpRCSendLast:       {fValid | fSend | fLast | fPayload, "RC_SEND_LAST"},
@@ -132,23 +134,20 @@ var opTable = [256]opInfo{
 	OpRCSendLastInv:    {fValid | fSend | fLast | fPayload | fIETH, "RC_SEND_LAST_WITH_INVALIDATE"},
 	OpRCSendOnlyInv:    {fValid | fSend | fOnly | fPayload | fIETH | fRWR, "RC_SEND_ONLY_WITH_INVALIDATE"},
 
-	OpUCSendFirst:    {fValid | fSend | fFirst | fPayload | fRWR, "UC_SEND_FIRST"},
-	OpUCSendMiddle:   {fValid | fSend | fMiddle | fPayload, "UC_SEND_MIDDLE"},
-	OpUCSendLast:     {fValid | fSend | fLast | fPayload, "UC_SEND_LAST"},
-	OpUCSendLastImm:  {fValid | fSend | fLast | fPayload | fImm, "UC_SEND_LAST_WITH_IMMEDIATE"},
-	OpUCSendOnly:     {fValid | fSend | fOnly | fPayload | fRWR, "UC_SEND_ONLY"},
-	OpUCSendOnlyImm:  {fValid | fSend | fOnly | fPayload | fImm | fRWR, "UC_SEND_ONLY_WITH_IMMEDIATE"},
-	OpUCWriteFirst:   {fValid | fWrite | fFirst | fPayload | fRETH, "UC_RDMA_WRITE_FIRST"},
-	OpUCWriteMiddle:  {fValid | fWrite | fMiddle | fPayload, "UC_RDMA_WRITE_MIDDLE"},
-	OpUCWriteLast:    {fValid | fWrite | fLast | fPayload, "UC_RDMA_WRITE_LAST"},
-	OpUCWriteLastImm: {fValid | fWrite | fLast | fPayload | fImm | fRWR, "UC_RDMA_WRITE_LAST_WITH_IMMEDIATE"},
-	OpUCWriteOnly:    {fValid | fWrite | fOnly | fPayload | fRETH, "UC_RDMA_WRITE_ONLY"},
-	OpUCWriteOnlyImm: {fValid | fWrite | fOnly | fPayload | fRETH | fImm | fRWR, "UC_RDMA_WRITE_ONLY_WITH_IMMEDIATE"},
-
 	OpUDSendOnly:    {fValid | fSend | fOnly | fPayload | fDETH | fRWR, "UD_SEND_ONLY"},
 	OpUDSendOnlyImm: {fValid | fSend | fOnly | fPayload | fDETH | fImm | fRWR, "UD_SEND_ONLY_WITH_IMMEDIATE"},
 
 	OpCNP: {fValid | fCNP | fOnly | fPayload, "CNP"},
+})
+
+// withUC returns t with the UC opcodes filled in: UC SEND and WRITE
+// (0x20-0x2B) are RC's (0x00-0x0B) on the other transport, with the same
+// headers and roles.
+func withUC(t [256]opInfo) [256]opInfo {
+	for o := OpRCSendFirst; o <= OpRCWriteOnlyImm; o++ {
+		t[o|OpUCSendFirst] = opInfo{t[o].flags, "UC" + strings.TrimPrefix(t[o].name, "RC")}
+	}
+	return t
 }
 
 func (o Opcode) has(f opFlags) bool { return opTable[o].flags&f != 0 }
@@ -254,32 +253,3 @@ func (o Opcode) HasPayload() bool { return o.has(fPayload) }
 // for this packet (rxe's RWR mask): SEND FIRST/ONLY, WRITE with immediate
 // LAST/ONLY. MIDDLE/LAST SENDs continue the WQE the FIRST took.
 func (o Opcode) ConsumesRecvWQE() bool { return o.has(fRWR) }
-
-// ExtHeaderLen is the number of bytes of extension headers between the BTH
-// and the payload for this opcode, or 0 for unknown opcodes.
-func (o Opcode) ExtHeaderLen() int {
-	f := opTable[o].flags
-	n := 0
-	if f&fDETH != 0 {
-		n += DETHLen
-	}
-	if f&fRETH != 0 {
-		n += RETHLen
-	}
-	if f&fAtomicETH != 0 {
-		n += AtomicETHLen
-	}
-	if f&fAETH != 0 {
-		n += AETHLen
-	}
-	if f&fAtomicAckETH != 0 {
-		n += AtomicAckETHLen
-	}
-	if f&fImm != 0 {
-		n += ImmLen
-	}
-	if f&fIETH != 0 {
-		n += IETHLen
-	}
-	return n
-}

@@ -138,44 +138,15 @@ func ParsePacket(frame []byte, p *Packet) error {
 	if icrcOff-off < op.ExtHeaderLen() {
 		return errShortExt
 	}
-	// Lengths were checked above, so the decoders cannot fail; the order
-	// is the IBA header order.
-	f := opTable[op].flags
-	if f&fDETH != 0 {
-		p.DETH.Decode(frame[off:])
-		off += DETHLen
-	}
-	if f&fRETH != 0 {
-		p.RETH.Decode(frame[off:])
-		off += RETHLen
-	}
-	if f&fAtomicETH != 0 {
-		p.Atomic.Decode(frame[off:])
-		off += AtomicETHLen
-	}
-	if f&fAETH != 0 {
-		p.AETH.Decode(frame[off:])
-		off += AETHLen
-	}
-	if f&fAtomicAckETH != 0 {
-		p.AtomicAck.Decode(frame[off:])
-		off += AtomicAckETHLen
-	}
-	if f&fImm != 0 {
-		p.Imm = binary.BigEndian.Uint32(frame[off:])
-		off += ImmLen
-	}
-	if f&fIETH != 0 {
-		p.IETH = binary.BigEndian.Uint32(frame[off:])
-		off += IETHLen
-	}
+	// Lengths were checked above, so the decoders cannot fail.
+	off += p.decodeExt(op, frame[off:])
 
 	rest := icrcOff - off
 	pad := int(p.BTH.PadCnt)
 	if rest < pad {
 		return ErrBadPad
 	}
-	if f&fPayload == 0 && rest != 0 {
+	if !op.HasPayload() && rest != 0 {
 		return errNoPayload
 	}
 	pe := icrcOff - pad
