@@ -100,15 +100,6 @@ type Service struct {
 	Priority int `yaml:"priority"`
 }
 
-// Consumer kinds.
-const (
-	ConsumerCount   = "count"   // count and free
-	ConsumerForward = "forward" // transmit out the port
-	ConsumerRoCE    = "roce"    // the userspace RoCEv2 endpoint (see RoCE)
-	ConsumerKernel  = "kernel"  // the kernel exception-path interface (see Kernel)
-	ConsumerProcess = "process" // a service process attached as a DPDK secondary (see process.go)
-)
-
 // Consumer says what drains a service ring.
 type Consumer struct {
 	Type    string `yaml:"type"`
