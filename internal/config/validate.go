@@ -167,21 +167,31 @@ var filePrefixRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,39}$`)
 // lcores, the services by name, which poll loop uses which queue).
 func (c *Config) Validate() error {
 	v := &validation{c: c}
-	v.eal()
-	v.port()
-	v.mempool()
-	v.burst()
-	v.services()
-	v.roce()
-	v.rules()
-	v.pollers()
-	v.coverage()
-	v.kernel()
-	v.localTxQueues()
-	v.metrics()
-	v.shutdown()
-	v.logging()
+	for _, step := range validationSteps {
+		step.run(v)
+	}
 	return errors.Join(v.errs...)
+}
+
+// validationSteps are Validate's steps, in order.
+var validationSteps = [...]struct {
+	name string
+	run  func(*validation)
+}{
+	{"eal", (*validation).eal},
+	{"port", (*validation).port},
+	{"mempool", (*validation).mempool},
+	{"burst", (*validation).burst},
+	{"services", (*validation).services},
+	{"roce", (*validation).roce},
+	{"rules", (*validation).rules},
+	{"pollers", (*validation).pollers},
+	{"coverage", (*validation).coverage},
+	{"kernel", (*validation).kernel},
+	{"local tx queues", (*validation).localTxQueues},
+	{"metrics", (*validation).metrics},
+	{"shutdown", (*validation).shutdown},
+	{"logging", (*validation).logging},
 }
 
 // validation is one run of Validate: the problems found so far, and
