@@ -2,7 +2,6 @@ package config
 
 import (
 	"errors"
-	"strings"
 	"testing"
 	"time"
 )
@@ -107,13 +106,7 @@ func TestValidationSteps(t *testing.T) {
 		t.Run(tt.step+"/"+tt.name, func(t *testing.T) {
 			c := parseStepsBase(t)
 			tt.mutate(c)
-			err := runStep(t, c, tt.step)
-			switch {
-			case tt.want == "" && err != nil:
-				t.Errorf("unexpected problems: %v", err)
-			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
-				t.Errorf("problems %v, want one with %q", err, tt.want)
-			}
+			checkErr(t, "step "+tt.step, runStep(t, c, tt.step), tt.want)
 		})
 	}
 }
