@@ -270,16 +270,7 @@ var protocolNames = map[string]Protocol{
 
 // UnmarshalYAML accepts a name or a number.
 func (p *Protocol) UnmarshalYAML(n *yaml.Node) error {
-	if v, ok := protocolNames[strings.ToLower(n.Value)]; ok {
-		*p = v
-		return nil
-	}
-	v, err := strconv.ParseUint(n.Value, 0, 8)
-	if err != nil {
-		return fmt.Errorf("line %d: protocol %q: want tcp, udp, icmp, icmpv6 or a number 0-255", n.Line, n.Value)
-	}
-	*p = Protocol(v)
-	return nil
+	return unmarshalNamed(n, p, protocolNames, 8, "protocol", "tcp, udp, icmp, icmpv6 or a number 0-255")
 }
 
 // EtherType is an Ethernet type: ipv4, ipv6, arp, or a number. Zero means any.
@@ -292,15 +283,21 @@ var etherTypeNames = map[string]EtherType{
 
 // UnmarshalYAML accepts a name or a number such as 0x88cc.
 func (e *EtherType) UnmarshalYAML(n *yaml.Node) error {
-	if v, ok := etherTypeNames[strings.ToLower(n.Value)]; ok {
-		*e = v
+	return unmarshalNamed(n, e, etherTypeNames, 16, "ethertype", "ipv4, ipv6, arp or a number")
+}
+
+// unmarshalNamed decodes a name from names (in any case) or a number of
+// at most bits bits into *v; what and want word the error.
+func unmarshalNamed[T ~uint8 | ~uint16](n *yaml.Node, v *T, names map[string]T, bits int, what, want string) error {
+	if x, ok := names[strings.ToLower(n.Value)]; ok {
+		*v = x
 		return nil
 	}
-	v, err := strconv.ParseUint(n.Value, 0, 16)
+	x, err := strconv.ParseUint(n.Value, 0, bits)
 	if err != nil {
-		return fmt.Errorf("line %d: ethertype %q: want ipv4, ipv6, arp or a number", n.Line, n.Value)
+		return fmt.Errorf("line %d: %s %q: want %s", n.Line, what, n.Value, want)
 	}
-	*e = EtherType(v)
+	*v = T(x)
 	return nil
 }
 
