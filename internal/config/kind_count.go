@@ -2,12 +2,8 @@ package config
 
 // countKind counts the packets and frees them. It runs local unless a
 // poller lists its service.
-type countKind struct {
-	noTx
-	noMbufs
-}
+type countKind struct{ noTx }
 
-func (countKind) Name() string           { return ConsumerCount }
-func (countKind) Owned() bool            { return false }
-func (countKind) Fixed() bool            { return false }
+func (countKind) Traits() Traits         { return Traits{Name: ConsumerCount} }
+func (countKind) Mbufs(*Config) int      { return 0 }
 func (countKind) check(*validation, int) {}

@@ -1,14 +1,9 @@
 package config
 
-// forwardKind transmits the packets out the port, on consumer.tx_queue
-// (plus the lane, when local: LocalTxQueue).
-type forwardKind struct {
-	ownTx
-	noMbufs
-}
+// forwardKind transmits the packets out the port on consumer.tx_queue,
+// plus the lane when local (LocalTxQueue), which must exist.
+type forwardKind struct{ ownTx }
 
-func (forwardKind) Name() string { return ConsumerForward }
-func (forwardKind) Owned() bool  { return false }
-func (forwardKind) Fixed() bool  { return false }
-
+func (forwardKind) Traits() Traits             { return Traits{Name: ConsumerForward} }
+func (forwardKind) Mbufs(*Config) int          { return 0 }
 func (forwardKind) check(v *validation, i int) { v.checkTxQueue(i) }

@@ -4,14 +4,10 @@ package config
 // section configures. The poll loop that owns the kernel services drains
 // them all, highest priority first (KernelServices), and carries the
 // kernel's frames out on kernel.tx_queue (validateKernel).
-type kernelKind struct {
-	noTx
-	noMbufs
-}
+type kernelKind struct{ noTx }
 
-func (kernelKind) Name() string { return ConsumerKernel }
-func (kernelKind) Owned() bool  { return true }
-func (kernelKind) Fixed() bool  { return false }
+func (kernelKind) Traits() Traits    { return Traits{Name: ConsumerKernel, Owned: true} }
+func (kernelKind) Mbufs(*Config) int { return 0 }
 
 func (kernelKind) check(v *validation, i int) {
 	if v.c.Kernel == nil {

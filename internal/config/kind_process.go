@@ -5,15 +5,11 @@ import "fmt"
 // processKind leaves the service to a program outside the daemon, a
 // service process attached as a DPDK secondary (process.go). The poll
 // loop that owns the service serves the process's rings and transmits
-// what it sends on consumer.tx_queue.
+// what it sends on consumer.tx_queue. The process holds its service's
+// rings and control block by name: they stay as long as the daemon runs.
 type processKind struct{ ownTx }
 
-func (processKind) Name() string { return ConsumerProcess }
-func (processKind) Owned() bool  { return true }
-
-// Fixed: a service process holds its service's rings and control block
-// by name; they stay as long as the daemon runs.
-func (processKind) Fixed() bool { return true }
+func (processKind) Traits() Traits { return Traits{Name: ConsumerProcess, Owned: true, Fixed: true} }
 
 // Mbufs is what a service process can hold: ProcessMbufs.
 func (processKind) Mbufs(c *Config) int { return c.ProcessMbufs() }

@@ -3,11 +3,10 @@ package config
 // roceKind is the userspace RoCEv2 endpoint that the roce section
 // configures: one poll loop drains its service, and it transmits on
 // roce.tx_queue.
-type roceKind struct{ noMbufs }
+type roceKind struct{}
 
-func (roceKind) Name() string { return ConsumerRoCE }
-func (roceKind) Owned() bool  { return true }
-func (roceKind) Fixed() bool  { return false }
+func (roceKind) Traits() Traits    { return Traits{Name: ConsumerRoCE, Owned: true} }
+func (roceKind) Mbufs(*Config) int { return 0 }
 
 func (roceKind) TxQueue(c *Config, s Service) (int, bool) {
 	if c.RoCE != nil && c.RoCE.Service == s.Name {

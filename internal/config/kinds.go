@@ -32,25 +32,30 @@ var kinds = [...]Kind{countKind{}, forwardKind{}, roceKind{}, kernelKind{}, proc
 
 // Kind is what the configuration knows of a consumer kind.
 type Kind interface {
-	// Name is the consumer.type that selects the kind.
-	Name() string
-	// Owned reports whether one consumer, run by the poll loop that
-	// lists the service in pollers[].services, must drain all the
-	// service's lanes. A service of another kind that no poller lists
-	// is local: a consumer per lane, on the loop that fills it (see
-	// lanes.go).
-	Owned() bool
+	// Traits are the kind's name and what it requires of its services.
+	Traits() Traits
 	// TxQueue returns the port TX queue the consumer of service s
 	// transmits on (lane 0's, if local), if it transmits.
 	TxQueue(c *Config, s Service) (int, bool)
 	// Mbufs is what a consumer of the kind holds on top of its lanes
 	// and one burst, for sizing the mbuf pool.
 	Mbufs(c *Config) int
-	// Fixed reports whether a service of the kind lives as long as the
-	// daemon: a reload may not add, remove or change it (CheckReload).
-	Fixed() bool
 	// check reports the kind's problems with service i.
 	check(v *validation, i int)
+}
+
+// Traits are a kind's name and what it requires of its services.
+type Traits struct {
+	// Name is the consumer.type that selects the kind.
+	Name string
+	// Owned: one consumer, run by the poll loop that lists the service
+	// in pollers[].services, must drain all the service's lanes. A
+	// service of another kind that no poller lists is local: a consumer
+	// per lane, on the loop that fills it (see lanes.go).
+	Owned bool
+	// Fixed: a service of the kind lives as long as the daemon; a
+	// reload may not add, remove or change it (CheckReload).
+	Fixed bool
 }
 
 // Kinds returns every consumer kind.
@@ -59,7 +64,7 @@ func Kinds() []Kind { return kinds[:] }
 // KindOf returns the kind named by consumer.type, or nil if there is none.
 func KindOf(name string) Kind {
 	for _, k := range kinds {
-		if k.Name() == name {
+		if k.Traits().Name == name {
 			return k
 		}
 	}
@@ -73,7 +78,7 @@ func (s Service) Kind() Kind { return KindOf(s.Consumer.Type) }
 // owned reports whether service s must be drained by one poll loop.
 func (s Service) owned() bool {
 	k := s.Kind()
-	return k != nil && k.Owned()
+	return k != nil && k.Traits().Owned
 }
 
 // kindNames lists the kinds' names for an error message: "a", "b" or "c".
@@ -86,7 +91,7 @@ func kindNames() string {
 		case i > 0:
 			b.WriteString(", ")
 		}
-		fmt.Fprintf(&b, "%q", k.Name())
+		fmt.Fprintf(&b, "%q", k.Traits().Name)
 	}
 	return b.String()
 }
@@ -100,11 +105,6 @@ func (noTx) TxQueue(*Config, Service) (int, bool) { return 0, false }
 type ownTx struct{}
 
 func (ownTx) TxQueue(_ *Config, s Service) (int, bool) { return s.Consumer.TxQueue, true }
-
-// noMbufs is embedded by the kinds that hold nothing beyond a burst.
-type noMbufs struct{}
-
-func (noMbufs) Mbufs(*Config) int { return 0 }
 
 // checkTxQueue reports a consumer.tx_queue the port does not have.
 func (v *validation) checkTxQueue(i int) {

@@ -19,7 +19,7 @@ func TestKinds(t *testing.T) {
 		{ConsumerProcess, true, true, Service{Name: "p", Consumer: Consumer{Type: ConsumerProcess, TxQueue: 3}}, 3, c.ProcessMbufs()},
 	} {
 		k := tt.service.Kind()
-		if k == nil || KindOf(k.Name()) != k {
+		if k == nil || KindOf(k.Traits().Name) != k {
 			t.Errorf("%s: kind %v", tt.name, k)
 			continue
 		}
@@ -27,9 +27,9 @@ func TestKinds(t *testing.T) {
 		if !ok {
 			txq = -1
 		}
-		if k.Owned() != tt.owned || k.Fixed() != tt.fixed || txq != tt.txq || k.Mbufs(c) != tt.mbufs {
+		if tr := k.Traits(); tr.Owned != tt.owned || tr.Fixed != tt.fixed || txq != tt.txq || k.Mbufs(c) != tt.mbufs {
 			t.Errorf("%s: owned %v fixed %v tx queue %d mbufs %d, want %v %v %d %d",
-				tt.name, k.Owned(), k.Fixed(), txq, k.Mbufs(c), tt.owned, tt.fixed, tt.txq, tt.mbufs)
+				tt.name, tr.Owned, tr.Fixed, txq, k.Mbufs(c), tt.owned, tt.fixed, tt.txq, tt.mbufs)
 		}
 	}
 	if KindOf("bogus") != nil || len(Kinds()) != 5 {

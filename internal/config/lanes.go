@@ -59,7 +59,7 @@ func (c *Config) Owner(service string) int {
 func (c *Config) IsLocal(i int) bool {
 	s := c.Services[i]
 	k := s.Kind()
-	return k != nil && !k.Owned() && c.Owner(s.Name) < 0
+	return k != nil && !k.Traits().Owned && c.Owner(s.Name) < 0
 }
 
 // LocalTxQueue is the TX queue a local forwarder transmits on from lane.

@@ -125,7 +125,7 @@ func CheckReload(old, new *Config) (*Reload, error) {
 // add, remove or change.
 func fixedKind(s Service) bool {
 	k := s.Kind()
-	return k != nil && k.Fixed()
+	return k != nil && k.Traits().Fixed
 }
 
 // sameLanes reports whether new service i can keep old service j as it

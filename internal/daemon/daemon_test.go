@@ -1,19 +1,148 @@
 package daemon_test
 
 import (
+	"bufio"
 	"context"
+	"fmt"
+	"io"
+	"log/slog"
 	"maps"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/cephdpdkd/cephdpdkd/internal/config"
 	"github.com/cephdpdkd/cephdpdkd/internal/daemon"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv"
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv/logbuf"
 	"github.com/cephdpdkd/cephdpdkd/internal/trafficgen"
+	"github.com/cephdpdkd/cephdpdkd/pmd"
 )
+
+var testEAL *pmd.EAL
+
+func TestMain(m *testing.M) {
+	os.Exit(testenv.RunWithEAL(m, "daemon", &testEAL))
+}
+
+// cephRules claim the Ceph monitors' and OSDs' TCP ports, both ways,
+// for services mon and osd.
+const cephRules = `
+  - {service: mon, protocol: tcp, dst_ports: [3300, 6789]}
+  - {service: mon, protocol: tcp, src_ports: [3300, 6789]}
+  - {service: osd, protocol: tcp, dst_ports: ["6800-7568"]}
+  - {service: osd, protocol: tcp, src_ports: ["6800-7568"]}`
+
+// cephConfig is the default Ceph rule set on the given device.
+func cephConfig(t *testing.T, name, device string, ringSize int) *config.Config {
+	t.Helper()
+	y := fmt.Sprintf(`
+port: {name: %s, device: "%s", rx_descriptors: 512, tx_descriptors: 512}
+mempool: {headroom: 256}
+services:
+  - {name: mon, ring_size: %[3]d}
+  - {name: osd, ring_size: %[3]d}
+  - {name: roce, ring_size: %[3]d}
+  - {name: unclaimed, ring_size: %[3]d}
+default_service: unclaimed
+rules:%s
+  - {service: roce, protocol: udp, dst_ports: [4791]}
+metrics: {listen: "off"}
+shutdown: {drain_timeout: 1s}
+`, name, device, ringSize, cephRules)
+	c, err := config.Parse([]byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// start runs a daemon on the test EAL and stops it at cleanup, failing
+// the test on any shutdown error (an mbuf leak included).
+func start(t *testing.T, cfg *config.Config) *daemon.Daemon {
+	t.Helper()
+	plan, err := daemon.NewPlan(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(testWriter{t}, nil))
+	d, err := daemon.Start(plan, daemon.Options{EAL: testEAL, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			if err := d.Stop(context.Background()); err != nil {
+				t.Errorf("stop: %v", err)
+			}
+		}
+	})
+	return d
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// serviceOf is where the default Ceph rules must put a generated frame.
+func serviceOf(f trafficgen.Frame) string {
+	if f.Malformed {
+		return "unclaimed"
+	}
+	switch f.Kind {
+	case trafficgen.MonV1, trafficgen.MonV2:
+		return "mon"
+	case trafficgen.OSD:
+		return "osd"
+	case trafficgen.RoCEv2:
+		return "roce"
+	}
+	return "unclaimed"
+}
+
+func counts(d *daemon.Daemon) map[string]uint64 {
+	m := map[string]uint64{}
+	for _, s := range d.Services() {
+		m[s.Name] = s.Stats.Packets.Load()
+	}
+	return m
+}
+
+func consumed(d *daemon.Daemon) (n uint64) {
+	for i := range d.Services() {
+		n += d.ConsumerCounts(i).Packets
+	}
+	return n
+}
+
+func received(d *daemon.Daemon) (n uint64) {
+	for _, q := range d.Snapshot().Queues {
+		n += q.RxPackets
+	}
+	return n
+}
+
+// waitFor polls cond until it holds or the timeout passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
 
 // mixCapture writes n frames of a generated Ceph-node capture (seed
 // seed) to a pcap file, and returns them, the file, and how many each
@@ -112,6 +241,99 @@ func TestTinyRingDropsAreCountedAndFreed(t *testing.T) {
 	}
 	if rx != total {
 		t.Errorf("received %d, dispatched+dropped %d", rx, total)
+	}
+}
+
+var txPackets = regexp.MustCompile(`TX-packets:\s*(\d+)`)
+
+// dpdk-testpmd in txonly mode, in its own process on CPU 0, generates
+// RoCEv2-port UDP into the daemon over net_memif. Every packet testpmd
+// reports sent is counted by the roce service (enqueued or dropped), and
+// no other service sees any.
+func TestTestpmdGeneratorOverMemif(t *testing.T) {
+	testpmd, err := exec.LookPath("dpdk-testpmd")
+	if err != nil {
+		t.Skip("dpdk-testpmd not installed")
+	}
+	sock := filepath.Join(t.TempDir(), "memif.sock")
+	d := start(t, cephConfig(t, "memif", "net_memif20,role=server,socket="+sock, 4096))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	// stdbuf: testpmd's stdout is a pipe here, and its statistics must be
+	// readable before it exits.
+	cmd := exec.CommandContext(ctx, "stdbuf", "-oL", testpmd,
+		"--lcores=0@0,1@0", "--no-huge", "-m", "256", "--no-pci",
+		"--file-prefix", fmt.Sprintf("cdd-tpmd-%d", os.Getpid()), "--log-level=*:warning",
+		"--vdev=net_memif0,role=client,socket="+sock,
+		"--", "-i", "--forward-mode=txonly", "--txpkts=128", "--burst=32",
+		"--tx-ip=10.99.0.2,10.99.0.1", "--tx-udp=49152,4791", "--total-num-mbufs=4096")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out logbuf.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	send := func(line string) { io.WriteString(stdin, line+"\n") }
+	// Wait for the memif link, then generate for a bounded time.
+	waitFor(t, 20*time.Second, "memif link", func() bool {
+		l, err := d.Port().Link()
+		return err == nil && l.Up
+	})
+	send("start")
+	time.Sleep(2 * time.Second)
+	send("stop")
+	waitFor(t, 10*time.Second, "testpmd's statistics", func() bool {
+		o := out.String()
+		return txPackets.MatchString(o) && strings.Contains(o[strings.LastIndex(o, "TX-packets"):], "\n")
+	})
+	// The per-port block after "stop" is the total for the run.
+	sent := uint64(0)
+	sc := bufio.NewScanner(strings.NewReader(out.String()))
+	for sc.Scan() {
+		if m := txPackets.FindStringSubmatch(sc.Text()); m != nil {
+			n, _ := strconv.ParseUint(m[1], 10, 64)
+			sent = max(sent, n)
+		}
+	}
+	if sent == 0 {
+		t.Fatalf("testpmd sent nothing:\n%s", out.String())
+	}
+	// Everything testpmd sent is in our RX ring by now; wait for the loop
+	// to take it all (its thread may wait seconds for a busy CPU). The
+	// daemon may outlive its peer: its loops pass pmd.Gate, see
+	// TestMemifPeerLeavesUnderLoad.
+	counts := func() (roce, others uint64) {
+		for _, s := range d.Services() {
+			n := s.Stats.Packets.Load() + s.Stats.Drops.Load()
+			if s.Name == "roce" {
+				roce = n
+			} else {
+				others += n
+			}
+		}
+		return roce, others
+	}
+	waitFor(t, 30*time.Second, "the roce service to count what testpmd sent", func() bool {
+		roce, _ := counts()
+		return roce >= sent
+	})
+	roce, others := counts() // Stop lets the services go
+	send("quit")
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("testpmd: %v\n%s", err, out.String())
+	}
+	if err := d.Stop(context.Background()); err != nil {
+		t.Errorf("stop: %v", err)
+	}
+	t.Logf("testpmd sent %d packets; roce service got %d", sent, roce)
+	if roce != sent || others != 0 {
+		t.Errorf("roce %d (want %d), other services %d (want 0)", roce, sent, others)
 	}
 }
 
@@ -231,6 +453,45 @@ func rxSettled(t *testing.T, d *daemon.Daemon) map[string]uint64 {
 		t.Logf("%d frames received before the test sent any (other interfaces', caught before the PMD bound its socket): %v", n, settled)
 	}
 	return settled
+}
+
+// startManual builds the data path without starting its poll loops, for
+// tests and benchmarks that drive the loop from their own goroutine.
+func startManual(tb testing.TB, cfg *config.Config) *daemon.Daemon {
+	plan, err := daemon.NewPlan(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	d, err := daemon.Start(plan, daemon.Options{EAL: testEAL, Manual: true, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		if err := d.Stop(context.Background()); err != nil {
+			tb.Errorf("stop: %v", err)
+		}
+	})
+	return d
+}
+
+func forwardConfig(tb testing.TB, name, device string) *config.Config {
+	y := fmt.Sprintf(`
+port: {name: %s, device: "%s"}
+services:
+  - {name: mon, ring_size: 1024, consumer: {type: forward}}
+  - {name: osd, ring_size: 1024, consumer: {type: forward}}
+  - {name: roce, ring_size: 1024, consumer: {type: forward}}
+  - {name: unclaimed, ring_size: 1024, consumer: {type: forward}}
+default_service: unclaimed
+rules:%s
+  - {service: roce, protocol: udp, dst_ports: [4791]}
+metrics: {listen: "off"}
+`, name, device, cephRules)
+	c, err := config.Parse([]byte(y))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return c
 }
 
 // The poll loop allocates nothing in steady state: RX, classification,
