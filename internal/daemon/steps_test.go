@@ -186,3 +186,15 @@ func TestDrain(t *testing.T) {
 		}
 	}
 }
+
+// initEAL confines the runtime's threads to eal.runtime_cpus, if set.
+func TestRuntimeCPUs(t *testing.T) {
+	unset := &config.Config{EAL: config.EAL{Lcores: "0-3"}, Pollers: []config.Poller{{Lcore: 2}, {Lcore: 3}}}
+	set := &config.Config{EAL: config.EAL{Lcores: "0-1", RuntimeCPUs: "0,4-5"}, Pollers: []config.Poller{{Lcore: 1}}}
+	for cfg, want := range map[*config.Config][]int{unset: nil, set: {0, 4, 5}} {
+		got, err := runtimeCPUs(cfg)
+		if err != nil || !slices.Equal(got, want) {
+			t.Errorf("runtimeCPUs(%+v) = %v, %v; want %v", cfg.EAL, got, err, want)
+		}
+	}
+}
