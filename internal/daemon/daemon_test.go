@@ -1,7 +1,6 @@
 package daemon_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -11,8 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -244,7 +241,21 @@ func TestTinyRingDropsAreCountedAndFreed(t *testing.T) {
 	}
 }
 
-var txPackets = regexp.MustCompile(`TX-packets:\s*(\d+)`)
+// txPackets reads testpmd's "TX-packets: N" counts in out: the
+// largest, and whether there is one and the last one's line is complete.
+func txPackets(out string) (largest uint64, complete bool) {
+	const key = "TX-packets:"
+	found := false
+	for i := strings.Index(out, key); i >= 0; i = strings.Index(out, key) {
+		out = strings.TrimLeft(out[i+len(key):], " \t")
+		var n uint64
+		if _, err := fmt.Sscanf(out, "%d", &n); err == nil {
+			found, largest = true, max(largest, n)
+		}
+		complete = strings.Contains(out, "\n")
+	}
+	return largest, found && complete
+}
 
 // dpdk-testpmd in txonly mode, in its own process on CPU 0, generates
 // RoCEv2-port UDP into the daemon over net_memif. Every packet testpmd
@@ -288,18 +299,11 @@ func TestTestpmdGeneratorOverMemif(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	send("stop")
 	waitFor(t, 10*time.Second, "testpmd's statistics", func() bool {
-		o := out.String()
-		return txPackets.MatchString(o) && strings.Contains(o[strings.LastIndex(o, "TX-packets"):], "\n")
+		_, complete := txPackets(out.String())
+		return complete
 	})
 	// The per-port block after "stop" is the total for the run.
-	sent := uint64(0)
-	sc := bufio.NewScanner(strings.NewReader(out.String()))
-	for sc.Scan() {
-		if m := txPackets.FindStringSubmatch(sc.Text()); m != nil {
-			n, _ := strconv.ParseUint(m[1], 10, 64)
-			sent = max(sent, n)
-		}
-	}
+	sent, _ := txPackets(out.String())
 	if sent == 0 {
 		t.Fatalf("testpmd sent nothing:\n%s", out.String())
 	}
