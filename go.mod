@@ -3,6 +3,7 @@ module github.com/cephdpdkd/cephdpdkd
 go 1.26.0
 
 require (
+	github.com/cilium/ebpf v0.22.0
 	github.com/coreos/go-systemd/v22 v22.7.0
 	github.com/google/gopacket v1.1.19
 	github.com/prometheus/client_golang v1.23.2

@@ -18,6 +18,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/env.sh
+./scripts/build-bpf.sh
 dir="${1:-.bench-carry}"
 case "$dir" in
 /* | *..* | */*) echo "carry.sh: DIR must be a folder name in the repository root, not $dir" >&2; exit 2 ;;

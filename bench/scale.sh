@@ -71,7 +71,7 @@ else
 	testpmd=$(command -v dpdk-testpmd) || { echo "scale.sh: dpdk-testpmd not found" >&2; exit 1; }
 	cdd="$out/cephdpdkd"
 	log "building cephdpdkd"
-	go build -o "$cdd" ./cmd/cephdpdkd || exit 1
+	./scripts/build-bpf.sh && go build -o "$cdd" ./cmd/cephdpdkd || exit 1
 fi
 [ -r "$pcap" ] || { echo "scale.sh: $pcap is missing" >&2; exit 1; }
 cpus=$(nproc)

@@ -4,7 +4,8 @@
 # iproute2/ethtool for the network-namespace tests, tshark for capture checks,
 # Ceph (mon, OSD, MGR, client tools), socat and ping for the Ceph-node
 # tests, nftables for their lossy links, systemd-analyze (Debian's systemd)
-# for the unit's checks, podman and runc (crun refuses a hybrid cgroup
+# for the unit's checks, clang and libbpf-dev for the af_xdp mode's XDP
+# program (scripts/build-bpf.sh), podman and runc (crun refuses a hybrid cgroup
 # hierarchy) for the container image's test,
 # prometheus and promtool for the checks of deploy/prometheus, qemu for
 # the test guests, and mmdebstrap, zstd and cpio for the systemd guest's
@@ -18,7 +19,7 @@ need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 for p in dpdk dpdk-dev libdpdk-dev pkg-config iproute2 ethtool gcc libc6-dev curl git tshark \
 	ceph-mon ceph-osd ceph-mgr ceph-common socat iputils-ping prometheus \
-	qemu-system-x86 mmdebstrap zstd cpio nftables podman runc; do
+	qemu-system-x86 mmdebstrap zstd cpio nftables podman runc clang libbpf-dev; do
 	have_pkg "$p" || need+=("$p")
 done
 # systemd-analyze comes with systemd, which a container may lack.

@@ -18,6 +18,7 @@ shift
 case $n in '' | *[!0-9]* | 0) usage ;; esac
 ./scripts/deps.sh >/dev/null
 . scripts/env.sh
+./scripts/build-bpf.sh
 logdir=${LOGDIR:-$(mktemp -d /tmp/cephdpdkd-e2e-repeat.XXXXXX)}
 mkdir -p "$logdir"
 echo "repeat-e2e: $n runs, logs in $logdir" >&2

@@ -7,6 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/deps.sh
 . scripts/env.sh
+./scripts/build-bpf.sh
 mkdir -p bin
 go build -o bin/cephdpdkd ./cmd/cephdpdkd
 exec ./bin/cephdpdkd run "$@"

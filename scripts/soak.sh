@@ -26,6 +26,7 @@ while [ $# -gt 0 ]; do
 done
 case $minutes in '' | *[!0-9]* | 0) usage ;; esac
 . scripts/env.sh
+./scripts/build-bpf.sh
 logdir=${LOGDIR:-$(mktemp -d /tmp/cephdpdkd-soak.XXXXXX)}
 mkdir -p "$logdir"
 echo "soak: $minutes minutes, log in $logdir/soak.log" >&2

@@ -12,6 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/deps.sh
 . scripts/env.sh
+./scripts/build-bpf.sh
 
 echo "== gofmt / go vet / checkunsafe"
 bad=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))

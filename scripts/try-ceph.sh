@@ -12,6 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/deps.sh
 . scripts/env.sh
+./scripts/build-bpf.sh
 mkdir -p bin
 echo "building cephdpdkd and the try-ceph tool"
 go build -o bin/cephdpdkd ./cmd/cephdpdkd

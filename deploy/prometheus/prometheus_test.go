@@ -189,6 +189,7 @@ var collectorSources = []struct{ prefix, file string }{
 	{"cephdpdkd_roce_ceph_", "internal/metrics/roceceph.go"},
 	{"cephdpdkd_roce_", "internal/metrics/roce.go"},
 	{"cephdpdkd_config_", "internal/metrics/reload.go"},
+	{"cephdpdkd_xdp_", "internal/metrics/xdp.go"},
 	{"cephdpdkd_", "internal/metrics/metrics.go"},
 }
 

@@ -1,0 +1,184 @@
+package xdp
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv/logbuf"
+	"github.com/cephdpdkd/cephdpdkd/pmd"
+)
+
+// link is a veth pair: host in the root namespace, 10.231.N.1/24, and
+// its peer in a namespace of the test's, 10.231.N.2/24.
+type link struct {
+	ns, host, peer     string
+	hostAddr, peerAddr string
+	hostIndex          int
+}
+
+func ipcmd(args ...string) error {
+	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
+func newLink(t *testing.T) *link {
+	t.Helper()
+	if err := requireBPF(); err != nil {
+		t.Fatal(err)
+	}
+	var id [2]byte
+	rand.Read(id[:])
+	sfx := hex.EncodeToString(id[:])
+	subnet := fmt.Sprintf("10.231.%d.", id[0])
+	l := &link{ns: "cddx-" + sfx, host: "cddxh-" + sfx, peer: "cddxp-" + sfx,
+		hostAddr: subnet + "1", peerAddr: subnet + "2"}
+	t.Cleanup(func() {
+		ipcmd("link", "del", "dev", l.host)
+		ipcmd("netns", "del", l.ns)
+	})
+	for _, args := range [][]string{
+		{"netns", "add", l.ns},
+		{"link", "add", l.host, "type", "veth", "peer", "name", l.peer, "netns", l.ns},
+		{"addr", "add", l.hostAddr + "/24", "dev", l.host},
+		{"-n", l.ns, "addr", "add", l.peerAddr + "/24", "dev", l.peer},
+		{"link", "set", l.host, "up"},
+		{"-n", l.ns, "link", "set", l.peer, "up"},
+	} {
+		if err := ipcmd(args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ifi, err := net.InterfaceByName(l.host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.hostIndex = ifi.Index
+	return l
+}
+
+// sendUDP sends n datagrams from the peer's namespace to the host.
+func (l *link) sendUDP(t *testing.T, port, n int) {
+	t.Helper()
+	script := fmt.Sprintf("for i in $(seq %d); do echo roce > /dev/udp/%s/%d; done", n, l.hostAddr, port)
+	if out, err := exec.Command("ip", "netns", "exec", l.ns, "bash", "-c", script).CombinedOutput(); err != nil {
+		t.Fatalf("sending: %v: %s", err, out)
+	}
+}
+
+func (l *link) ping(t *testing.T) {
+	t.Helper()
+	if out, err := exec.Command("ip", "netns", "exec", l.ns, "ping", "-c", "2", "-W", "2", l.hostAddr).CombinedOutput(); err != nil {
+		t.Fatalf("ping through the program: %v: %s", err, out)
+	}
+}
+
+func TestAttachRefuseDetach(t *testing.T) {
+	p, l := load(t)
+	a, err := Attached(l.hostIndex)
+	if err != nil || a.ID != p.ID() || a.Mode != Generic {
+		t.Fatalf("Attached = %+v, %v; want id %d generic", a, err, p.ID())
+	}
+	// Found again by id, as a restarted daemon finds it.
+	q, err := Open(a.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	if err := q.SetAddress(roceAddr); err != nil {
+		t.Fatal(err)
+	}
+	// A second program is refused, naming the attached one.
+	obj, _ := Object()
+	_, err = Attach(pmd.AttachXDP, obj, l.hostIndex, Generic)
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("program %d is attached", p.ID())) {
+		t.Fatalf("second Attach = %v, want a refusal naming program %d", err, p.ID())
+	}
+	if err := Detach(l.hostIndex, Generic); err != nil {
+		t.Fatal(err)
+	}
+	if a, err := Attached(l.hostIndex); err != nil || a.ID != 0 {
+		t.Fatalf("after Detach: %+v, %v", a, err)
+	}
+}
+
+// TestTestpmdAdopts runs Debian's dpdk-testpmd with net_af_xdp on an
+// interface that has the program attached in generic mode: libxdp must
+// adopt it (not load its own), RoCE to the address must reach testpmd,
+// other traffic the kernel, and after testpmd exits the program must
+// still be attached, passing RoCE to the kernel (no_socket).
+func TestTestpmdAdopts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs dpdk-testpmd: in the full packages step")
+	}
+	if _, err := exec.LookPath("dpdk-testpmd"); err != nil {
+		t.Fatal("dpdk-testpmd is missing: run scripts/deps.sh")
+	}
+	p, l := load(t)
+	if err := p.SetAddress(mustAddr(t, l.hostAddr)); err != nil {
+		t.Fatal(err)
+	}
+	prefix := "cddx-" + l.host[len("cddxh-"):]
+	t.Cleanup(func() { os.RemoveAll("/var/run/dpdk/" + prefix) })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var out logbuf.Buffer
+	cmd := exec.CommandContext(ctx, "dpdk-testpmd", "-l", "0-1", "--no-huge", "-m", "512",
+		"--file-prefix", prefix, "--no-pci", "--log-level", "pmd.net.af_xdp:info",
+		"--vdev", "net_af_xdp0,iface="+l.host+",start_queue=0,queue_count=1",
+		"--", "--forward-mode=rxonly", "--no-mlockall", "--total-num-mbufs=4096", "--stats-period", "1")
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	// Wait for the port to start (its first stats block).
+	for !strings.Contains(out.String(), "RX-packets") {
+		select {
+		case err := <-exited:
+			t.Fatalf("testpmd exited (%v) before it started:\n%s", err, out.String())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	if a, _ := Attached(l.hostIndex); a.ID != p.ID() {
+		t.Fatalf("with testpmd running, program %d is attached, want ours (%d): libxdp replaced it\n%s", a.ID, p.ID(), out.String())
+	}
+	before, _ := p.Stats()
+	l.sendUDP(t, 4791, 10)
+	l.ping(t)
+	time.Sleep(1500 * time.Millisecond)
+	mid, _ := p.Stats()
+	if d := mid[Redirected] - before[Redirected]; d != 10 {
+		t.Errorf("redirected %d of 10 RoCE datagrams", d)
+	}
+	cmd.Process.Signal(os.Interrupt)
+	if err := <-exited; err != nil {
+		t.Errorf("testpmd: %v (context: %v)\n%s", err, ctx.Err(), out.String())
+	}
+	if !strings.Contains(out.String(), "RX-total: 10") {
+		t.Errorf("testpmd did not report the 10 datagrams:\n%s", out.String())
+	}
+	if a, _ := Attached(l.hostIndex); a.ID != p.ID() {
+		t.Fatalf("after testpmd exited, attached program %d, want ours (%d) kept", a.ID, p.ID())
+	}
+	l.sendUDP(t, 4791, 3)
+	l.ping(t)
+	after, _ := p.Stats()
+	if d := after[PassNoSocket] - mid[PassNoSocket]; d != 3 {
+		t.Errorf("after testpmd exited, %d of 3 RoCE datagrams passed for want of a socket", d)
+	}
+	if err := Detach(l.hostIndex, Generic); err != nil {
+		t.Fatal(err)
+	}
+}
