@@ -75,6 +75,20 @@ type Port struct {
 	// Bind, when set, moves the PCI device from its kernel driver to a
 	// DPDK driver (see bind.go).
 	Bind *Bind `yaml:"bind"`
+	// Mode is how the daemon takes the port: "rebind" (the default: DPDK
+	// drives port.device) or "af_xdp" (the kernel keeps the interface and
+	// its traffic; RoCEv2 comes to the daemon through AF_XDP sockets, see
+	// portmode.go).
+	Mode string `yaml:"mode"`
+	// AFXDP configures the af_xdp mode.
+	AFXDP *AFXDP `yaml:"af_xdp"`
+
+	// deviceDerived: Device is the af_xdp mode's, not the file's.
+	deviceDerived bool
+	// ownMTU and ownPromiscuous are the file's port.mtu and
+	// port.promiscuous, which the af_xdp mode refuses.
+	ownMTU         int
+	ownPromiscuous *bool
 }
 
 // Mempool sizes the mbuf pool.

@@ -46,6 +46,7 @@ func (c *Config) applyDefaults() {
 		c.EAL.FilePrefix = "cephdpdkd-" + sanitize(c.Port.Name)
 	}
 	c.hugepagesDefaults()
+	c.portModeDefaults()
 	p := &c.Port
 	if p.RxQueues == 0 {
 		p.RxQueues = 1
@@ -59,7 +60,7 @@ func (c *Config) applyDefaults() {
 	if p.TxDescriptors == 0 {
 		p.TxDescriptors = DefaultDescriptors
 	}
-	if p.MTU == 0 {
+	if p.MTU == 0 && !p.IsAFXDP() {
 		p.MTU = DefaultMTU
 	}
 	if p.Promiscuous == nil {
@@ -270,6 +271,7 @@ func (v *validation) eal() {
 func (v *validation) port() {
 	p := v.c.Port
 	v.portNameOK = v.c.validatePortName(v.bad)
+	v.portMode()
 	v.c.validateBind(v.bad)
 	if p.Device == "" {
 		v.bad("port.device", "required: a PCI address or vdev devargs such as net_af_packet0,iface=veth0")
@@ -280,7 +282,9 @@ func (v *validation) port() {
 	v.inRange("port.tx_queues", p.TxQueues, 1, 64)
 	v.inRange("port.rx_descriptors", p.RxDescriptors, 64, 32768)
 	v.inRange("port.tx_descriptors", p.TxDescriptors, 64, 32768)
-	v.inRange("port.mtu", p.MTU, 68, 9600)
+	if !p.IsAFXDP() {
+		v.inRange("port.mtu", p.MTU, 68, 9600)
+	}
 }
 
 // mempool checks the mbuf pool, whose mbufs must hold a whole frame.
@@ -547,7 +551,9 @@ func (c *Config) validateRoCE(r *RoCE, services map[string]int, bad func(string,
 	if _, ok := wire.MTUEnum(r.MTU); !ok {
 		bad("roce.mtu", "%d: want 256, 512, 1024, 2048 or 4096", r.MTU)
 	}
-	if r.MTU+80 > c.Port.MTU+14 && r.MTU > 1024 {
+	// In the af_xdp mode the interface keeps its own MTU: the host
+	// check holds roce.mtu to it.
+	if !c.Port.IsAFXDP() && r.MTU+80 > c.Port.MTU+14 && r.MTU > 1024 {
 		bad("roce.mtu", "path MTU %d does not fit the port MTU %d with RoCEv2 headers", r.MTU, c.Port.MTU)
 	}
 	if r.Window < 0 || r.Window > MaxRoCEWindow {
