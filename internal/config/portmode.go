@@ -43,6 +43,12 @@ const (
 	// the rebind mode would leave 1792 bytes, less than a 2048-byte RoCE
 	// payload with its headers.
 	DefaultAFXDPDataRoom = 2560
+	// AFXDPFillRing is how many mbufs net_af_xdp (DPDK 22.11) puts in
+	// each queue's fill ring at setup and keeps there, refilled as frames
+	// arrive (xsk_configure's reserve_size,
+	// XSK_RING_PROD__DEFAULT_NUM_DESCS); its close does not give them
+	// back.
+	AFXDPFillRing = 2048
 	// maxIfNameLen is IFNAMSIZ less the NUL.
 	maxIfNameLen = 15
 )

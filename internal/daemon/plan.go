@@ -75,6 +75,11 @@ func NewPlan(cfg *config.Config) (*Plan, error) {
 		// rings and bursts) comes on top of its lanes.
 		d.InFlight += s.Kind().Mbufs(cfg)
 	}
+	if cfg.Port.IsAFXDP() {
+		// net_af_xdp's receive buffers are its fill rings, not the
+		// descriptors.
+		d.RxDescriptors = cfg.Port.RxQueues * config.AFXDPFillRing
+	}
 	if k := cfg.Kernel; k != nil {
 		// The kernel interface's queues fill from the same pool, and the
 		// exception path holds one burst of the kernel's frames.
