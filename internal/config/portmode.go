@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/cephdpdkd/cephdpdkd/internal/afxdp"
@@ -189,6 +190,9 @@ func (c *Config) checkAFXDPHost(bad func(path, format string, args ...any)) {
 	}
 	if r := c.RoCE; r != nil && r.MTU+roceHeaders > ifc.MTU {
 		bad("roce.mtu", "path MTU %d does not fit %s's MTU %d with RoCEv2 headers (%d)", r.MTU, ifc.Name, ifc.MTU, roceHeaders)
+	}
+	if r := c.RoCE; r != nil && !slices.Contains(ifc.Addrs, r.Address.Addr()) {
+		bad("roce.address", "%v is not an address of %s (%v): in the af_xdp mode it is the node's own, which the kernel answers ARP for and the Ceph daemons listen on", r.Address.Addr(), ifc.Name, ifc.Addrs)
 	}
 }
 

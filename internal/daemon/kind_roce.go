@@ -22,8 +22,13 @@ func (roceKind) drain(d *Daemon, cfg *config.Config, _ config.Service, lanes *di
 	}
 	if cfg.RoCE.Bridge != nil {
 		// The bridge reaches the Ceph daemons where they listen: on the
-		// kernel interface, in its namespace.
-		if d.dialer, err = kernelif.NewDialer(cfg.Kernel.NetNS); err != nil {
+		// kernel interface, in its namespace (the daemon's own in the
+		// af_xdp mode, where the kernel keeps the NIC).
+		ns := ""
+		if cfg.Kernel != nil {
+			ns = cfg.Kernel.NetNS
+		}
+		if d.dialer, err = kernelif.NewDialer(ns); err != nil {
 			return drainer{}, err
 		}
 		rc.Dial = d.dialer.Dial
