@@ -58,5 +58,6 @@ int cdd_lcore_launch(unsigned int lcore);
 int cdd_port_setup(uint16_t port, uint16_t nrxq, uint16_t ntxq, uint16_t nrxd, uint16_t ntxd,
 		   uint16_t mtu, struct rte_mempool *mp, const char **what);
 int cdd_queue_stats(uint16_t port, struct rte_eth_stats *st);
+void cdd_port_tx_flush(uint16_t port, uint16_t queue);
 
 #endif

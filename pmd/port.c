@@ -44,3 +44,10 @@ int cdd_queue_stats(uint16_t port, struct rte_eth_stats *st)
 {
 	return rte_eth_stats_get(port, st);
 }
+
+/* An empty burst: drivers that free sent mbufs only on their next burst
+ * (net_af_xdp pulls its completion ring then) give them back now. */
+void cdd_port_tx_flush(uint16_t port, uint16_t queue)
+{
+	rte_eth_tx_burst(port, queue, NULL, 0);
+}

@@ -74,6 +74,11 @@ func (p *Port) Stop() error {
 	return nil
 }
 
+// FlushTx offers an empty burst to TX queue q, for drivers that give sent
+// mbufs back only on their next burst (net_af_xdp). Only the queue's
+// owner may call it: at shutdown, after the poll loops have stopped.
+func (p *Port) FlushTx(q uint16) { C.cdd_port_tx_flush(C.uint16_t(p.id), C.uint16_t(q)) }
+
 // Close releases the port. It must be stopped.
 func (p *Port) Close() error {
 	if rc := C.rte_eth_dev_close(C.uint16_t(p.id)); rc != 0 {

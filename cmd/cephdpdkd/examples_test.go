@@ -30,6 +30,13 @@ func TestExampleConfigs(t *testing.T) {
 				"roce bridge: rdma_cm ports [3300 6800-7568] to kernel TCP on 192.0.2.10",
 			},
 		},
+		"examples/ceph-node-afxdp.yaml": {
+			services: []string{"roce roce", "other count"},
+			paths: []string{
+				"roce endpoint: 192.0.2.10 on service roce, at most 16 sessions",
+				"roce bridge: rdma_cm ports [3300 6800-7568] to kernel TCP on 192.0.2.10",
+			},
+		},
 		"examples/af-packet-veth-discard.yaml": {
 			services: []string{"mon count", "osd count", "roce count", "unclaimed count"},
 		},

@@ -9,6 +9,7 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/internal/devargs"
 	"github.com/cephdpdkd/cephdpdkd/internal/hugepages"
 	"github.com/cephdpdkd/cephdpdkd/internal/nicbind"
+	"github.com/cephdpdkd/cephdpdkd/internal/xdp"
 )
 
 // host is what `run` takes from the machine before the EAL starts and
@@ -18,15 +19,17 @@ import (
 // under the run directory first, so `restore-nic` (the unit's
 // ExecStopPost) undoes it after a crash too.
 type host struct {
-	nic  *nicbind.System
-	huge *hugepages.System
-	log  *slog.Logger
+	nic    *nicbind.System
+	huge   *hugepages.System
+	runDir string
+	log    *slog.Logger
 }
 
 // with runs body between acquiring what cfg needs from the machine and
-// releasing it: hugepages and the NIC are ready before body starts the
-// EAL, and given back whatever body returns, panics included.
-func (h *host) with(cfg *config.Config, body func() error) (err error) {
+// releasing it: hugepages and the NIC (or in the af_xdp mode, the
+// interface's XDP program, handed to body) are ready before body starts
+// the EAL, and given back whatever body returns, panics included.
+func (h *host) with(cfg *config.Config, body func(*xdp.Program) error) (err error) {
 	releaseHuge, err := h.reserveHugepages(cfg)
 	if err != nil {
 		return err
@@ -41,7 +44,17 @@ func (h *host) with(cfg *config.Config, body func() error) (err error) {
 	defer func() {
 		err = errors.Join(err, releaseNIC())
 	}()
-	return body()
+	if !cfg.Port.IsAFXDP() {
+		return body(nil)
+	}
+	prog, releaseXDP, err := h.takeXDP(cfg)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		err = errors.Join(err, releaseXDP())
+	}()
+	return body(prog)
 }
 
 // reserveHugepages provides eal.hugepages; on failure it leaves nothing

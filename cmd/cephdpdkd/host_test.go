@@ -15,6 +15,7 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/internal/hugepages/hugepagestest"
 	"github.com/cephdpdkd/cephdpdkd/internal/nicbind"
 	"github.com/cephdpdkd/cephdpdkd/internal/nicbind/nicbindtest"
+	"github.com/cephdpdkd/cephdpdkd/internal/xdp"
 )
 
 const (
@@ -103,7 +104,7 @@ func TestHostBindsAroundTheRun(t *testing.T) {
 						t.Fatalf("panic: %v", r)
 					}
 				}()
-				err = h.with(cfg, func() error {
+				err = h.with(cfg, func(*xdp.Program) error {
 					ran = true
 					if d := tr.Driver(hostPCI); d != "vfio-pci" {
 						t.Errorf("during the run: driver %q, want vfio-pci", d)
@@ -159,7 +160,7 @@ func TestHostRefusesBeforeTheRun(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h, tr, _ := fakeHost(t, tt.activity)
-			err := h.with(bindConfig(t, tt.bind), func() error {
+			err := h.with(bindConfig(t, tt.bind), func(*xdp.Program) error {
 				t.Error("body ran")
 				return nil
 			})
@@ -185,7 +186,7 @@ func TestHostUndoesAHalfBind(t *testing.T) {
 		}
 		return nil
 	}
-	err := h.with(bindConfig(t, "{driver: vfio-pci, interface: ens1f0}"), func() error {
+	err := h.with(bindConfig(t, "{driver: vfio-pci, interface: ens1f0}"), func(*xdp.Program) error {
 		t.Error("body ran")
 		return nil
 	})
@@ -204,7 +205,7 @@ func TestHostUndoesAHalfBind(t *testing.T) {
 // it, and the state file stays for that command.
 func TestHostFailedRestore(t *testing.T) {
 	h, tr, _ := fakeHost(t, nicbind.Activity{})
-	err := h.with(bindConfig(t, "{driver: vfio-pci, interface: ens1f0}"), func() error {
+	err := h.with(bindConfig(t, "{driver: vfio-pci, interface: ens1f0}"), func(*xdp.Program) error {
 		tr.FailWrite = func(rel string) error {
 			if strings.HasSuffix(rel, "/driver/unbind") {
 				return errors.New("EBUSY")
@@ -230,7 +231,7 @@ func TestHostFailedRestore(t *testing.T) {
 // daemon (no state file) stays bound after it.
 func TestHostLeavesOthersAlone(t *testing.T) {
 	h, tr, logs := fakeHost(t, nicbind.Activity{})
-	if err := h.with(bindConfig(t, ""), func() error { return nil }); err != nil || len(tr.Writes) != 0 {
+	if err := h.with(bindConfig(t, ""), func(*xdp.Program) error { return nil }); err != nil || len(tr.Writes) != 0 {
 		t.Errorf("without port.bind: %v, writes %q", err, tr.Writes)
 	}
 
@@ -239,7 +240,7 @@ func TestHostLeavesOthersAlone(t *testing.T) {
 	if _, err := pre.Bind("manual", nicbind.Request{Driver: nicbind.VFIO, PCI: hostPCI}); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.with(bindConfig(t, "{driver: vfio-pci}"), func() error { return nil }); err != nil {
+	if err := h.with(bindConfig(t, "{driver: vfio-pci}"), func(*xdp.Program) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if d := tr.Driver(hostPCI); d != "vfio-pci" {
@@ -282,7 +283,7 @@ func TestHostHugepagesAndNIC(t *testing.T) {
 			mnt := filepath.Join(k.Root, "dev", "hugepages")
 			cfg := hostConfig(t, "{pages: 64, size: 2M, mount: "+mnt+"}", tt.bind)
 			ran := false
-			err := h.with(cfg, func() error {
+			err := h.with(cfg, func(*xdp.Program) error {
 				ran = true
 				if k.Nr != 64 || !k.Mounted(mnt) {
 					t.Errorf("during the run: %d pages, mounted %v; want 64 and the mount", k.Nr, k.Mounted(mnt))

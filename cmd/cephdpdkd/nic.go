@@ -115,8 +115,9 @@ func cmdRestoreNIC(args []string, stdout, stderr io.Writer) error {
 	// The NIC first, as the daemon's stop does, then the hugepages;
 	// both are tried whatever the other's outcome.
 	nicErr := restoreNIC(cfg, nicSystem(*sysfs, *runDir), stdout)
+	xdpErr := restoreXDP(cfg, *runDir, stdout)
 	hugeErr := restoreHugepages(cfg, hugeSystem(*sysfs, *runDir), stdout)
-	return errors.Join(nicErr, hugeErr)
+	return errors.Join(nicErr, xdpErr, hugeErr)
 }
 
 func restoreNIC(cfg *config.Config, sys *nicbind.System, stdout io.Writer) error {

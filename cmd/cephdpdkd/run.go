@@ -14,6 +14,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,6 +27,7 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/internal/metrics"
 	"github.com/cephdpdkd/cephdpdkd/internal/nicbind"
 	"github.com/cephdpdkd/cephdpdkd/internal/sdnotify"
+	"github.com/cephdpdkd/cephdpdkd/internal/xdp"
 )
 
 // loadConfig reads and validates a configuration, the embedded default
@@ -101,15 +103,16 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 		defer cancel()
 	}
 	h := &host{
-		nic:  nicSystem(nicbind.DefaultSysfs, *runDir),
-		huge: hugeSystem(nicbind.DefaultSysfs, *runDir),
-		log:  log,
+		nic:    nicSystem(nicbind.DefaultSysfs, *runDir),
+		huge:   hugeSystem(nicbind.DefaultSysfs, *runDir),
+		runDir: *runDir,
+		log:    log,
 	}
-	return h.with(cfg, func() error {
+	return h.with(cfg, func(prog *xdp.Program) error {
 		return runDaemon(ctx, shuttingDown, cfg, plan, runOptions{
 			stdout: stdout, cpuProfile: *cpuProfile, status: *status,
 			notifier: notifier, watchdog: watchdog, log: log,
-			configPath: *path, configHash: hash, reload: reload,
+			configPath: *path, configHash: hash, reload: reload, xdp: prog,
 		})
 	})
 }
@@ -127,6 +130,8 @@ type runOptions struct {
 	configPath string
 	configHash string
 	reload     <-chan struct{}
+	// xdp is the af_xdp mode's program, for its counters.
+	xdp *xdp.Program
 }
 
 // runDaemon starts the data path, serves its metrics and status, and
@@ -163,6 +168,9 @@ func runDaemon(ctx context.Context, shuttingDown context.CancelCauseFunc, cfg *c
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if n := d.RoCE(); n != nil {
 		reg.MustRegister(n.Collectors()...)
+	}
+	if o.xdp != nil {
+		reg.MustRegister(metrics.NewXDPCollector(cfg.Port.AFXDP.Interface, o.xdp.Stats))
 	}
 	var srv *http.Server
 	if cfg.Metrics.Listen != config.MetricsOff {
@@ -326,11 +334,12 @@ func cmdCheckConfig(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("check-config")
 	fs.SetOutput(stderr)
 	offline := fs.Bool("offline", false, "validate for another machine: skip the checks against this one (CPUs, capture files, interfaces, PCI devices, hugepages)")
+	runDir := fs.String("run-dir", nicbind.DefaultRunDir, "directory of run's state files (the af_xdp mode's program record)")
 	if err := fs.Parse(args); err != nil {
 		return errUsage
 	}
 	if fs.NArg() != 1 {
-		fmt.Fprintln(stderr, "usage: cephdpdkd check-config [--offline] FILE")
+		fmt.Fprintln(stderr, "usage: cephdpdkd check-config [--offline] [--run-dir DIR] FILE")
 		return errUsage
 	}
 	args = fs.Args()
@@ -346,10 +355,21 @@ func cmdCheckConfig(args []string, stdout, stderr io.Writer) error {
 		if err := checkBind(cfg, nicSystem(nicbind.DefaultSysfs, nicbind.DefaultRunDir)); err != nil {
 			return fmt.Errorf("config %s: %w", args[0], err)
 		}
+		if err := checkXDP(cfg, *runDir); err != nil {
+			return fmt.Errorf("config %s: %w", args[0], err)
+		}
 	}
 	fmt.Fprintf(stdout, "%s: ok\n", args[0])
-	fmt.Fprintf(stdout, "port %s: %s, %d rx / %d tx queues, MTU %d\n", cfg.Port.Name, cfg.Port.Device,
-		cfg.Port.RxQueues, cfg.Port.TxQueues, cfg.Port.MTU)
+	mtu := strconv.Itoa(cfg.Port.MTU)
+	if cfg.Port.IsAFXDP() {
+		mtu = "the interface's"
+	}
+	fmt.Fprintf(stdout, "port %s: %s, %d rx / %d tx queues, MTU %s\n", cfg.Port.Name, cfg.Port.Device,
+		cfg.Port.RxQueues, cfg.Port.TxQueues, mtu)
+	if x := cfg.Port.AFXDP; cfg.Port.IsAFXDP() {
+		fmt.Fprintf(stdout, "af_xdp: the kernel keeps %s; RoCEv2 to %v comes to the daemon through an XDP program (%s mode), one AF_XDP socket a receive queue\n",
+			x.Interface, cfg.RoCE.Address.Addr(), x.Attach)
+	}
 	if b := cfg.Port.Bind; b != nil {
 		iface, _ := cfg.Port.BindTarget()
 		what := cfg.Port.Device

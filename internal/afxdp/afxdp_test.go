@@ -113,7 +113,7 @@ func TestTakeReuseRelease(t *testing.T) {
 	// Another run directory does not know it: foreign, and kept.
 	_, _, err = Take(pmd.AttachXDP, object(t), t.TempDir(), ifc, xdp.Generic)
 	var fe *xdp.ForeignError
-	if !errors.As(err, &fe) || fe.ID != id || !strings.Contains(err.Error(), "not recorded") {
+	if !errors.As(err, &fe) || fe.ID != id || !fe.Unrecorded || !strings.Contains(err.Error(), "does not record it") {
 		t.Errorf("Take from another run directory = %v, want a ForeignError for %d", err, id)
 	}
 	if released, err := Release(t.TempDir(), ifc.Name); released || err != nil {

@@ -3,6 +3,7 @@ package afxdp
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,6 +22,8 @@ type Interface struct {
 	// kernel (counted as no_socket).
 	RxQueues int
 	MTU      int
+	// Addrs are its IPv4 addresses.
+	Addrs []netip.Addr
 }
 
 // ErrNoInterface is a missing interface.
@@ -58,6 +61,15 @@ func inspect(sysfs, name string) (Interface, error) {
 	}
 	if ifc.RxQueues, err = rxQueues(sysfs, name); err != nil {
 		return Interface{}, err
+	}
+	addrs, err := netlink.AddrList(link, netlink.FAMILY_V4)
+	if err != nil {
+		return Interface{}, fmt.Errorf("af_xdp: interface %s: addresses: %w", name, err)
+	}
+	for _, a := range addrs {
+		if ip, ok := netip.AddrFromSlice(a.IP.To4()); ok {
+			ifc.Addrs = append(ifc.Addrs, ip)
+		}
 	}
 	return ifc, nil
 }

@@ -79,7 +79,7 @@ func foreign(id uint32) error {
 		// Ours by its shape, but no run directory records it: a copy
 		// from another run directory, or a lost record.
 		p.Close()
-		fe.Name = xdp.ProgramName + " (cephdpdkd's, not recorded in this run directory)"
+		fe.Name, fe.Unrecorded = xdp.ProgramName, true
 	} else {
 		var oe *xdp.ForeignError
 		if errors.As(err, &oe) {
@@ -143,4 +143,22 @@ func Lock(dir, iface string) (*os.File, error) {
 		f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
 	return f, nil
+}
+
+// CheckAttached reports, reading only, a program attached to ifc that
+// the run directory does not record as ours: Take would refuse it.
+func CheckAttached(dir string, ifc Interface) error {
+	a, err := xdp.Attached(ifc.Index)
+	if err != nil || a.ID == 0 {
+		return err
+	}
+	var rec Record
+	found, err := statefile.Read(recordPath(dir, ifc.Name), &rec)
+	if err != nil {
+		return err
+	}
+	if !found || rec.ProgramID != a.ID || rec.Index != ifc.Index {
+		return foreign(a.ID)
+	}
+	return nil
 }

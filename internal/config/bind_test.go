@@ -1,9 +1,6 @@
 package config
 
-import (
-	"strings"
-	"testing"
-)
+import "testing"
 
 func TestBindSection(t *testing.T) {
 	const rest = "services: [{name: a}]\ndefault_service: a\n"
@@ -40,14 +37,8 @@ func TestBindSection(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c, err := Parse([]byte(tt.port + rest))
-			if tt.want != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.want) {
-					t.Fatalf("error %v; want it to contain %q", err, tt.want)
-				}
+			if !checkErr(t, "Parse", err, tt.want) || tt.want != "" {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if iface, pci := c.Port.BindTarget(); iface != tt.iface || pci != tt.pci {
 				t.Errorf("BindTarget() = %q, %q; want %q, %q", iface, pci, tt.iface, tt.pci)

@@ -52,7 +52,10 @@ func (c *Config) validateBridge(bad func(string, string, ...any)) {
 		return
 	}
 	b := c.RoCE.Bridge
-	if c.Kernel == nil {
+	if c.Port.IsAFXDP() {
+		// The kernel keeps the interface, and the Ceph daemons listen on
+		// roce.address there: the host check holds it to the interface.
+	} else if c.Kernel == nil {
 		bad("roce.bridge", "needs a kernel section: the Ceph daemons listen on the kernel interface")
 	} else if !c.roceAddressIsKernel() {
 		bad("roce.bridge", "roce.address %v must be one of kernel.addresses: clients reach the daemons at the address they dial", c.RoCE.Address.Addr())

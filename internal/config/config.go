@@ -75,6 +75,20 @@ type Port struct {
 	// Bind, when set, moves the PCI device from its kernel driver to a
 	// DPDK driver (see bind.go).
 	Bind *Bind `yaml:"bind"`
+	// Mode is how the daemon takes the port: "rebind" (the default: DPDK
+	// drives port.device) or "af_xdp" (the kernel keeps the interface and
+	// its traffic; RoCEv2 comes to the daemon through AF_XDP sockets, see
+	// portmode.go).
+	Mode string `yaml:"mode"`
+	// AFXDP configures the af_xdp mode.
+	AFXDP *AFXDP `yaml:"af_xdp"`
+
+	// deviceDerived: Device is the af_xdp mode's, not the file's.
+	deviceDerived bool
+	// ownMTU and ownPromiscuous are the file's port.mtu and
+	// port.promiscuous, which the af_xdp mode refuses.
+	ownMTU         int
+	ownPromiscuous *bool
 }
 
 // Mempool sizes the mbuf pool.
@@ -99,15 +113,6 @@ type Service struct {
 	// handed over first and the lowest-priority ring fills and drops.
 	Priority int `yaml:"priority"`
 }
-
-// Consumer kinds.
-const (
-	ConsumerCount   = "count"   // count and free
-	ConsumerForward = "forward" // transmit out the port
-	ConsumerRoCE    = "roce"    // the userspace RoCEv2 endpoint (see RoCE)
-	ConsumerKernel  = "kernel"  // the kernel exception-path interface (see Kernel)
-	ConsumerProcess = "process" // a service process attached as a DPDK secondary (see process.go)
-)
 
 // Consumer says what drains a service ring.
 type Consumer struct {
@@ -279,16 +284,7 @@ var protocolNames = map[string]Protocol{
 
 // UnmarshalYAML accepts a name or a number.
 func (p *Protocol) UnmarshalYAML(n *yaml.Node) error {
-	if v, ok := protocolNames[strings.ToLower(n.Value)]; ok {
-		*p = v
-		return nil
-	}
-	v, err := strconv.ParseUint(n.Value, 0, 8)
-	if err != nil {
-		return fmt.Errorf("line %d: protocol %q: want tcp, udp, icmp, icmpv6 or a number 0-255", n.Line, n.Value)
-	}
-	*p = Protocol(v)
-	return nil
+	return unmarshalNamed(n, p, protocolNames, 8, "protocol", "tcp, udp, icmp, icmpv6 or a number 0-255")
 }
 
 // EtherType is an Ethernet type: ipv4, ipv6, arp, or a number. Zero means any.
@@ -301,15 +297,21 @@ var etherTypeNames = map[string]EtherType{
 
 // UnmarshalYAML accepts a name or a number such as 0x88cc.
 func (e *EtherType) UnmarshalYAML(n *yaml.Node) error {
-	if v, ok := etherTypeNames[strings.ToLower(n.Value)]; ok {
-		*e = v
+	return unmarshalNamed(n, e, etherTypeNames, 16, "ethertype", "ipv4, ipv6, arp or a number")
+}
+
+// unmarshalNamed decodes a name from names (in any case) or a number of
+// at most bits bits into *v; what and want word the error.
+func unmarshalNamed[T ~uint8 | ~uint16](n *yaml.Node, v *T, names map[string]T, bits int, what, want string) error {
+	if x, ok := names[strings.ToLower(n.Value)]; ok {
+		*v = x
 		return nil
 	}
-	v, err := strconv.ParseUint(n.Value, 0, 16)
+	x, err := strconv.ParseUint(n.Value, 0, bits)
 	if err != nil {
-		return fmt.Errorf("line %d: ethertype %q: want ipv4, ipv6, arp or a number", n.Line, n.Value)
+		return fmt.Errorf("line %d: %s %q: want %s", n.Line, what, n.Value, want)
 	}
-	*e = EtherType(v)
+	*v = T(x)
 	return nil
 }
 

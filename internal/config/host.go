@@ -31,7 +31,11 @@ func (c *Config) CheckHost() error {
 		errs = append(errs, c.problem(path, fmt.Sprintf(format, args...)))
 	}
 	c.checkLcoresHost(bad)
-	c.checkDeviceHost(bad)
+	if c.Port.IsAFXDP() {
+		c.checkAFXDPHost(bad)
+	} else {
+		c.checkDeviceHost(bad)
+	}
 	c.checkHugepagesHost(bad)
 	return errors.Join(errs...)
 }

@@ -177,21 +177,7 @@ default_service: other
 			if err != nil {
 				t.Fatalf("Parse: %v", err)
 			}
-			err = c.CheckHost()
-			if tt.want == nil {
-				if err != nil {
-					t.Fatalf("CheckHost: %v", err)
-				}
-				return
-			}
-			if err == nil {
-				t.Fatal("CheckHost passed")
-			}
-			for _, w := range tt.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not mention %q", err, w)
-				}
-			}
+			checkErr(t, "CheckHost", c.CheckHost(), tt.want...)
 		})
 	}
 }

@@ -1,9 +1,6 @@
 package config
 
-import (
-	"strings"
-	"testing"
-)
+import "testing"
 
 func TestHugepagesSection(t *testing.T) {
 	const rest = "port: {name: p, device: net_null0}\nservices: [{name: a}]\ndefault_service: a\n"
@@ -33,14 +30,8 @@ func TestHugepagesSection(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c, err := Parse([]byte(tt.eal + rest))
-			if tt.want != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.want) {
-					t.Fatalf("error %v; want it to contain %q", err, tt.want)
-				}
+			if !checkErr(t, "Parse", err, tt.want) || tt.want != "" {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if got := c.EAL.HugepageDir(); got != tt.dir {
 				t.Errorf("HugepageDir() = %q, want %q", got, tt.dir)

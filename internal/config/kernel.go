@@ -115,10 +115,7 @@ func (c *Config) validateKernel(bad func(string, string, ...any)) {
 			bad(fmt.Sprintf("services[%d].priority", i), "%d is outside 0..255", s.Priority)
 		}
 		if s.Consumer.Type == ConsumerKernel {
-			users++
-			if k == nil {
-				bad(fmt.Sprintf("services[%d].consumer.type", i), "a %q consumer needs a kernel section", ConsumerKernel)
-			}
+			users++ // kernelKind.check asks for the kernel section
 		}
 	}
 	if k == nil {
@@ -212,22 +209,4 @@ func (c *Config) validateKernel(bad func(string, string, ...any)) {
 			}
 		}
 	}
-}
-
-// KernelServices returns the indexes of the services whose consumer is
-// the kernel interface, highest priority first (file order among equals).
-func (c *Config) KernelServices() []int {
-	var out []int
-	for i, s := range c.Services {
-		if s.Consumer.Type == ConsumerKernel {
-			out = append(out, i)
-		}
-	}
-	// Stable insertion sort: a handful of services.
-	for i := 1; i < len(out); i++ {
-		for j := i; j > 0 && c.Services[out[j]].Priority > c.Services[out[j-1]].Priority; j-- {
-			out[j], out[j-1] = out[j-1], out[j]
-		}
-	}
-	return out
 }

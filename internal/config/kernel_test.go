@@ -37,17 +37,8 @@ default_service: other
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := Parse([]byte(base + tt.extra))
-			if tt.want == "" {
-				if err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("error %v; want it to contain %q", err, tt.want)
-			}
-			_ = c
+			_, err := Parse([]byte(base + tt.extra))
+			checkErr(t, "Parse", err, tt.want)
 		})
 	}
 }
@@ -102,10 +93,9 @@ func TestKernelAddressSharedWithRoCE(t *testing.T) {
 			t.Error("the endpoint claims ARP for an address the kernel answers for")
 		}
 	}
+	// A shared address with a MAC of its own is refused.
 	_, err = Parse([]byte(base + "roce: {service: roce, address: 10.0.0.5, mac: '02:00:00:00:00:09'}\n"))
-	if err == nil || !strings.Contains(err.Error(), "also roce.address") {
-		t.Fatalf("error %v; want a shared address with a MAC of its own refused", err)
-	}
+	checkErr(t, "Parse", err, "also roce.address")
 }
 
 func TestBridgeSection(t *testing.T) {
@@ -126,17 +116,10 @@ default_service: other
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c, err := Parse([]byte(base + tt.extra))
-			if tt.want == "" {
-				if err != nil {
-					t.Fatal(err)
-				}
+			if checkErr(t, "Parse", err, tt.want) && tt.want == "" {
 				if got := len(c.RoCE.Bridge.BridgePorts()); got != 1+769 {
 					t.Errorf("%d bridged ports; want 3300 and 6800-7568", got)
 				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("error %v; want %q", err, tt.want)
 			}
 		})
 	}
@@ -145,19 +128,10 @@ default_service: other
 // TestBridgeMemory: the bridge's connections share its pools, so the
 // memory check counts the pools, not max_sessions × per-session buffers.
 func TestBridgeMemory(t *testing.T) {
-	const base = `
-port: {name: node0, device: "net_af_packet0,iface=veth0"}
-services:
-  - {name: other, consumer: {type: kernel}}
-  - {name: roce, consumer: {type: roce}}
-default_service: other
-kernel: {addresses: [10.0.0.5/24]}
-`
+	const base = sharedAddressBase
 	if _, err := Parse([]byte(base + "roce: {service: roce, address: 10.0.0.5, max_sessions: 1000, memory_mb: 128, bridge: {}}\n")); err != nil {
 		t.Fatalf("1000 bridged sessions in the default 96 MiB of pools: %v", err)
 	}
 	_, err := Parse([]byte(base + "roce: {service: roce, address: 10.0.0.5, memory_mb: 64, bridge: {}}\n"))
-	if err == nil || !strings.Contains(err.Error(), "the bridge's 512 + 256 pooled buffers") {
-		t.Fatalf("error %v; want the pools named", err)
-	}
+	checkErr(t, "Parse", err, "the bridge's 512 + 256 pooled buffers")
 }

@@ -58,7 +58,8 @@ func (c *Config) Owner(service string) int {
 // loop: a count or forward service that no poller lists.
 func (c *Config) IsLocal(i int) bool {
 	s := c.Services[i]
-	return (s.Consumer.Type == ConsumerCount || s.Consumer.Type == ConsumerForward) && c.Owner(s.Name) < 0
+	k := s.Kind()
+	return k != nil && !k.Traits().Owned && c.Owner(s.Name) < 0
 }
 
 // LocalTxQueue is the TX queue a local forwarder transmits on from lane.
@@ -70,8 +71,8 @@ func LocalTxQueue(s Service, lane int) int { return s.Consumer.TxQueue + lane }
 // their pollers.
 func (c *Config) validateLocalTxQueues(txOwner map[int]int, bad func(string, string, ...any)) {
 	for i, s := range c.Services {
-		if s.Consumer.Type != ConsumerForward || !c.IsLocal(i) {
-			continue
+		if _, tx := c.txQueueOf(s); !tx || !c.IsLocal(i) {
+			continue // local services are count or forward ones
 		}
 		path := fmt.Sprintf("services[%d].consumer.tx_queue", i)
 		for pi := range c.Pollers {

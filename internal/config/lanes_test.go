@@ -79,20 +79,7 @@ pollers:
 		t.Run(tt.name, func(t *testing.T) {
 			y := strings.Replace(two, tt.from, tt.to, 1)
 			_, err := Parse([]byte(y))
-			if tt.want == nil {
-				if err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			if err == nil {
-				t.Fatal("Parse succeeded")
-			}
-			for _, w := range tt.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not mention %q", err, w)
-				}
-			}
+			checkErr(t, "Parse", err, tt.want...)
 		})
 	}
 }
@@ -116,15 +103,7 @@ default_service: fwd
 services:
   - {name: fwd, consumer: {type: forward}}
 ` + tt.extra))
-			if tt.want == "" {
-				if err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("error %v; want it to contain %q", err, tt.want)
-			}
+			checkErr(t, "Parse", err, tt.want)
 		})
 	}
 }

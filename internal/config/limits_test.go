@@ -92,20 +92,7 @@ func TestValidateLimits(t *testing.T) {
 				y = strings.Replace(y, tt.from, tt.to, 1)
 			}
 			_, err := Parse([]byte(y))
-			if tt.want == nil {
-				if err != nil {
-					t.Fatalf("Parse: %v", err)
-				}
-				return
-			}
-			if err == nil {
-				t.Fatal("Parse succeeded")
-			}
-			for _, w := range tt.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not mention %q", err, w)
-				}
-			}
+			checkErr(t, "Parse", err, tt.want...)
 		})
 	}
 }

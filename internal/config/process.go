@@ -1,7 +1,5 @@
 package config
 
-import "fmt"
-
 // Service processes: a service whose consumer is "process" is left to a
 // program outside the daemon that attaches as a DPDK secondary process
 // (package service). It reads the service's lanes, which are named rings
@@ -43,37 +41,4 @@ func (c *Config) ProcessRingSize() int {
 // and a burst the loop could not transmit yet.
 func (c *Config) ProcessMbufs() int {
 	return 3*(c.ProcessRingSize()-1) + 3*c.Burst
-}
-
-// validateProcess checks a process service: its TX queue exists and its
-// ring names fit DPDK's limit (the lanes' names are checked for every
-// service).
-func (c *Config) validateProcess(i int, portNameOK bool, bad func(string, string, ...any)) {
-	s := c.Services[i]
-	path := fmt.Sprintf("services[%d]", i)
-	if s.Consumer.TxQueue < 0 || s.Consumer.TxQueue >= c.Port.TxQueues {
-		bad(path+".consumer.tx_queue", "tx queue %d does not exist: the port has %d", s.Consumer.TxQueue, c.Port.TxQueues)
-	}
-	// A secondary maps the primary's hugepage files: there are none
-	// without hugepages, and none left with --huge-unlink, which the
-	// daemon uses for the pages it reserves itself.
-	switch {
-	case c.EAL.NoHuge:
-		bad(path+".consumer.type", "a %q consumer needs hugepages (eal.no_huge: false): a service process maps the daemon's hugepage memory", ConsumerProcess)
-	case c.EAL.Hugepages != nil:
-		bad(path+".consumer.type", "a %q consumer needs hugepage files a service process can map: use eal.huge_dir, not eal.hugepages (whose pages the daemon unlinks so that they go back to the kernel after a crash)", ConsumerProcess)
-	}
-	if !portNameOK || !nameRE.MatchString(s.Name) {
-		return
-	}
-	longest := ProcessRings[0]
-	for _, k := range ProcessRings {
-		if len(k) > len(longest) {
-			longest = k
-		}
-	}
-	if r := c.ProcessRingName(s.Name, longest); len(r) > RingNameMax {
-		bad(path+".name", "%q makes the ring name %q %d characters, over DPDK's limit of %d for ring names (RTE_RING_NAMESIZE); with port %q a process service's name takes at most %d",
-			s.Name, r, len(r), RingNameMax, c.Port.Name, RingNameMax-len(c.ProcessRingName("", longest)))
-	}
 }

@@ -45,8 +45,6 @@ func TestProcessService(t *testing.T) {
 		{"type: process", "type: proces", `"proces": want`},
 	} {
 		_, err := Parse([]byte(strings.Replace(withProcess, tt.from, tt.to, 1)))
-		if err == nil || !strings.Contains(err.Error(), tt.want) {
-			t.Errorf("%q→%q: error %v, want it to mention %q", tt.from, tt.to, err, tt.want)
-		}
+		checkErr(t, tt.from+"→"+tt.to, err, tt.want)
 	}
 }

@@ -52,8 +52,7 @@ func CheckReload(old, new *Config) (*Reload, error) {
 		errs = append(errs, new.problem(path, why))
 	}
 	fixed := "cannot change while the daemon runs; restart it to apply this"
-	// A service process holds its service's rings and control block by
-	// name: they stay as long as the daemon runs.
+	// Services of a Fixed kind stay as long as the daemon runs.
 	processFixed := "cannot be added, removed or changed while the daemon runs (a service process attaches to its rings by name); restart it to apply this"
 	ov, nv := reflect.ValueOf(old).Elem(), reflect.ValueOf(new).Elem()
 	for _, name := range fixedSettings {
@@ -85,7 +84,7 @@ func CheckReload(old, new *Config) (*Reload, error) {
 		r.Kept[i] = -1
 		j := old.ServiceIndex(s.Name)
 		if j < 0 {
-			if s.Consumer.Type == ConsumerProcess {
+			if fixedKind(s) {
 				refuse(fmt.Sprintf("services[%d]", i), "a new service with a process consumer "+processFixed)
 			}
 			continue
@@ -98,14 +97,14 @@ func CheckReload(old, new *Config) (*Reload, error) {
 		if rs := new.RoCE; rs != nil && rs.Service == s.Name {
 			refuse(fmt.Sprintf("services[%d]", i), "the RoCE endpoint's service "+fixed)
 		}
-		if s.Consumer.Type == ConsumerProcess || old.Services[j].Consumer.Type == ConsumerProcess {
+		if fixedKind(s) || fixedKind(old.Services[j]) {
 			refuse(fmt.Sprintf("services[%d]", i), "a service with a process consumer "+processFixed)
 		}
 	}
 	for j := range old.Services {
 		if !reused[j] {
 			r.Retired = append(r.Retired, j)
-			if old.Services[j].Consumer.Type == ConsumerProcess && new.ServiceIndex(old.Services[j].Name) < 0 {
+			if fixedKind(old.Services[j]) && new.ServiceIndex(old.Services[j].Name) < 0 {
 				refuse("services", "removing "+old.Services[j].Name+", a service with a process consumer, "+processFixed)
 			}
 		}
@@ -120,6 +119,13 @@ func CheckReload(old, new *Config) (*Reload, error) {
 		}
 	}
 	return r, nil
+}
+
+// fixedKind reports whether service s is of a kind a reload may not
+// add, remove or change.
+func fixedKind(s Service) bool {
+	k := s.Kind()
+	return k != nil && k.Traits().Fixed
 }
 
 // sameLanes reports whether new service i can keep old service j as it

@@ -97,9 +97,7 @@ func TestRoCELimitsAreTheOwners(t *testing.T) {
 				continue
 			}
 			_, err := Parse([]byte(yaml(v)))
-			if err == nil || !strings.Contains(err.Error(), tc.complain) {
-				t.Errorf("roce.%s: %v gave %v; want an error on %s", tc.key, v, err, tc.complain)
-			}
+			checkErr(t, fmt.Sprintf("roce.%s: %v", tc.key, v), err, tc.complain)
 		}
 	}
 }

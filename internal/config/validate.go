@@ -46,6 +46,7 @@ func (c *Config) applyDefaults() {
 		c.EAL.FilePrefix = "cephdpdkd-" + sanitize(c.Port.Name)
 	}
 	c.hugepagesDefaults()
+	c.portModeDefaults()
 	p := &c.Port
 	if p.RxQueues == 0 {
 		p.RxQueues = 1
@@ -59,7 +60,7 @@ func (c *Config) applyDefaults() {
 	if p.TxDescriptors == 0 {
 		p.TxDescriptors = DefaultDescriptors
 	}
-	if p.MTU == 0 {
+	if p.MTU == 0 && !p.IsAFXDP() {
 		p.MTU = DefaultMTU
 	}
 	if p.Promiscuous == nil {
@@ -130,7 +131,7 @@ func (c *Config) applyDefaults() {
 						pl.RxQueues = append(pl.RxQueues, q)
 					}
 					for _, s := range c.Services {
-						if s.Consumer.Type == ConsumerKernel || s.Consumer.Type == ConsumerRoCE || s.Consumer.Type == ConsumerProcess {
+						if s.owned() {
 							pl.Services = append(pl.Services, s.Name)
 						}
 					}
@@ -162,236 +163,349 @@ var nameRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,23}$`)
 var filePrefixRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,39}$`)
 
 // Validate checks the whole configuration and reports every problem found,
-// each with the line it comes from.
+// each with the line it comes from. Its steps go through the file's
+// sections in order; later ones use what earlier ones found (the
+// lcores, the services by name, which poll loop uses which queue).
 func (c *Config) Validate() error {
-	var errs []error
-	bad := func(path, format string, args ...any) {
-		errs = append(errs, c.problem(path, fmt.Sprintf(format, args...)))
+	v := &validation{c: c}
+	for _, step := range validationSteps {
+		step.run(v)
 	}
+	return errors.Join(v.errs...)
+}
 
-	lcores, err := ParseLcores(c.EAL.Lcores)
-	if err != nil {
-		bad("eal.lcores", "%v", err)
+// validationSteps are Validate's steps, in order.
+var validationSteps = [...]struct {
+	name string
+	run  func(*validation)
+}{
+	{"eal", (*validation).eal},
+	{"port", (*validation).port},
+	{"mempool", (*validation).mempool},
+	{"burst", (*validation).burst},
+	{"services", (*validation).services},
+	{"roce", (*validation).roce},
+	{"rules", (*validation).rules},
+	{"pollers", (*validation).pollers},
+	{"coverage", (*validation).coverage},
+	{"kernel", (*validation).kernel},
+	{"local tx queues", (*validation).localTxQueues},
+	{"metrics", (*validation).metrics},
+	{"shutdown", (*validation).shutdown},
+	{"logging", (*validation).logging},
+}
+
+// validation is one run of Validate: the problems found so far, and
+// what the steps hand on to later ones.
+type validation struct {
+	c    *Config
+	errs []error
+	// lcores is eal.lcores as a set; nil if it does not parse.
+	lcores map[int]bool
+	// portNameOK: port.name is valid, so ring names can be checked.
+	portNameOK bool
+	// byName maps each service's name to its index.
+	byName map[string]int
+	// queueOwner, serviceOwner and txOwner map RX queues, services and
+	// TX queues to the poll loop that uses them.
+	queueOwner   map[int]int
+	serviceOwner map[string]int
+	txOwner      map[int]int
+}
+
+// bad records a problem with the setting at path.
+func (v *validation) bad(path, format string, args ...any) {
+	v.errs = append(v.errs, v.c.problem(path, fmt.Sprintf(format, args...)))
+}
+
+// inRange reports an int setting outside lo..hi.
+func (v *validation) inRange(path string, val, lo, hi int) {
+	if val < lo || val > hi {
+		v.bad(path, "%d is outside %d..%d", val, lo, hi)
 	}
-	lcoreSet := map[int]bool{}
+}
+
+// eal checks the EAL options: the lcores, memory, hugepages and the
+// file prefix.
+func (v *validation) eal() {
+	e := v.c.EAL
+	lcores, err := ParseLcores(e.Lcores)
+	if err != nil {
+		v.bad("eal.lcores", "%v", err)
+	} else {
+		v.lcores = map[int]bool{}
+	}
 	for _, l := range lcores {
-		lcoreSet[l] = true
+		v.lcores[l] = true
 		if l >= MaxLcores {
-			bad("eal.lcores", "lcore %d: DPDK takes lcores 0..%d (RTE_MAX_LCORE)", l, MaxLcores-1)
+			v.bad("eal.lcores", "lcore %d: DPDK takes lcores 0..%d (RTE_MAX_LCORE)", l, MaxLcores-1)
 		}
 	}
-	if err == nil && !lcoreSet[c.EAL.MainLcore] {
-		bad("eal.main_lcore", "lcore %d is not in eal.lcores %q", c.EAL.MainLcore, c.EAL.Lcores)
+	if v.lcores != nil && !v.lcores[e.MainLcore] {
+		v.bad("eal.main_lcore", "lcore %d is not in eal.lcores %q", e.MainLcore, e.Lcores)
 	}
-	if c.EAL.RuntimeCPUs != "" {
-		cpus, err := ParseLcores(c.EAL.RuntimeCPUs)
+	if e.RuntimeCPUs != "" {
+		cpus, err := ParseLcores(e.RuntimeCPUs)
 		if err != nil {
-			bad("eal.runtime_cpus", "%v", err)
+			v.bad("eal.runtime_cpus", "%v", err)
 		}
 		for _, cpu := range cpus {
 			if cpu >= MaxLcores {
-				bad("eal.runtime_cpus", "CPU %d: at most %d", cpu, MaxLcores-1)
+				v.bad("eal.runtime_cpus", "CPU %d: at most %d", cpu, MaxLcores-1)
 			}
 		}
 	}
-	if c.EAL.MemoryMB < 64 {
-		bad("eal.memory_mb", "%d MB is too little for DPDK; use at least 64", c.EAL.MemoryMB)
-	} else if c.EAL.MemoryMB > MaxMemoryMB {
-		bad("eal.memory_mb", "%d MB is more than %d", c.EAL.MemoryMB, MaxMemoryMB)
+	if e.MemoryMB < 64 {
+		v.bad("eal.memory_mb", "%d MB is too little for DPDK; use at least 64", e.MemoryMB)
+	} else if e.MemoryMB > MaxMemoryMB {
+		v.bad("eal.memory_mb", "%d MB is more than %d", e.MemoryMB, MaxMemoryMB)
 	}
-	c.validateExtraArgs(bad)
-	c.validateHugepages(bad)
-	if !filePrefixRE.MatchString(strings.ToLower(sanitize(c.EAL.FilePrefix))) || strings.ContainsAny(c.EAL.FilePrefix, "/ ") {
-		bad("eal.file_prefix", "%q must be a name of at most 40 characters, starting with a letter, without slashes or spaces", c.EAL.FilePrefix)
+	v.c.validateExtraArgs(v.bad)
+	v.c.validateHugepages(v.bad)
+	if !filePrefixRE.MatchString(strings.ToLower(sanitize(e.FilePrefix))) || strings.ContainsAny(e.FilePrefix, "/ ") {
+		v.bad("eal.file_prefix", "%q must be a name of at most 40 characters, starting with a letter, without slashes or spaces", e.FilePrefix)
 	}
+}
 
-	p := c.Port
-	portNameOK := c.validatePortName(bad)
-	c.validateBind(bad)
+// port checks the port: its name, binding, device and queues.
+func (v *validation) port() {
+	p := v.c.Port
+	v.portNameOK = v.c.validatePortName(v.bad)
+	v.portMode()
+	v.c.validateBind(v.bad)
 	if p.Device == "" {
-		bad("port.device", "required: a PCI address or vdev devargs such as net_af_packet0,iface=veth0")
+		v.bad("port.device", "required: a PCI address or vdev devargs such as net_af_packet0,iface=veth0")
 	} else if _, err := devargs.Parse(p.Device); err != nil {
-		bad("port.device", "%v", err)
+		v.bad("port.device", "%v", err)
 	}
-	checkRange := func(path string, v, lo, hi int) {
-		if v < lo || v > hi {
-			bad(path, "%d is outside %d..%d", v, lo, hi)
-		}
+	v.inRange("port.rx_queues", p.RxQueues, 1, 64)
+	v.inRange("port.tx_queues", p.TxQueues, 1, 64)
+	v.inRange("port.rx_descriptors", p.RxDescriptors, 64, 32768)
+	v.inRange("port.tx_descriptors", p.TxDescriptors, 64, 32768)
+	if !p.IsAFXDP() {
+		v.inRange("port.mtu", p.MTU, 68, 9600)
 	}
-	checkRange("port.rx_queues", p.RxQueues, 1, 64)
-	checkRange("port.tx_queues", p.TxQueues, 1, 64)
-	checkRange("port.rx_descriptors", p.RxDescriptors, 64, 32768)
-	checkRange("port.tx_descriptors", p.TxDescriptors, 64, 32768)
-	checkRange("port.mtu", p.MTU, 68, 9600)
-	checkRange("mempool.cache_size", c.Mempool.CacheSize, 0, 512)
-	checkRange("mempool.data_room", c.Mempool.DataRoom, 256, 65535)
-	checkRange("mempool.headroom", c.Mempool.Headroom, 0, 1<<24)
-	if c.Mempool.Mbufs < 0 || c.Mempool.Mbufs > MaxMbufs {
-		bad("mempool.mbufs", "%d is outside 0 (computed)..%d", c.Mempool.Mbufs, MaxMbufs)
-	}
-	if c.Mempool.DataRoom-128 < p.MTU+18 {
-		bad("mempool.data_room", "%d leaves %d bytes after the 128-byte headroom, less than MTU %d plus an 18-byte Ethernet header: frames would span mbufs", c.Mempool.DataRoom, c.Mempool.DataRoom-128, p.MTU)
-	}
-	checkRange("burst_size", c.Burst, 1, MaxBurst)
+}
 
-	services := map[string]int{}
+// mempool checks the mbuf pool, whose mbufs must hold a whole frame.
+func (v *validation) mempool() {
+	m, mtu := v.c.Mempool, v.c.Port.MTU
+	v.inRange("mempool.cache_size", m.CacheSize, 0, 512)
+	v.inRange("mempool.data_room", m.DataRoom, 256, 65535)
+	v.inRange("mempool.headroom", m.Headroom, 0, 1<<24)
+	if m.Mbufs < 0 || m.Mbufs > MaxMbufs {
+		v.bad("mempool.mbufs", "%d is outside 0 (computed)..%d", m.Mbufs, MaxMbufs)
+	}
+	if m.DataRoom-128 < mtu+18 {
+		v.bad("mempool.data_room", "%d leaves %d bytes after the 128-byte headroom, less than MTU %d plus an 18-byte Ethernet header: frames would span mbufs", m.DataRoom, m.DataRoom-128, mtu)
+	}
+}
+
+func (v *validation) burst() { v.inRange("burst_size", v.c.Burst, 1, MaxBurst) }
+
+// services checks each service, its consumer by its kind, and
+// default_service.
+func (v *validation) services() {
+	c := v.c
+	v.byName = map[string]int{}
 	if len(c.Services) == 0 {
-		bad("services", "at least one service is required")
+		v.bad("services", "at least one service is required")
 	}
 	if len(c.Services) > 32 {
-		bad("services", "%d services; at most 32", len(c.Services))
+		v.bad("services", "%d services; at most 32", len(c.Services))
 	}
-	for i, s := range c.Services {
-		path := fmt.Sprintf("services[%d]", i)
-		if !nameRE.MatchString(s.Name) {
-			bad(path+".name", "%q: lower-case letters, digits, '-' and '_', starting with a letter, at most 24 characters", s.Name)
-		} else if portNameOK {
-			c.validateRingName(i, bad)
-		}
-		if _, dup := services[s.Name]; dup {
-			bad(path+".name", "service %q is defined twice", s.Name)
-		}
-		services[s.Name] = i
-		if s.RingSize < 2 || s.RingSize > 1<<24 || s.RingSize&(s.RingSize-1) != 0 {
-			bad(path+".ring_size", "%d must be a power of two between 2 and %d", s.RingSize, 1<<24)
-		}
-		switch s.Consumer.Type {
-		case ConsumerCount:
-		case ConsumerForward:
-			if s.Consumer.TxQueue < 0 || s.Consumer.TxQueue >= p.TxQueues {
-				bad(path+".consumer.tx_queue", "tx queue %d does not exist: the port has %d", s.Consumer.TxQueue, p.TxQueues)
-			}
-		case ConsumerRoCE:
-			if c.RoCE == nil || c.RoCE.Service != s.Name {
-				bad(path+".consumer.type", "a %q consumer needs a roce section with service: %s", ConsumerRoCE, s.Name)
-			}
-		case ConsumerKernel: // validateKernel
-		case ConsumerProcess:
-			c.validateProcess(i, portNameOK, bad)
-		default:
-			bad(path+".consumer.type", "%q: want %q, %q, %q, %q or %q", s.Consumer.Type, ConsumerCount, ConsumerForward, ConsumerRoCE, ConsumerKernel, ConsumerProcess)
-		}
+	for i := range c.Services {
+		v.service(i)
 	}
-	if _, ok := services[c.DefaultService]; !ok {
-		bad("default_service", "%q is not a defined service", c.DefaultService)
+	if _, ok := v.byName[c.DefaultService]; !ok {
+		v.bad("default_service", "%q is not a defined service", c.DefaultService)
 	}
+}
 
-	if r := c.RoCE; r != nil {
-		c.validateRoCE(r, services, bad)
+// service checks services[i].
+func (v *validation) service(i int) {
+	s := v.c.Services[i]
+	if !nameRE.MatchString(s.Name) {
+		v.bad(servicePath(i, "name"), "%q: lower-case letters, digits, '-' and '_', starting with a letter, at most 24 characters", s.Name)
+	} else if v.portNameOK {
+		v.c.validateRingName(i, v.bad)
 	}
+	if _, dup := v.byName[s.Name]; dup {
+		v.bad(servicePath(i, "name"), "service %q is defined twice", s.Name)
+	}
+	v.byName[s.Name] = i
+	if s.RingSize < 2 || s.RingSize > 1<<24 || s.RingSize&(s.RingSize-1) != 0 {
+		v.bad(servicePath(i, "ring_size"), "%d must be a power of two between 2 and %d", s.RingSize, 1<<24)
+	}
+	if k := s.Kind(); k != nil {
+		k.check(v, i)
+	} else {
+		v.bad(servicePath(i, "consumer.type"), "%q: want %s", s.Consumer.Type, kindNames())
+	}
+}
+
+// roce checks the roce section.
+func (v *validation) roce() {
+	if r := v.c.RoCE; r != nil {
+		v.c.validateRoCE(r, v.byName, v.bad)
+	}
+}
+
+// rules checks the classification rules and their number.
+func (v *validation) rules() {
+	c := v.c
 	if n := len(c.Rules) + len(c.RoCERules()); n > MaxRules {
-		bad("rules", "%d rules (with the RoCE endpoint's); at most %d", n, MaxRules)
+		v.bad("rules", "%d rules (with the RoCE endpoint's); at most %d", n, MaxRules)
 	}
 	for i, r := range c.Rules {
 		path := fmt.Sprintf("rules[%d]", i)
-		if _, ok := services[r.Service]; !ok {
-			bad(path+".service", "%q is not a defined service", r.Service)
+		if _, ok := v.byName[r.Service]; !ok {
+			v.bad(path+".service", "%q is not a defined service", r.Service)
 		}
 		if (len(r.DstPorts) > 0 || len(r.SrcPorts) > 0) && r.Protocol != 6 && r.Protocol != 17 && r.Protocol != 132 && r.Protocol != 0 {
-			bad(path+".protocol", "ports need tcp or udp, not protocol %d", r.Protocol)
+			v.bad(path+".protocol", "ports need tcp or udp, not protocol %d", r.Protocol)
 		}
 	}
+}
 
+// pollers checks each poll loop and records which RX queues, services
+// and TX queues it takes.
+func (v *validation) pollers() {
+	c := v.c
 	if len(c.Pollers) == 0 {
-		bad("pollers", "no poll loop: eal.lcores %q has no lcore besides the main lcore %d", c.EAL.Lcores, c.EAL.MainLcore)
+		v.bad("pollers", "no poll loop: eal.lcores %q has no lcore besides the main lcore %d", c.EAL.Lcores, c.EAL.MainLcore)
 	}
-	queueOwner := map[int]int{}
-	serviceOwner := map[string]int{}
-	txOwner := map[int]int{}
+	v.queueOwner, v.serviceOwner, v.txOwner = map[int]int{}, map[string]int{}, map[int]int{}
 	seenLcore := map[int]bool{}
 	for i, pl := range c.Pollers {
 		path := fmt.Sprintf("pollers[%d]", i)
-		if lcores != nil && !lcoreSet[pl.Lcore] {
-			bad(path+".lcore", "lcore %d is not in eal.lcores %q", pl.Lcore, c.EAL.Lcores)
+		if v.lcores != nil && !v.lcores[pl.Lcore] {
+			v.bad(path+".lcore", "lcore %d is not in eal.lcores %q", pl.Lcore, c.EAL.Lcores)
 		}
 		if pl.Lcore == c.EAL.MainLcore {
-			bad(path+".lcore", "lcore %d is the main lcore, which runs the Go runtime; pick a worker lcore", pl.Lcore)
+			v.bad(path+".lcore", "lcore %d is the main lcore, which runs the Go runtime; pick a worker lcore", pl.Lcore)
 		}
 		if seenLcore[pl.Lcore] {
-			bad(path+".lcore", "lcore %d already has a poll loop", pl.Lcore)
+			v.bad(path+".lcore", "lcore %d already has a poll loop", pl.Lcore)
 		}
 		seenLcore[pl.Lcore] = true
-		for j, q := range pl.RxQueues {
-			qp := fmt.Sprintf("%s.rx_queues[%d]", path, j)
-			if q < 0 || q >= p.RxQueues {
-				bad(qp, "rx queue %d does not exist: the port has %d", q, p.RxQueues)
-			} else if o, dup := queueOwner[q]; dup {
-				bad(qp, "rx queue %d is already polled by pollers[%d]", q, o)
-			}
-			queueOwner[q] = i
+		v.pollerQueues(i)
+		v.pollerServices(i)
+	}
+}
+
+// pollerQueues checks the RX queues pollers[i] polls.
+func (v *validation) pollerQueues(i int) {
+	for j, q := range v.c.Pollers[i].RxQueues {
+		qp := fmt.Sprintf("pollers[%d].rx_queues[%d]", i, j)
+		if q < 0 || q >= v.c.Port.RxQueues {
+			v.bad(qp, "rx queue %d does not exist: the port has %d", q, v.c.Port.RxQueues)
+		} else if o, dup := v.queueOwner[q]; dup {
+			v.bad(qp, "rx queue %d is already polled by pollers[%d]", q, o)
 		}
-		for j, name := range pl.Services {
-			sp := fmt.Sprintf("%s.services[%d]", path, j)
-			si, ok := services[name]
-			if !ok {
-				bad(sp, "%q is not a defined service", name)
-				continue
+		v.queueOwner[q] = i
+	}
+}
+
+// pollerServices checks the services pollers[i] drains, and the TX
+// queues their consumers take.
+func (v *validation) pollerServices(i int) {
+	for j, name := range v.c.Pollers[i].Services {
+		sp := fmt.Sprintf("pollers[%d].services[%d]", i, j)
+		si, ok := v.byName[name]
+		if !ok {
+			v.bad(sp, "%q is not a defined service", name)
+			continue
+		}
+		if o, dup := v.serviceOwner[name]; dup {
+			v.bad(sp, "service %q is already drained by pollers[%d]", name, o)
+		}
+		v.serviceOwner[name] = i
+		if q, ok := v.c.txQueueOf(v.c.Services[si]); ok {
+			if o, used := v.txOwner[q]; used && o != i {
+				v.bad(sp, "tx queue %d is already used by pollers[%d]; tx queues are not shared between lcores", q, o)
 			}
-			if o, dup := serviceOwner[name]; dup {
-				bad(sp, "service %q is already drained by pollers[%d]", name, o)
-			}
-			serviceOwner[name] = i
-			if q, ok := c.txQueueOf(c.Services[si]); ok {
-				if o, used := txOwner[q]; used && o != i {
-					bad(sp, "tx queue %d is already used by pollers[%d]; tx queues are not shared between lcores", q, o)
-				}
-				txOwner[q] = i
-			}
+			v.txOwner[q] = i
 		}
 	}
-	for q := 0; q < p.RxQueues; q++ {
-		if _, ok := queueOwner[q]; !ok && len(c.Pollers) > 0 {
-			bad("pollers", "rx queue %d is not polled by any poll loop", q)
+}
+
+// coverage checks that some poll loop polls every RX queue and drains
+// every service that is not local.
+func (v *validation) coverage() {
+	c := v.c
+	if len(c.Pollers) == 0 {
+		return
+	}
+	for q := 0; q < c.Port.RxQueues; q++ {
+		if _, ok := v.queueOwner[q]; !ok {
+			v.bad("pollers", "rx queue %d is not polled by any poll loop", q)
 		}
 	}
 	for i, s := range c.Services {
-		if _, ok := serviceOwner[s.Name]; !ok && len(c.Pollers) > 0 && !c.IsLocal(i) {
-			bad("pollers", "service %q is not drained by any poll loop: its ring would fill and drop", s.Name)
+		if _, ok := v.serviceOwner[s.Name]; !ok && !c.IsLocal(i) {
+			v.bad("pollers", "service %q is not drained by any poll loop: its ring would fill and drop", s.Name)
 		}
 	}
+}
 
-	c.validateKernel(bad)
-	if k := c.Kernel; k != nil {
-		if ks := c.KernelServices(); len(ks) > 0 {
-			if o := c.Owner(c.Services[ks[0]].Name); o >= 0 {
-				if _, used := txOwner[k.TxQueue]; !used {
-					txOwner[k.TxQueue] = o
-				}
+// kernel checks the kernel section, and gives kernel.tx_queue to the
+// poll loop that drains the kernel services.
+func (v *validation) kernel() {
+	c := v.c
+	c.validateKernel(v.bad)
+	k := c.Kernel
+	if k == nil {
+		return
+	}
+	if ks := c.KernelServices(); len(ks) > 0 {
+		if o := c.Owner(c.Services[ks[0]].Name); o >= 0 {
+			if _, used := v.txOwner[k.TxQueue]; !used {
+				v.txOwner[k.TxQueue] = o
 			}
 		}
 	}
-	c.validateLocalTxQueues(txOwner, bad)
+}
 
-	if c.Metrics.Listen != MetricsOff {
-		if _, port, err := net.SplitHostPort(c.Metrics.Listen); err != nil {
-			bad("metrics.listen", "%q: want host:port or %q", c.Metrics.Listen, MetricsOff)
-		} else if _, err := strconv.ParseUint(port, 10, 16); err != nil {
-			bad("metrics.listen", "%q: bad port", c.Metrics.Listen)
-		}
+func (v *validation) localTxQueues() { v.c.validateLocalTxQueues(v.txOwner, v.bad) }
+
+// metrics checks the metrics listener's address.
+func (v *validation) metrics() {
+	l := v.c.Metrics.Listen
+	if l == MetricsOff {
+		return
 	}
-	if c.Shutdown.DrainTimeout < 0 || c.Shutdown.DrainTimeout > time.Minute {
-		bad("shutdown.drain_timeout", "%v is outside 0..1m", c.Shutdown.DrainTimeout)
+	if _, port, err := net.SplitHostPort(l); err != nil {
+		v.bad("metrics.listen", "%q: want host:port or %q", l, MetricsOff)
+	} else if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		v.bad("metrics.listen", "%q: bad port", l)
 	}
-	switch c.Log.Level {
+}
+
+func (v *validation) shutdown() {
+	if d := v.c.Shutdown.DrainTimeout; d < 0 || d > time.Minute {
+		v.bad("shutdown.drain_timeout", "%v is outside 0..1m", d)
+	}
+}
+
+// logging checks the log level and format.
+func (v *validation) logging() {
+	switch v.c.Log.Level {
 	case "debug", "info", "warn", "error":
 	default:
-		bad("log.level", "%q: want debug, info, warn or error", c.Log.Level)
+		v.bad("log.level", "%q: want debug, info, warn or error", v.c.Log.Level)
 	}
-	switch c.Log.Format {
+	switch v.c.Log.Format {
 	case "text", "json":
 	default:
-		bad("log.format", "%q: want text or json", c.Log.Format)
+		v.bad("log.format", "%q: want text or json", v.c.Log.Format)
 	}
-	return errors.Join(errs...)
 }
 
 // txQueueOf returns the TX queue a service's consumer transmits on.
 func (c *Config) txQueueOf(s Service) (int, bool) {
-	switch {
-	case s.Consumer.Type == ConsumerForward || s.Consumer.Type == ConsumerProcess:
-		return s.Consumer.TxQueue, true
-	case s.Consumer.Type == ConsumerRoCE && c.RoCE != nil && c.RoCE.Service == s.Name:
-		return c.RoCE.TxQueue, true
+	if k := s.Kind(); k != nil {
+		return k.TxQueue(c, s)
 	}
 	return 0, false
 }
@@ -437,7 +551,9 @@ func (c *Config) validateRoCE(r *RoCE, services map[string]int, bad func(string,
 	if _, ok := wire.MTUEnum(r.MTU); !ok {
 		bad("roce.mtu", "%d: want 256, 512, 1024, 2048 or 4096", r.MTU)
 	}
-	if r.MTU+80 > c.Port.MTU+14 && r.MTU > 1024 {
+	// In the af_xdp mode the interface keeps its own MTU: the host
+	// check holds roce.mtu to it.
+	if !c.Port.IsAFXDP() && r.MTU+80 > c.Port.MTU+14 && r.MTU > 1024 {
 		bad("roce.mtu", "path MTU %d does not fit the port MTU %d with RoCEv2 headers", r.MTU, c.Port.MTU)
 	}
 	if r.Window < 0 || r.Window > MaxRoCEWindow {

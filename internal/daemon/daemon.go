@@ -23,7 +23,6 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/internal/roced"
 	"github.com/cephdpdkd/cephdpdkd/mempool"
 	"github.com/cephdpdkd/cephdpdkd/pmd"
-	"github.com/cephdpdkd/cephdpdkd/service"
 	"golang.org/x/sys/unix"
 )
 
@@ -67,17 +66,14 @@ type Daemon struct {
 	// quiescence lets DPDK's pdump know when a capture callback it
 	// removed is out of use (pmd.Quiescence); set while capture is served.
 	quiescence *pmd.Quiescence
-	services   []*dispatch.Service
-	counts     [][]*consumer.Counts // per service: its consumers' (one per lane if local)
-	kinds      []string
 	sets       []*dispatch.RingSet                       // every ring set made, freed after the consumers
 	setsOf     map[*dispatch.Service][]*dispatch.RingSet // the sets each service's consumers drain
-	// mu guards what a reload replaces (plan, services, counts, kinds,
-	// owned) against readers on other goroutines (Snapshot). Only the
-	// goroutine that runs Start, Reload and Stop writes them.
-	mu      sync.RWMutex
-	manual  bool
-	owned   []*dispatch.RingSet // per service: all its lanes, if one consumer drains them
+	// mu guards what a reload replaces (plan, serviceTable) against
+	// readers on other goroutines (Snapshot). Only the goroutine that
+	// runs Start, Reload and Stop writes them.
+	mu     sync.RWMutex
+	manual bool
+	serviceTable
 	pollers []*dispatch.Poller
 	exited  chan loopExit // one value per poll loop that returned
 	running int
@@ -95,10 +91,8 @@ type Daemon struct {
 	detach string
 	roce   *roced.Node
 	kernel *kernelPath
-	// procs are the daemons' sides of service processes, by service
-	// index (nil for other services); superviseStop ends their
-	// supervisor, which closes superviseDone.
-	procs                        []*consumer.Process
+	// superviseStop ends the service processes' supervisor, which
+	// closes superviseDone.
 	superviseStop, superviseDone chan struct{}
 	dialer                       *kernelif.Dialer // the RoCE bridge's, in the kernel interface's namespace
 }
@@ -116,7 +110,6 @@ type Options struct {
 
 // Start builds the data path and starts its poll loops.
 func Start(plan *Plan, opts Options) (_ *Daemon, err error) {
-	cfg := plan.Config
 	d := &Daemon{plan: plan, log: opts.Logger, setsOf: map[*dispatch.Service][]*dispatch.RingSet{}, manual: opts.Manual}
 	if d.log == nil {
 		d.log = slog.Default()
@@ -126,45 +119,48 @@ func Start(plan *Plan, opts Options) (_ *Daemon, err error) {
 			d.teardown()
 		}
 	}()
-
-	device, err := d.expandDevice(cfg.Port.Device)
+	device, err := d.expandDevice(plan.Config.Port.Device)
 	if err != nil {
 		return nil, err
 	}
-	if opts.EAL != nil {
-		d.eal = opts.EAL
+	if err := d.startEAL(device, opts.EAL); err != nil {
+		return nil, err
+	}
+	if err := d.newPool(); err != nil {
+		return nil, err
+	}
+	info, err := d.openPort(device)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.buildServices(); err != nil {
+		return nil, err
+	}
+	if err := d.buildPollers(); err != nil {
+		return nil, err
+	}
+	if err := d.startPort(device, info); err != nil {
+		return nil, err
+	}
+	d.exited = make(chan loopExit, len(d.pollers))
+	if !opts.Manual {
+		d.runPollers()
+	}
+	return d, nil
+}
+
+// startEAL starts the EAL with the port's device, or, when shared is
+// set, probes the device in that running one.
+func (d *Daemon) startEAL(device string, shared *pmd.EAL) error {
+	cfg := d.plan.Config
+	if shared != nil {
+		d.eal = shared
 		if err := pmd.ProbeDevice(device); err != nil {
-			return nil, err
+			return err
 		}
 		d.detach = device
-	} else {
-		cpus, err := runtimeCPUs(cfg)
-		if err != nil {
-			return nil, err
-		}
-		if cpus != nil {
-			n, err := pinThreads(cpus, nil)
-			if err != nil {
-				return nil, err
-			}
-			d.runtimeCPUs = cpus
-			d.log.Info("runtime threads pinned before the EAL starts", "cpus", cpus, "threads", n)
-		}
-		d.eal, err = pmd.InitEAL(pmd.EALConfig{
-			Lcores: cfg.EAL.Lcores, MainLcore: cfg.EAL.MainLcore, MemoryMB: cfg.EAL.MemoryMB,
-			NoHuge: cfg.EAL.NoHuge, HugeDir: cfg.EAL.HugepageDir(), FilePrefix: cfg.EAL.FilePrefix,
-			Devices: []string{device}, ExtraArgs: cfg.EAL.ExtraArgs,
-			// Pages the daemon reserved (eal.hugepages) must be free
-			// again when it gives them back, after a crash too.
-			HugeUnlink: cfg.EAL.Hugepages != nil,
-		})
-		if err != nil {
-			return nil, err
-		}
-		if devargs.IsPCI(device) {
-			d.detach = device
-		}
-		d.ownEAL = true
+	} else if err := d.initEAL(device); err != nil {
+		return err
 	}
 	d.log.Info("EAL up", "lcores", cfg.EAL.Lcores, "hugepages", d.eal.HasHugepages())
 	if d.eal.Pdump() {
@@ -177,79 +173,150 @@ func Start(plan *Plan, opts Options) (_ *Daemon, err error) {
 				"device", name, "args_bytes", len(args))
 		}
 	}
+	return nil
+}
 
+// initEAL confines the runtime's threads to eal.runtime_cpus, if set,
+// and starts the daemon's own EAL.
+func (d *Daemon) initEAL(device string) error {
+	cfg := d.plan.Config
+	cpus, err := runtimeCPUs(cfg)
+	if err != nil {
+		return err
+	}
+	if cpus != nil {
+		n, err := pinThreads(cpus, nil)
+		if err != nil {
+			return err
+		}
+		d.runtimeCPUs = cpus
+		d.log.Info("runtime threads pinned before the EAL starts", "cpus", cpus, "threads", n)
+	}
+	if d.eal, err = pmd.InitEAL(ealConfig(cfg, device)); err != nil {
+		return err
+	}
+	if devargs.IsPCI(device) {
+		d.detach = device
+	}
+	d.ownEAL = true
+	return nil
+}
+
+// ealConfig is the EAL cfg asks for, with the port's device.
+func ealConfig(cfg *config.Config, device string) pmd.EALConfig {
+	return pmd.EALConfig{
+		Lcores: cfg.EAL.Lcores, MainLcore: cfg.EAL.MainLcore, MemoryMB: cfg.EAL.MemoryMB,
+		NoHuge: cfg.EAL.NoHuge, HugeDir: cfg.EAL.HugepageDir(), FilePrefix: cfg.EAL.FilePrefix,
+		Devices: []string{device}, ExtraArgs: cfg.EAL.ExtraArgs,
+		// Pages the daemon reserved (eal.hugepages) must be free
+		// again when it gives them back, after a crash too.
+		HugeUnlink: cfg.EAL.Hugepages != nil,
+	}
+}
+
+// newPool creates the mbuf pool the plan sized.
+func (d *Daemon) newPool() (err error) {
+	plan, cfg := d.plan, d.plan.Config
 	d.pool, err = mempool.New(mempool.Config{
 		Name: cfg.PoolName(), Size: plan.PoolSize, CacheSize: cfg.Mempool.CacheSize,
 		DataRoom: cfg.Mempool.DataRoom, Socket: -1,
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	d.log.Info("mbuf pool ready", "mbufs", plan.PoolSize, "demand", plan.Demand.String())
+	return nil
+}
 
-	d.port, err = pmd.OpenPort(pmd.DeviceName(device))
-	if err != nil {
-		return nil, err
+// openPort opens and configures the port on device, holds the EAL's
+// gate if its driver needs it, and creates the kernel interface if one
+// is configured.
+func (d *Daemon) openPort(device string) (pmd.Info, error) {
+	cfg := d.plan.Config
+	var err error
+	if d.port, err = pmd.OpenPort(pmd.DeviceName(device)); err != nil {
+		return pmd.Info{}, err
 	}
-	pc := pmd.PortConfig{
-		RxQueues: uint16(cfg.Port.RxQueues), TxQueues: uint16(cfg.Port.TxQueues),
-		RxDescriptors: uint16(cfg.Port.RxDescriptors), TxDescriptors: uint16(cfg.Port.TxDescriptors),
-		MTU: uint16(cfg.Port.MTU), Promiscuous: *cfg.Port.Promiscuous,
-	}
-	if drv, ok := jumboVdev(device); ok && pc.MTU > vdevMaxMTU {
-		d.log.Info(drv+": port MTU above what DPDK 22.11 lets ethdev set; the driver carries larger frames anyway",
-			"mtu", pc.MTU, "ethdev_max", vdevMaxMTU)
-		pc.MTU = 0
+	pc, jumbo := portConfig(cfg, device)
+	if jumbo != "" {
+		d.log.Info(jumbo+": port MTU above what DPDK 22.11 lets ethdev set; the driver carries larger frames anyway",
+			"mtu", cfg.Port.MTU, "ethdev_max", vdevMaxMTU)
 	}
 	if err := d.port.Configure(pc, d.pool.C()); err != nil {
-		return nil, err
+		return pmd.Info{}, err
 	}
 	info, err := d.port.Info()
 	if err != nil {
-		return nil, err
+		return pmd.Info{}, err
 	}
 	if pmd.NeedsGate(info.Driver) {
 		// The driver unmaps the queues from the interrupt thread when
 		// its peer leaves: the loops step aside for that thread.
 		if d.gate, err = d.eal.HoldGate(); err != nil {
-			return nil, err
+			return pmd.Info{}, err
 		}
 		d.log.Info("poll loops gated against DPDK's interrupt thread", "driver", info.Driver, "period", pmd.GatePeriod)
 	}
-
 	if cfg.Kernel != nil {
 		if err := d.openKernel(); err != nil {
-			return nil, err
+			return pmd.Info{}, err
 		}
 	}
+	return info, nil
+}
 
+// portConfig is the port configuration cfg asks for on device. A jumbo
+// MTU on a vdev that carries it anyway is left to the driver (MTU 0):
+// jumbo is then the driver's name.
+func portConfig(cfg *config.Config, device string) (pc pmd.PortConfig, jumbo string) {
+	p := cfg.Port
+	pc = pmd.PortConfig{
+		RxQueues: uint16(p.RxQueues), TxQueues: uint16(p.TxQueues),
+		RxDescriptors: uint16(p.RxDescriptors), TxDescriptors: uint16(p.TxDescriptors),
+		MTU: uint16(p.MTU), Promiscuous: *p.Promiscuous,
+	}
+	if drv, ok := jumboVdev(device); ok && pc.MTU > vdevMaxMTU {
+		pc.MTU = 0
+		return pc, drv
+	}
+	return pc, ""
+}
+
+// buildServices builds every service's lanes and consumers, and the
+// kernel path's consumer over its services.
+func (d *Daemon) buildServices() error {
+	cfg := d.plan.Config
 	for i, s := range cfg.Services {
 		b, err := d.newService(cfg, i)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		d.services = append(d.services, b.svc)
-		d.counts = append(d.counts, b.counts)
-		d.owned = append(d.owned, b.owned)
-		d.kinds = append(d.kinds, s.Consumer.Type)
-		d.procs = append(d.procs, b.proc)
+		d.add(b, s.Consumer.Type)
 	}
 	if d.kernel != nil {
-		if err := d.newKernelConsumer(); err != nil {
-			return nil, err
-		}
+		return d.newKernelConsumer()
 	}
+	return nil
+}
 
+// buildPollers makes the poll loops, unstarted.
+func (d *Daemon) buildPollers() error {
+	cfg := d.plan.Config
 	for pi := range cfg.Pollers {
-		p, err := dispatch.NewPoller(d.pollerConfig(cfg, pi, plan.Classifier, d.services, true))
+		p, err := dispatch.NewPoller(d.pollerConfig(cfg, pi, d.plan.Classifier, d.services, true))
 		if err != nil {
-			return nil, err
+			return err
 		}
 		d.pollers = append(d.pollers, p)
 	}
+	return nil
+}
 
+// startPort starts the port, then the kernel interface.
+func (d *Daemon) startPort(device string, info pmd.Info) error {
+	cfg := d.plan.Config
 	if err := d.port.Start(); err != nil {
-		return nil, err
+		return err
 	}
 	if d.tmpDir != "" {
 		// net_pcap has opened the sample capture (and with infinite_rx
@@ -259,17 +326,18 @@ func Start(plan *Plan, opts Options) (_ *Daemon, err error) {
 	}
 	if d.kernel != nil {
 		if err := d.startKernel(); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	link, _ := d.port.Link()
 	d.log.Info("port started", "port", cfg.Port.Name, "device", pmd.DeviceName(device), "driver", info.Driver,
 		"mac", info.MAC.String(), "link", link.String(), "rx_queues", cfg.Port.RxQueues, "tx_queues", cfg.Port.TxQueues)
+	return nil
+}
 
-	d.exited = make(chan loopExit, len(d.pollers))
-	if opts.Manual {
-		return d, nil
-	}
+// runPollers runs each poll loop on its lcore, keeps the runtime's
+// threads off their CPUs and supervises the service processes.
+func (d *Daemon) runPollers() {
 	loopTids := make(chan int, len(d.pollers))
 	for _, p := range d.pollers {
 		done := d.eal.RunOnLcore(p.Lcore(), func() {
@@ -284,7 +352,6 @@ func Start(plan *Plan, opts Options) (_ *Daemon, err error) {
 		d.repinThreads(loopTids)
 	}
 	d.superviseProcesses()
-	return d, nil
 }
 
 // repinEvery is how often threads that landed on a poll loop's CPU are
@@ -353,6 +420,25 @@ func (d *Daemon) expandDevice(dev string) (string, error) {
 	return strings.ReplaceAll(dev, SamplePcapToken, path), nil
 }
 
+// serviceTable is what the daemon runs per service, indexed as the
+// configuration's services; a reload replaces it whole.
+type serviceTable struct {
+	services []*dispatch.Service
+	counts   [][]*consumer.Counts // its consumers' (one per lane if local)
+	owned    []*dispatch.RingSet  // all its lanes, if one consumer drains them
+	kinds    []string             // consumer.type
+	procs    []*consumer.Process  // the daemon's side of a service process, or nil
+}
+
+// add appends a service newService built, of the named kind.
+func (t *serviceTable) add(b builtService, kind string) {
+	t.services = append(t.services, b.svc)
+	t.counts = append(t.counts, b.counts)
+	t.owned = append(t.owned, b.owned)
+	t.kinds = append(t.kinds, kind)
+	t.procs = append(t.procs, b.proc)
+}
+
 // builtService is what newService built for one service.
 type builtService struct {
 	svc    *dispatch.Service
@@ -361,8 +447,8 @@ type builtService struct {
 	proc   *consumer.Process  // the daemon's side of a service process
 }
 
-// newService builds service i of cfg: its lanes and consumers. On error
-// it frees what it built.
+// newService builds service i of cfg: its lanes and, by its kind, its
+// consumers. On error it frees what it built.
 func (d *Daemon) newService(cfg *config.Config, i int) (_ builtService, err error) {
 	s := cfg.Services[i]
 	svc := &dispatch.Service{Name: s.Name}
@@ -383,6 +469,7 @@ func (d *Daemon) newService(cfg *config.Config, i int) (_ builtService, err erro
 		}
 		svc.Rings = append(svc.Rings, r)
 	}
+	kind := kindOf(s)
 	if cfg.IsLocal(i) {
 		// A consumer per lane, run by the loop that fills it.
 		for k, r := range svc.Rings {
@@ -390,12 +477,12 @@ func (d *Daemon) newService(cfg *config.Config, i int) (_ builtService, err erro
 			if err != nil {
 				return b, err
 			}
-			c, counts, err := d.newNative(s, set, config.LocalTxQueue(s, k))
+			c, err := kind.drain(d, cfg, s, set, config.LocalTxQueue(s, k))
 			if err != nil {
 				return b, err
 			}
-			svc.Local = append(svc.Local, c)
-			b.counts = append(b.counts, counts)
+			svc.Local = append(svc.Local, c.consumer)
+			b.counts = append(b.counts, c.counts)
 		}
 		return b, nil
 	}
@@ -406,55 +493,13 @@ func (d *Daemon) newService(cfg *config.Config, i int) (_ builtService, err erro
 		return b, err
 	}
 	b.owned = set
-	switch s.Consumer.Type {
-	case config.ConsumerRoCE:
-		info, err := d.port.Info()
-		if err != nil {
-			return b, err
-		}
-		rc := roced.Config{
-			RoCE: cfg.RoCE, Lanes: set, Port: d.port.ID(), TxQueue: uint16(cfg.RoCE.TxQueue),
-			Pool: d.pool, PortMAC: info.MAC, Burst: cfg.Burst, Log: d.log,
-		}
-		if cfg.RoCE.Bridge != nil {
-			// The bridge reaches the Ceph daemons where they listen:
-			// on the kernel interface, in its namespace.
-			if d.dialer, err = kernelif.NewDialer(cfg.Kernel.NetNS); err != nil {
-				return b, err
-			}
-			rc.Dial = d.dialer.Dial
-		}
-		node, err := roced.New(rc)
-		if err != nil {
-			return b, err
-		}
-		d.roce = node
-		svc.Consumer, b.counts = node, []*consumer.Counts{node.Counts()}
-	case config.ConsumerKernel:
-		// Drained by the exception path, a task of the poll loop
-		// that owns the kernel services; counts set by
-		// newKernelConsumer.
-	case config.ConsumerProcess:
-		// A service process drains the lanes; the loop that owns the
-		// service serves its other rings.
-		proc, err := consumer.NewProcess(consumer.ProcessConfig{
-			Service: s.Name, Lanes: set,
-			TxRing: cfg.ProcessRingName(s.Name, config.ProcessRings[0]), RetRing: cfg.ProcessRingName(s.Name, config.ProcessRings[1]),
-			BufRing: cfg.ProcessRingName(s.Name, config.ProcessRings[2]), RingSize: cfg.ProcessRingSize(),
-			Pool: d.pool, Port: d.port.ID(), Queue: uint16(s.Consumer.TxQueue), Burst: cfg.Burst,
-		})
-		if err != nil {
-			return b, err
-		}
-		b.proc = proc
-		svc.Consumer, b.counts = proc, []*consumer.Counts{&proc.Counts}
-		d.log.Info("service left to a process", "service", s.Name, "control", service.ControlName(s.Name), "lanes", len(svc.Rings))
-	default:
-		c, counts, err := d.newNative(s, set, s.Consumer.TxQueue)
-		if err != nil {
-			return b, err
-		}
-		svc.Consumer, b.counts = c, []*consumer.Counts{counts}
+	c, err := kind.drain(d, cfg, s, set, s.Consumer.TxQueue)
+	if err != nil {
+		return b, err
+	}
+	svc.Consumer, b.proc = c.consumer, c.proc
+	if c.counts != nil {
+		b.counts = []*consumer.Counts{c.counts}
 	}
 	return b, nil
 }
@@ -494,8 +539,12 @@ func (d *Daemon) pollerConfig(cfg *config.Config, pi int, cls *classify.Classifi
 	for _, name := range pl.Services {
 		i := cfg.ServiceIndex(name)
 		pcfg.Owned = append(pcfg.Owned, i)
-		if kernelTask && d.kernel != nil && cfg.Services[i].Consumer.Type == config.ConsumerKernel && len(pcfg.Tasks) == 0 {
-			pcfg.Tasks = append(pcfg.Tasks, d.kernel.consumer)
+		if !kernelTask {
+			continue
+		}
+		// A task drains every service of its kind: the loop runs it once.
+		if t := kindOf(cfg.Services[i]).task(d); t != nil && !slices.Contains(pcfg.Tasks, t) {
+			pcfg.Tasks = append(pcfg.Tasks, t)
 		}
 	}
 	return pcfg
@@ -509,23 +558,6 @@ func (d *Daemon) ringSet(rings ...*dispatch.Ring) (*dispatch.RingSet, error) {
 	}
 	d.sets = append(d.sets, set)
 	return set, nil
-}
-
-// newNative builds a count or forward consumer over lanes; a forwarder
-// transmits on txq.
-func (d *Daemon) newNative(s config.Service, lanes *dispatch.RingSet, txq int) (dispatch.Consumer, *consumer.Counts, error) {
-	if s.Consumer.Type == config.ConsumerForward {
-		f, err := consumer.NewForwarder(lanes, d.port.ID(), uint16(txq), d.plan.Config.Burst)
-		if err != nil {
-			return nil, nil, err
-		}
-		return f, &f.Counts, nil
-	}
-	k, err := consumer.NewSink(lanes, d.plan.Config.Burst)
-	if err != nil {
-		return nil, nil, err
-	}
-	return k, &k.Counts, nil
 }
 
 // Stop shuts the data path down: stop receiving, let consumers drain the
@@ -637,6 +669,13 @@ func (d *Daemon) teardown() error {
 	}
 	d.sets, d.owned = nil, nil
 	if d.port != nil {
+		if d.plan.Config.Port.IsAFXDP() {
+			// net_af_xdp frees sent mbufs when it pulls its completion
+			// ring, on the next burst: give them back before the count.
+			for q := range d.plan.Config.Port.TxQueues {
+				d.port.FlushTx(uint16(q))
+			}
+		}
 		if err := d.port.Stop(); err != nil {
 			errs = append(errs, err)
 		}
@@ -669,7 +708,8 @@ func (d *Daemon) teardown() error {
 		d.gate = nil
 	}
 	if d.pool != nil {
-		if err := d.pool.Close(); err != nil {
+		held, who := driverHeld(d.plan.Config)
+		if err := d.pool.CloseHeld(held, who); err != nil {
 			d.log.Error("MBUF LEAK", "err", err)
 			errs = append(errs, err)
 		} else {
@@ -688,6 +728,15 @@ func (d *Daemon) teardown() error {
 		d.tmpDir = ""
 	}
 	return errors.Join(errs...)
+}
+
+// driverHeld is how many mbufs the port's driver keeps for good, and
+// whose they are, for the leak check.
+func driverHeld(cfg *config.Config) (int, string) {
+	if !cfg.Port.IsAFXDP() {
+		return 0, ""
+	}
+	return cfg.Port.RxQueues * config.AFXDPFillRing, "in net_af_xdp's fill rings (DPDK 22.11 does not give them back on close)"
 }
 
 // Wait blocks until ctx ends or a poll loop exits on its own, which only

@@ -1,7 +1,6 @@
 package daemon_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -11,8 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -31,6 +28,14 @@ func TestMain(m *testing.M) {
 	os.Exit(testenv.RunWithEAL(m, "daemon", &testEAL))
 }
 
+// cephRules claim the Ceph monitors' and OSDs' TCP ports, both ways,
+// for services mon and osd.
+const cephRules = `
+  - {service: mon, protocol: tcp, dst_ports: [3300, 6789]}
+  - {service: mon, protocol: tcp, src_ports: [3300, 6789]}
+  - {service: osd, protocol: tcp, dst_ports: ["6800-7568"]}
+  - {service: osd, protocol: tcp, src_ports: ["6800-7568"]}`
+
 // cephConfig is the default Ceph rule set on the given device.
 func cephConfig(t *testing.T, name, device string, ringSize int) *config.Config {
 	t.Helper()
@@ -43,15 +48,11 @@ services:
   - {name: roce, ring_size: %[3]d}
   - {name: unclaimed, ring_size: %[3]d}
 default_service: unclaimed
-rules:
-  - {service: mon, protocol: tcp, dst_ports: [3300, 6789]}
-  - {service: mon, protocol: tcp, src_ports: [3300, 6789]}
-  - {service: osd, protocol: tcp, dst_ports: ["6800-7568"]}
-  - {service: osd, protocol: tcp, src_ports: ["6800-7568"]}
+rules:%s
   - {service: roce, protocol: udp, dst_ports: [4791]}
 metrics: {listen: "off"}
 shutdown: {drain_timeout: 1s}
-`, name, device, ringSize)
+`, name, device, ringSize, cephRules)
 	c, err := config.Parse([]byte(y))
 	if err != nil {
 		t.Fatal(err)
@@ -240,7 +241,21 @@ func TestTinyRingDropsAreCountedAndFreed(t *testing.T) {
 	}
 }
 
-var txPackets = regexp.MustCompile(`TX-packets:\s*(\d+)`)
+// txPackets reads testpmd's "TX-packets: N" counts in out: the
+// largest, and whether there is one and the last one's line is complete.
+func txPackets(out string) (largest uint64, complete bool) {
+	const key = "TX-packets:"
+	found := false
+	for i := strings.Index(out, key); i >= 0; i = strings.Index(out, key) {
+		out = strings.TrimLeft(out[i+len(key):], " \t")
+		var n uint64
+		if _, err := fmt.Sscanf(out, "%d", &n); err == nil {
+			found, largest = true, max(largest, n)
+		}
+		complete = strings.Contains(out, "\n")
+	}
+	return largest, found && complete
+}
 
 // dpdk-testpmd in txonly mode, in its own process on CPU 0, generates
 // RoCEv2-port UDP into the daemon over net_memif. Every packet testpmd
@@ -284,18 +299,11 @@ func TestTestpmdGeneratorOverMemif(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	send("stop")
 	waitFor(t, 10*time.Second, "testpmd's statistics", func() bool {
-		o := out.String()
-		return txPackets.MatchString(o) && strings.Contains(o[strings.LastIndex(o, "TX-packets"):], "\n")
+		_, complete := txPackets(out.String())
+		return complete
 	})
 	// The per-port block after "stop" is the total for the run.
-	sent := uint64(0)
-	sc := bufio.NewScanner(strings.NewReader(out.String()))
-	for sc.Scan() {
-		if m := txPackets.FindStringSubmatch(sc.Text()); m != nil {
-			n, _ := strconv.ParseUint(m[1], 10, 64)
-			sent = max(sent, n)
-		}
-	}
+	sent, _ := txPackets(out.String())
 	if sent == 0 {
 		t.Fatalf("testpmd sent nothing:\n%s", out.String())
 	}
@@ -479,14 +487,10 @@ services:
   - {name: roce, ring_size: 1024, consumer: {type: forward}}
   - {name: unclaimed, ring_size: 1024, consumer: {type: forward}}
 default_service: unclaimed
-rules:
-  - {service: mon, protocol: tcp, dst_ports: [3300, 6789]}
-  - {service: mon, protocol: tcp, src_ports: [3300, 6789]}
-  - {service: osd, protocol: tcp, dst_ports: ["6800-7568"]}
-  - {service: osd, protocol: tcp, src_ports: ["6800-7568"]}
+rules:%s
   - {service: roce, protocol: udp, dst_ports: [4791]}
 metrics: {listen: "off"}
-`, name, device)
+`, name, device, cephRules)
 	c, err := config.Parse([]byte(y))
 	if err != nil {
 		tb.Fatal(err)

@@ -45,11 +45,7 @@ services:
   - {name: osd, ring_size: 256, priority: 1, consumer: {type: kernel}}
   - {name: other, ring_size: 256, priority: 5, consumer: {type: kernel}}
 default_service: other
-rules:
-  - {service: mon, protocol: tcp, dst_ports: [3300, 6789]}
-  - {service: mon, protocol: tcp, src_ports: [3300, 6789]}
-  - {service: osd, protocol: tcp, dst_ports: ["6800-7568"]}
-  - {service: osd, protocol: tcp, src_ports: ["6800-7568"]}
+rules:%s
 kernel:
   interface: %s
   netns: %s
@@ -57,7 +53,7 @@ kernel:
 %s
 metrics: {listen: "off"}
 shutdown: {drain_timeout: 1s}
-`, v.HostIf, ifname, node.Name, nodeAddr, extra)
+`, v.HostIf, cephRules, ifname, node.Name, nodeAddr, extra)
 	c, err := config.Parse([]byte(y))
 	if err != nil {
 		t.Fatal(err)

@@ -71,11 +71,14 @@ func NewPlan(cfg *config.Config) (*Plan, error) {
 		Headroom: cfg.Mempool.Headroom,
 	}
 	for _, s := range cfg.Services {
-		if s.Consumer.Type == config.ConsumerProcess {
-			// A service process's rings and what it holds come on top
-			// of its lanes.
-			d.InFlight += cfg.ProcessMbufs()
-		}
+		// What a consumer holds beyond its burst (a service process's
+		// rings and bursts) comes on top of its lanes.
+		d.InFlight += s.Kind().Mbufs(cfg)
+	}
+	if cfg.Port.IsAFXDP() {
+		// net_af_xdp's receive buffers are its fill rings, not the
+		// descriptors.
+		d.RxDescriptors = cfg.Port.RxQueues * config.AFXDPFillRing
 	}
 	if k := cfg.Kernel; k != nil {
 		// The kernel interface's queues fill from the same pool, and the

@@ -57,86 +57,147 @@ type ReloadStats struct {
 //     with what is left in them, and the kernel path is rewired.
 //  3. the rebuilt services' new lanes, and the kernel path back.
 func (d *Daemon) Reload(ctx context.Context, plan *Plan) (ReloadStats, error) {
-	var st ReloadStats
 	start := time.Now()
-	old, cfg := d.plan.Config, plan.Config
-	if d.manual {
-		return st, fmt.Errorf("daemon: %w: the poll loops are driven by hand", ErrReloadRefused)
-	}
-	r, err := config.CheckReload(old, cfg)
+	cfg := plan.Config
+	r, err := d.checkReload(plan)
 	if err != nil {
-		return st, fmt.Errorf("%w: %w", ErrReloadRefused, err)
+		return ReloadStats{}, err
 	}
-	if plan.PoolSize > d.pool.Size() {
-		return st, fmt.Errorf("%w: %w", ErrReloadRefused, cfg.Problem("services",
-			fmt.Sprintf("the new services' lanes need an mbuf pool of %d; the running pool has %d and cannot grow while the daemon runs: restart to apply this, or set mempool.mbufs", plan.PoolSize, d.pool.Size())))
+	t, st, err := d.stage(cfg, r)
+	if err != nil {
+		return st, err
 	}
-
-	n := len(cfg.Services)
-	svcs := make([]*dispatch.Service, n)
-	counts := make([][]*consumer.Counts, n)
-	owned := make([]*dispatch.RingSet, n)
-	kinds := make([]string, n)
-	procs := make([]*consumer.Process, n)
-	var added []*dispatch.Service
-	for i, s := range cfg.Services {
-		kinds[i] = s.Consumer.Type
-		switch j := r.Kept[i]; {
-		case j >= 0:
-			svcs[i], counts[i], owned[i], procs[i] = d.services[j], d.counts[j], d.owned[j], d.procs[j]
-			st.Kept++
-		case slices.Contains(r.Rebuilt, i):
-			svcs[i] = &dispatch.Service{Name: s.Name} // closed until step 3
-			st.Rebuilt++
-		default:
-			b, err := d.newService(cfg, i)
-			if err != nil {
-				for _, a := range added {
-					d.retire(a)
-				}
-				return st, fmt.Errorf("%w: service %s: %w", ErrReloadRefused, s.Name, err)
-			}
-			svcs[i], counts[i], owned[i], procs[i] = b.svc, b.counts, b.owned, b.proc
-			added = append(added, b.svc)
-			st.Added++
-		}
-	}
-	var retiring []retiree
-	for _, j := range r.Retired {
-		retiring = append(retiring, retiree{svc: d.services[j], owner: old.Owner(old.Services[j].Name)})
-	}
+	retiring := d.retiring(r)
 	st.Removed = len(r.Retired) - len(r.Rebuilt)
 
 	// 1. New rules and services; the retired ones drain.
-	if err := d.rewire(cfg, plan.Classifier, svcs, retiring, true); err != nil {
+	if err := d.rewire(cfg, plan.Classifier, t.services, retiring, true); err != nil {
 		return st, err
 	}
-	d.commit(plan, svcs, counts, owned, kinds, procs)
+	d.commit(plan, t)
 	if len(retiring) == 0 && len(r.Rebuilt) == 0 && !r.KernelChanged {
 		st.Took = time.Since(start)
 		return st, nil
 	}
-	deadline := time.Now().Add(cfg.Shutdown.DrainTimeout)
-	for queued(retiring) > 0 && time.Now().Before(deadline) && ctx.Err() == nil {
-		time.Sleep(100 * time.Microsecond)
-	}
+	drain(ctx, retiring, cfg.Shutdown.DrainTimeout)
 
 	// 2. Nothing runs the retired services or, if it changes, the
 	// kernel path.
-	if err := d.rewire(cfg, plan.Classifier, svcs, nil, !r.KernelChanged); err != nil {
+	if err := d.rewire(cfg, plan.Classifier, t.services, nil, !r.KernelChanged); err != nil {
 		return st, err
 	}
-	for _, x := range retiring {
-		st.Freed += d.retire(x.svc)
-	}
-	if st.Freed > 0 {
-		d.log.Warn("reload: drain timeout; freed packets left in retired lanes", "packets", st.Freed)
-	}
+	st.Freed = d.retireAll(retiring)
 
 	// 3. The rebuilt services' new lanes, and the kernel path.
-	final := slices.Clone(svcs)
-	counts = slices.Clone(counts)
-	owned = slices.Clone(owned)
+	final, errs := d.rebuild(cfg, r, t)
+	if err := d.rewire(cfg, plan.Classifier, final.services, nil, true); err != nil {
+		return st, errors.Join(append(errs, err)...)
+	}
+	st.Closed = carryDrops(t.services, final.services, r.Rebuilt)
+	d.commit(plan, final)
+	st.Took = time.Since(start)
+	return st, errors.Join(errs...)
+}
+
+// checkReload refuses a reload that config.CheckReload refuses, that
+// needs a larger pool than the running one, or that finds the poll
+// loops driven by hand.
+func (d *Daemon) checkReload(plan *Plan) (*config.Reload, error) {
+	if d.manual {
+		return nil, fmt.Errorf("daemon: %w: the poll loops are driven by hand", ErrReloadRefused)
+	}
+	r, err := config.CheckReload(d.plan.Config, plan.Config)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrReloadRefused, err)
+	}
+	if err := checkPool(plan, d.pool.Size()); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// checkPool refuses a plan whose pool is larger than the running one,
+// of size have.
+func checkPool(plan *Plan, have int) error {
+	if plan.PoolSize <= have {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", ErrReloadRefused, plan.Config.Problem("services",
+		fmt.Sprintf("the new services' lanes need an mbuf pool of %d; the running pool has %d and cannot grow while the daemon runs: restart to apply this, or set mempool.mbufs", plan.PoolSize, have)))
+}
+
+// stage builds the table of step 1: kept services as they run, new ones
+// built, rebuilt ones closed placeholders (until step 3). If building a
+// new one fails, it frees the others built and refuses the reload.
+func (d *Daemon) stage(cfg *config.Config, r *config.Reload) (serviceTable, ReloadStats, error) {
+	var t serviceTable
+	var st ReloadStats
+	var added []*dispatch.Service
+	for i, s := range cfg.Services {
+		var b builtService
+		switch j := r.Kept[i]; {
+		case j >= 0:
+			b = builtService{svc: d.services[j], counts: d.counts[j], owned: d.owned[j], proc: d.procs[j]}
+			st.Kept++
+		case slices.Contains(r.Rebuilt, i):
+			b = builtService{svc: &dispatch.Service{Name: s.Name}} // closed until step 3
+			st.Rebuilt++
+		default:
+			var err error
+			if b, err = d.newService(cfg, i); err != nil {
+				for _, a := range added {
+					d.retire(a)
+				}
+				return t, st, fmt.Errorf("%w: service %s: %w", ErrReloadRefused, s.Name, err)
+			}
+			added = append(added, b.svc)
+			st.Added++
+		}
+		t.add(b, s.Consumer.Type)
+	}
+	return t, st, nil
+}
+
+// retiring returns the services r retires, with the loops that own them.
+func (d *Daemon) retiring(r *config.Reload) []retiree {
+	old := d.plan.Config
+	var out []retiree
+	for _, j := range r.Retired {
+		out = append(out, retiree{svc: d.services[j], owner: old.Owner(old.Services[j].Name)})
+	}
+	return out
+}
+
+// drain waits until the retiring services' lanes are empty, ctx ends or
+// timeout passes.
+func drain(ctx context.Context, retiring []retiree, timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	for queued(retiring) > 0 && time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+// retireAll frees the retired services, which no loop runs any more,
+// and returns the packets left in their lanes.
+func (d *Daemon) retireAll(retiring []retiree) int {
+	freed := 0
+	for _, x := range retiring {
+		freed += d.retire(x.svc)
+	}
+	if freed > 0 {
+		d.log.Warn("reload: drain timeout; freed packets left in retired lanes", "packets", freed)
+	}
+	return freed
+}
+
+// rebuild builds the final table of step 3 from t: the rebuilt services'
+// new lanes and consumers, and the kernel path over its new services. A
+// service that fails to build stays closed; its error is returned.
+func (d *Daemon) rebuild(cfg *config.Config, r *config.Reload, t serviceTable) (serviceTable, []error) {
+	final := serviceTable{
+		services: slices.Clone(t.services), counts: slices.Clone(t.counts), owned: slices.Clone(t.owned),
+		kinds: t.kinds, procs: t.procs,
+	}
 	var errs []error
 	for _, i := range r.Rebuilt {
 		b, err := d.newService(cfg, i)
@@ -145,40 +206,48 @@ func (d *Daemon) Reload(ctx context.Context, plan *Plan) (ReloadStats, error) {
 			errs = append(errs, fmt.Errorf("daemon: reload: service %s stays closed: %w", cfg.Services[i].Name, err))
 			continue
 		}
-		final[i], counts[i], owned[i] = b.svc, b.counts, b.owned
+		final.services[i], final.counts[i], final.owned[i] = b.svc, b.counts, b.owned
 	}
 	if r.KernelChanged && d.kernel != nil {
-		var sets []*dispatch.RingSet
-		for _, i := range cfg.KernelServices() {
-			if owned[i] != nil {
-				sets = append(sets, owned[i])
-			}
-		}
-		if err := d.kernel.consumer.Rewire(sets); err != nil {
+		if err := d.rewireKernel(cfg, &final); err != nil {
 			errs = append(errs, err)
 		}
-		k := 0
-		for _, i := range cfg.KernelServices() {
-			if owned[i] != nil {
-				counts[i] = []*consumer.Counts{&d.kernel.consumer.Services[k]}
-				k++
-			}
+	}
+	return final, errs
+}
+
+// rewireKernel points the kernel path at t's kernel services that run,
+// in priority order, and their counts at its counters.
+func (d *Daemon) rewireKernel(cfg *config.Config, t *serviceTable) error {
+	var sets []*dispatch.RingSet
+	for _, i := range cfg.KernelServices() {
+		if t.owned[i] != nil {
+			sets = append(sets, t.owned[i])
 		}
 	}
-	if err := d.rewire(cfg, plan.Classifier, final, nil, true); err != nil {
-		return st, errors.Join(append(errs, err)...)
+	err := d.kernel.consumer.Rewire(sets)
+	k := 0
+	for _, i := range cfg.KernelServices() {
+		if t.owned[i] != nil {
+			t.counts[i] = []*consumer.Counts{&d.kernel.consumer.Services[k]}
+			k++
+		}
 	}
-	for _, i := range r.Rebuilt {
-		// What the closed placeholder dropped shows as the service's
-		// drops; the loops published it when they left it.
-		if c := svcs[i]; final[i] != c {
-			st.Closed += c.Stats.Drops.Load()
+	return err
+}
+
+// carryDrops adds what each rebuilt service's closed placeholder (in
+// staged) dropped to the drops of its new version (in final), which the
+// loops published when they left it, and returns the sum.
+func carryDrops(staged, final []*dispatch.Service, rebuilt []int) uint64 {
+	var closed uint64
+	for _, i := range rebuilt {
+		if c := staged[i]; final[i] != c {
+			closed += c.Stats.Drops.Load()
 			final[i].Stats.Drops.Add(c.Stats.Drops.Load())
 		}
 	}
-	d.commit(plan, final, counts, owned, kinds, procs)
-	st.Took = time.Since(start)
-	return st, errors.Join(errs...)
+	return closed
 }
 
 // retiree is a service a reload retires, and the poll loop that owned
@@ -242,8 +311,8 @@ func (d *Daemon) retire(svc *dispatch.Service) int {
 }
 
 // commit publishes what a reload built to Snapshot's readers.
-func (d *Daemon) commit(plan *Plan, services []*dispatch.Service, counts [][]*consumer.Counts, owned []*dispatch.RingSet, kinds []string, procs []*consumer.Process) {
+func (d *Daemon) commit(plan *Plan, t serviceTable) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.plan, d.services, d.counts, d.owned, d.kinds, d.procs = plan, services, counts, owned, kinds, procs
+	d.plan, d.serviceTable = plan, t
 }

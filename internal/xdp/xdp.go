@@ -137,13 +137,20 @@ func (p *Program) openMaps() error {
 	return nil
 }
 
-// ForeignError is an attached program that is not cephdpdkd's.
+// ForeignError is an attached program that is not this daemon's.
 type ForeignError struct {
 	ID   uint32
 	Name string
+	// Unrecorded: cephdpdkd's program by its shape, but no record of the
+	// run directory names it (another daemon's run directory, or a lost
+	// record).
+	Unrecorded bool
 }
 
 func (e *ForeignError) Error() string {
+	if e.Unrecorded {
+		return fmt.Sprintf("xdp: XDP program %d on the interface is cephdpdkd's by its shape, but this run directory does not record it (another daemon's run directory, or a lost record): it is not taken; if no daemon uses it, detach it with ip link set dev IFACE xdp off (xdpgeneric off for generic mode)", e.ID)
+	}
 	return fmt.Sprintf("xdp: another XDP program is attached (id %d, name %q): not cephdpdkd's, and it is not replaced; detach it first if it is unused", e.ID, e.Name)
 }
 
