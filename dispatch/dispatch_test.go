@@ -89,11 +89,7 @@ func (r *recorder) Close() {
 func poller(t *testing.T, cfg dispatch.PollerConfig) *dispatch.Poller {
 	t.Helper()
 	p, err := dispatch.NewPoller(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Free)
-	return p
+	return looptest.FreeAtEnd(t, p, err)
 }
 
 // idle polls the loops in turn until a full round handles nothing; the

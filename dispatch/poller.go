@@ -64,8 +64,11 @@ type PollerConfig struct {
 func (cfg PollerConfig) loopConfig() loop.Config[*Ring, *pmd.Native] {
 	lc := loop.Config[*Ring, *pmd.Native]{
 		Lcore: cfg.Lcore, Port: cfg.Port, Queues: cfg.Queues, Lane: cfg.Lane, BurstSize: cfg.BurstSize,
-		Classifier: cfg.Classifier, Services: cfg.Services, Owned: cfg.Owned, Tasks: cfg.Tasks, Retiring: cfg.Retiring,
-		NewEngine: newEngine, NewBurst: newBurst,
+		Wiring: loop.Wiring[*Ring, *pmd.Native]{
+			Classifier: cfg.Classifier, Services: cfg.Services, Owned: cfg.Owned, Tasks: cfg.Tasks, Retiring: cfg.Retiring,
+			NewEngine: newEngine,
+		},
+		NewBurst: newBurst,
 	}
 	if g := cfg.Gate; g != nil {
 		lc.Gate = func() (loop.GateSlot, error) { return g.Slot() }

@@ -99,8 +99,8 @@ func (nic *fakeNIC) newEngine(rings []*fakeRing, direct, natives []*fakeNative, 
 
 // config wires a loop of the test services on the given queues.
 func (nic *fakeNIC) config(t *testing.T, svcs []*fakeService, queues ...uint16) fakeConfig {
-	return fakeConfig{Lcore: 1, Queues: queues, BurstSize: 4, Classifier: looptest.Classifier(t), Services: svcs,
-		NewEngine: nic.newEngine, NewBurst: nic.newBurst}
+	return fakeConfig{Lcore: 1, Queues: queues, BurstSize: 4, NewBurst: nic.newBurst,
+		Wiring: loop.Wiring[*fakeRing, *fakeNative]{Classifier: looptest.Classifier(t), Services: svcs, NewEngine: nic.newEngine}}
 }
 
 // allFreed reports whether every burst and engine was freed.
@@ -252,11 +252,7 @@ func services(n, size int) []*fakeService {
 func newPoller(t *testing.T, cfg fakeConfig) *fakePoller {
 	t.Helper()
 	p, err := loop.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Free)
-	return p
+	return looptest.FreeAtEnd(t, p, err)
 }
 
 // idle polls the loop until an iteration handles nothing.

@@ -8,18 +8,34 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/dispatch/classify"
 )
 
-// Config wires a poll loop.
+// Config wires a poll loop: its lcore, port, RX queues, lane and burst
+// size, which stay, and the Wiring of its first table.
 type Config[R Lane, N any] struct {
-	Lcore  uint
-	Port   uint16
-	Queues []uint16
-	// Lane is the loop's lane number in every service (Service.Rings),
-	// when it has Queues.
-	Lane       int
-	BurstSize  int
+	Lcore     uint
+	Port      uint16
+	Queues    []uint16
+	Lane      int // the loop's lane in every service (Service.Rings), when it has Queues
+	BurstSize int
+	Wiring[R, N]
+
+	// NewBurst allocates a queue's burst; Gate and Quiescence, when set,
+	// take the loop's slot in the interrupt-thread gate and in the
+	// callback removers' quiescence. The Poller frees what they return.
+	NewBurst   func(size int) (Burst, error)
+	Gate       func() (GateSlot, error)
+	Quiescence func() (QuiesceSlot, error)
+}
+
+// Wiring is what a table is built from: the classifier and the services
+// its verdicts index, which of them the loop runs, and how to build the
+// table's engine.
+type Wiring[R Lane, N any] struct {
 	Classifier *classify.Classifier
-	Services   []*Service[R] // all services, indexed as the classifier's verdicts
-	Owned      []int         // indexes of the services whose single consumers run on this loop
+	// Services are all services, indexed as the classifier's verdicts.
+	Services []*Service[R]
+	// Owned are the indexes of the services whose single consumers run
+	// on this loop.
+	Owned []int
 	// Tasks are consumers that drain several services at once (the
 	// kernel exception path); the loop polls them like a service's
 	// consumer. Owned services drained by a task have a nil Consumer.
@@ -28,17 +44,8 @@ type Config[R Lane, N any] struct {
 	// no longer hands them packets, and their consumers run here until
 	// their lanes are empty: the local consumer of this loop's lane, or
 	// the single Consumer, which the caller lists on its owner only.
-	Retiring []*Service[R]
-	// NewEngine builds each table's engine.
+	Retiring  []*Service[R]
 	NewEngine NewEngine[R, N]
-
-	// For New only: NewBurst allocates a queue's burst; Gate and
-	// Quiescence, when set, take the loop's slot in the interrupt-thread
-	// gate and in the callback removers' quiescence. The Poller frees
-	// what they return.
-	NewBurst   func(size int) (Burst, error)
-	Gate       func() (GateSlot, error)
-	Quiescence func() (QuiesceSlot, error)
 }
 
 // publishEvery bounds how many busy iterations counters may lag.
@@ -146,9 +153,8 @@ func New[R Lane, N any](cfg Config[R, N]) (*Poller[R, N], error) {
 	return p, nil
 }
 
-// Rewire hands the loop a new table built from cfg's Classifier,
-// Services, Owned, Tasks, Retiring and NewEngine; the loop's lcore,
-// port, queues, lane, burst size and slots stay as New set them. The
+// Rewire hands the loop a new table built from cfg's Wiring; the loop's
+// lcore, port, queues, lane, burst size and slots stay as New set them. The
 // loop adopts it at the top of its next iteration, after publishing its
 // counters of the old one. It returns the new table's generation: until
 // Adopted reports it, the loop may still run the old table's consumers
@@ -265,6 +271,18 @@ func (p *Poller[R, N]) offline() {
 	if p.quiet != nil {
 		p.quiet.Offline()
 	}
+}
+
+// releaseSlots gives the loop's slots back to the gate and the
+// quiescence.
+func (p *Poller[R, N]) releaseSlots() {
+	if p.gate != nil {
+		p.gate.Release()
+	}
+	if p.quiet != nil {
+		p.quiet.Release()
+	}
+	p.gate, p.quiet = nil, nil
 }
 
 // heldByGate is what pollOnce returns when the gate held the loop.
@@ -403,14 +421,7 @@ func (p *Poller[R, N]) Iterations() uint64 { return p.iterations.Load() }
 // Free releases the loop's engines, slots and bursts, freeing the
 // packets still held in them. Run must have returned.
 func (p *Poller[R, N]) Free() {
-	if p.gate != nil {
-		p.gate.Release()
-		p.gate = nil
-	}
-	if p.quiet != nil {
-		p.quiet.Release()
-		p.quiet = nil
-	}
+	p.releaseSlots()
 	for _, b := range p.bursts {
 		b.Free()
 	}

@@ -326,41 +326,32 @@ func TestRewire(t *testing.T) {
 // (PollOnce) it goes offline after every call, held or not, and counts
 // every iteration it begins in its quiescence slot.
 func TestGateAndQuiescence(t *testing.T) {
-	tests := []struct {
-		name      string
-		held      bool
-		wantSteps int
-		wantWork  int
-	}{
-		{"open", false, 1, 4},
-		{"held", true, 0, 0},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			nic := newNIC()
-			gate, q := &fakeSlot{held: tt.held}, &fakeSlot{}
-			cfg := nic.config(t, services(1, 64), 0)
-			cfg.Gate = func() (loop.GateSlot, error) { return gate, nil }
-			cfg.Quiescence = func() (loop.QuiesceSlot, error) { return quiet{q}, nil }
-			p, err := loop.New(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			nic.send(0, looptest.Frames(svcA, 0, 0, 4))
-			if n := p.PollOnce(); n != tt.wantWork {
-				t.Errorf("PollOnce handled %d, want %d", n, tt.wantWork)
-			}
-			if s := nic.engines[0].steps; s != tt.wantSteps {
-				t.Errorf("engine stepped %d times, want %d", s, tt.wantSteps)
-			}
-			if gate.passes != 1 || q.passes != 1 || gate.offlines != 1 || q.offlines != 1 {
-				t.Errorf("gate %+v, quiescence %+v: want one pass and one offline each", *gate, *q)
-			}
-			p.Free()
-			if gate.releases != 1 || q.releases != 1 || !nic.allFreed() {
-				t.Errorf("Free: gate released %d, quiescence %d, all freed %v", gate.releases, q.releases, nic.allFreed())
-			}
-		})
+	for _, held := range []bool{false, true} {
+		nic := newNIC()
+		gate, q := &fakeSlot{held: held}, &fakeSlot{}
+		cfg := nic.config(t, services(1, 64), 0)
+		cfg.Gate = func() (loop.GateSlot, error) { return gate, nil }
+		cfg.Quiescence = func() (loop.QuiesceSlot, error) { return quiet{q}, nil }
+		p, err := loop.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nic.send(0, looptest.Frames(svcA, 0, 0, 4))
+		// Open, the call receives the 4 frames in one engine step.
+		wantWork, wantSteps := 4, 1
+		if held {
+			wantWork, wantSteps = 0, 0
+		}
+		if n, s := p.PollOnce(), nic.engines[0].steps; n != wantWork || s != wantSteps {
+			t.Errorf("held %v: PollOnce handled %d in %d engine steps, want %d in %d", held, n, s, wantWork, wantSteps)
+		}
+		if gate.passes != 1 || q.passes != 1 || gate.offlines != 1 || q.offlines != 1 {
+			t.Errorf("held %v: gate %+v, quiescence %+v: want one pass and one offline each", held, *gate, *q)
+		}
+		p.Free()
+		if gate.releases != 1 || q.releases != 1 || !nic.allFreed() {
+			t.Errorf("held %v: Free: gate released %d, quiescence %d, all freed %v", held, gate.releases, q.releases, nic.allFreed())
+		}
 	}
 }
 

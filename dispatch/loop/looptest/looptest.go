@@ -92,6 +92,17 @@ func ReadTag(tb testing.TB, f []byte) Tag {
 	return tg
 }
 
+// FreeAtEnd fails tb on err, else frees v when tb ends, and returns v:
+// for a constructor's results (a poll loop, before its lanes and pool).
+func FreeAtEnd[T interface{ Free() }](tb testing.TB, v T, err error) T {
+	tb.Helper()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(v.Free)
+	return v
+}
+
 // CheckOrder checks that the tags of each source lane arrive with
 // rising sequence numbers.
 func CheckOrder(tb testing.TB, what string, got []Tag) {
