@@ -11,11 +11,6 @@ import (
 // per rule.
 const MaxRules = 64
 
-// maxTrieNodes bounds the memory of each destination prefix table (1 KiB
-// per node). A /32 costs at most 3 nodes and a /128 at most 15, so this
-// leaves room for hundreds of host prefixes.
-const maxTrieNodes = 4096
-
 var (
 	// ErrTooManyRules is returned by Compile when given more than MaxRules
 	// rules.

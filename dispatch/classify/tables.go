@@ -10,6 +10,11 @@ import (
 	"slices"
 )
 
+// maxTrieNodes bounds the memory of each destination prefix table (1 KiB
+// per node). A /32 costs at most 3 nodes and a /128 at most 15, so this
+// leaves room for hundreds of host prefixes.
+const maxTrieNodes = 4096
+
 // keyRange gives the rule bit to the keys lo..hi of a table16.
 type keyRange struct {
 	lo, hi uint16
