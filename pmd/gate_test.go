@@ -84,18 +84,21 @@ func TestGateWithoutLoops(t *testing.T) {
 	t.Logf("callback ran %v after it was due", time.Since(start))
 }
 
+// holdGate takes a hold on the EAL's gate, which the test releases
+// (testenv.HoldGate releases it at the end instead).
+func holdGate(t *testing.T) *pmd.Gate {
+	t.Helper()
+	g, err := testEAL.HoldGate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
 // The gate is one per EAL: holds share it, the last release stops it,
 // and an extra release is an error.
 func TestGateHolds(t *testing.T) {
-	a, err := testEAL.HoldGate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := testEAL.HoldGate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if a != b {
+	if a, b := holdGate(t), holdGate(t); a != b {
 		t.Error("two gates in one process")
 	}
 	for range 2 {
@@ -117,11 +120,7 @@ func TestGateSlots(t *testing.T) {
 // The last release refuses while a loop still holds a slot: the
 // interrupt thread would wait for that loop for good.
 func TestGateReleaseWithSlotTaken(t *testing.T) {
-	g, err := testEAL.HoldGate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := g.Slot()
+	s, err := holdGate(t).Slot()
 	if err != nil {
 		t.Fatal(err)
 	}
