@@ -33,34 +33,38 @@ func (t *Total) Add(c *Counts) {
 	t.Drops += c.Drops.Load()
 }
 
-// native is a consumer implemented in C (pmd.Native). A poll loop runs
-// it inside its single cgo call per iteration (dispatch.NativeConsumer);
-// Poll runs it on its own, for callers outside a poll loop.
+// native is a consumer implemented in C (pmd.Native) and the counters
+// it publishes. A poll loop runs it inside its single cgo call per
+// iteration (dispatch.NativeConsumer); Poll runs it on its own, for
+// callers outside a poll loop.
 type native struct {
 	n *pmd.Native
+	Counts
 }
 
-// Native returns the C consumer for the poll loop.
-func (n native) Native() *pmd.Native { return n.n }
-
-func (n native) poll() int { return n.n.Run() }
-
-// load copies the C counters into counts. The C side is written only by
-// the owning poll loop, which calls this after running it.
-func (n native) load(into *Counts) {
-	into.store(n.n.Counters())
+// Poll runs the consumer once and publishes its counters.
+func (n *native) Poll() int {
+	k := n.n.Run()
+	n.Publish()
+	return k
 }
 
+// Native returns the C consumer, run by the poll loop.
+func (n *native) Native() *pmd.Native { return n.n }
+
+// Publish makes the C counters visible through Counts. The C side is
+// written only by whoever runs the consumer, which calls this after.
+func (n *native) Publish() { n.store(n.n.Counters()) }
+
+// close publishes the counters and releases the C memory.
 func (n *native) close() {
+	n.Publish()
 	n.n.Free()
 	n.n = nil
 }
 
 // Sink counts and frees every packet of its lanes.
-type Sink struct {
-	n native
-	Counts
-}
+type Sink struct{ native }
 
 var _ dispatch.NativeConsumer = (*Sink)(nil)
 
@@ -71,33 +75,15 @@ func NewSink(lanes *dispatch.RingSet, burst int) (*Sink, error) {
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}
-	return &Sink{n: native{n}}, nil
+	return &Sink{native{n: n}}, nil
 }
-
-// Poll dequeues, counts and frees one burst.
-func (s *Sink) Poll() int {
-	k := s.n.poll()
-	s.Publish()
-	return k
-}
-
-// Native returns the C sink, run by the poll loop.
-func (s *Sink) Native() *pmd.Native { return s.n.Native() }
-
-// Publish makes the C counters visible through Counts.
-func (s *Sink) Publish() { s.n.load(&s.Counts) }
 
 // Close releases the sink's C memory. It holds no packets between polls.
-func (s *Sink) Close() {
-	s.Publish()
-	s.n.close()
-}
+func (s *Sink) Close() { s.close() }
 
-// Forwarder transmits its lanes' packets out a port TX queue.
-type Forwarder struct {
-	n native
-	Counts
-}
+// Forwarder transmits its lanes' packets out a port TX queue, keeping
+// what the queue refuses for its next run.
+type Forwarder struct{ native }
 
 var _ dispatch.NativeConsumer = (*Forwarder)(nil)
 
@@ -108,29 +94,15 @@ func NewForwarder(lanes *dispatch.RingSet, port, queue uint16, burst int) (*Forw
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}
-	return &Forwarder{n: native{n}}, nil
+	return &Forwarder{native{n: n}}, nil
 }
-
-// Poll offers held packets and one more burst from the ring to the TX queue.
-func (f *Forwarder) Poll() int {
-	k := f.n.poll()
-	f.Publish()
-	return k
-}
-
-// Native returns the C forwarder, run by the poll loop.
-func (f *Forwarder) Native() *pmd.Native { return f.n.Native() }
-
-// Publish makes the C counters visible through Counts.
-func (f *Forwarder) Publish() { f.n.load(&f.Counts) }
 
 // Close frees packets still waiting for TX space, counting them as drops,
 // and releases the forwarder's C memory.
 func (f *Forwarder) Close() {
-	if f.n.n == nil {
+	if f.n == nil {
 		return
 	}
-	f.n.n.Release()
-	f.Publish()
-	f.n.close()
+	f.n.Release()
+	f.close()
 }

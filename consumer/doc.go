@@ -9,5 +9,7 @@
 // lanes, in turn, and handle it in C. Sinks, forwarders and the daemon's
 // side of a service process are also run by the poll loop inside its own
 // cgo call (dispatch.NativeConsumer). The package is plain Go over pmd's
-// typed handles (pmd.Native, pmd.Kernel, pmd.ProcessHost).
+// typed handles (pmd.Native, pmd.Kernel, pmd.ProcessHost). How the
+// daemon follows a service process's session (attach, heartbeat, death,
+// recovery) is package session's, plain Go that tests run with fakes.
 package consumer

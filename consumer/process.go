@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cephdpdkd/cephdpdkd/consumer/session"
 	"github.com/cephdpdkd/cephdpdkd/dispatch"
 	"github.com/cephdpdkd/cephdpdkd/mempool"
 	"github.com/cephdpdkd/cephdpdkd/pmd"
@@ -45,16 +46,7 @@ type Process struct {
 	// Sent counts the frames the process sent that went out the port.
 	Sent      Counts
 	Recovered atomic.Uint64 // mbufs freed after processes died
-	attached  atomic.Bool
-	pid       atomic.Int64
-	beat      atomic.Int64 // unix nanoseconds of the last heartbeat change
-
-	// The supervisor's state (Check's caller only).
-	session  uint64
-	claims   uint64 // the control block's claims at the last Check
-	pidfd    int
-	dying    bool
-	lastBeat uint64
+	sup       *session.Supervisor
 }
 
 // NewProcess creates the service's control block and rings.
@@ -66,7 +58,7 @@ func NewProcess(cfg ProcessConfig) (_ *Process, err error) {
 	if cfg.Burst < 1 || cfg.Burst > pmd.MaxProcessBurst {
 		return nil, fmt.Errorf("consumer: burst %d outside 1..%d", cfg.Burst, pmd.MaxProcessBurst)
 	}
-	p := &Process{name: cfg.Service, pidfd: -1}
+	p := &Process{name: cfg.Service}
 	defer func() {
 		if err != nil {
 			p.free()
@@ -98,6 +90,7 @@ func NewProcess(cfg ProcessConfig) (_ *Process, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("consumer: the control block %q of service %q: %w", service.ControlName(cfg.Service), cfg.Service, err)
 	}
+	p.sup = session.New(control{p.h}, procs{})
 	return p, nil
 }
 
@@ -128,37 +121,25 @@ func (p *Process) Publish() {
 }
 
 // Attached reports whether a live process holds the service, and its pid.
-func (p *Process) Attached() (bool, int) { return p.attached.Load(), int(p.pid.Load()) }
+func (p *Process) Attached() (bool, int) { return p.sup.Attached() }
 
 // HeartbeatAge returns how long ago the attached process last called in.
-func (p *Process) HeartbeatAge(now time.Time) time.Duration {
-	if !p.attached.Load() {
-		return 0
-	}
-	return now.Sub(time.Unix(0, p.beat.Load()))
-}
+func (p *Process) HeartbeatAge(now time.Time) time.Duration { return p.sup.HeartbeatAge(now) }
 
-// ProcessEvent is what Check found.
-type ProcessEvent struct {
-	Kind ProcessEventKind
-	PID  int
-	// Held, Unacked and Rings are what recovery freed (Recovered): mbufs
-	// the process held, mbufs it was taking from a ring, and what was
-	// left in the service's rings.
-	Held, Unacked, Rings uint64
-}
+// ProcessEvent is what Check found (session.Event).
+type ProcessEvent = session.Event
 
 // ProcessEventKind says what happened to a service's session.
-type ProcessEventKind int
+type ProcessEventKind = session.EventKind
 
 // Session events.
 const (
-	NoEvent   ProcessEventKind = iota
-	Attached                   // a process claimed the service
-	Detached                   // it let go, holding nothing
-	Died                       // it is gone: the serving loop recovers
-	Recovered                  // the loop freed what it left
-	Passed                     // a process attached and detached between two checks
+	NoEvent   = session.NoEvent
+	Attached  = session.Attached  // a process claimed the service
+	Detached  = session.Detached  // it let go, holding nothing
+	Died      = session.Died      // it is gone: the serving loop recovers
+	Recovered = session.Recovered // the loop freed what it left
+	Passed    = session.Passed    // a process attached and detached between two checks
 )
 
 // SetClosing tells the attached process (and any that attaches later)
@@ -172,92 +153,48 @@ func (p *Process) Busy() bool {
 	return p.h.Owner() != 0 || p.h.RecoverPending()
 }
 
-// Check follows the session: a new owner is checked for being alive
-// (pidfd_open and its start time, so that a reused pid does not pass),
-// an owner's exit asks the serving loop to recover. One goroutine calls
-// it, periodically; it does not block.
-func (p *Process) Check(now time.Time) ProcessEvent {
-	if p.h.RecoverPending() {
-		return ProcessEvent{} // the loop has not got to it yet
-	}
-	owner := p.h.Owner()
-	if p.dying {
-		if owner != 0 && owner == p.session {
-			return ProcessEvent{} // cannot happen: the loop frees the session
-		}
-		pid := int(uint32(p.session))
-		p.endSession()
-		_, d := p.h.Recovered()
-		return ProcessEvent{Kind: Recovered, PID: pid, Held: d.Held, Unacked: d.Unacked, Rings: d.Rings}
-	}
-	claims := p.h.Claims()
-	switch {
-	case owner == 0:
-		if p.session != 0 {
-			pid := int(uint32(p.session))
-			p.endSession()
-			p.claims = claims
-			return ProcessEvent{Kind: Detached, PID: pid}
-		}
-		if claims != p.claims {
-			p.claims = claims
-			return ProcessEvent{Kind: Passed, PID: int(uint32(p.h.LastOwner()))}
-		}
-	case owner != p.session:
-		if p.session != 0 {
-			p.endSession()
-		}
-		p.session, p.claims = owner, claims
-		pid := int(uint32(owner))
-		fd, err := unix.PidfdOpen(pid, 0)
-		if err == nil {
-			// The pidfd names the process that had pid when it was
-			// opened: if that one started when the owner did, it is the
-			// owner.
-			if st, err2 := service.StartTime(pid); err2 != nil || uint32(st) != uint32(owner>>32) {
-				unix.Close(fd)
-				err = errors.New("pid reused")
-			}
-		}
-		if err != nil {
-			return p.die(pid)
-		}
-		p.pidfd = fd
-		p.pid.Store(int64(pid))
-		p.attached.Store(true)
-		p.lastBeat = p.h.Heartbeat()
-		p.beat.Store(now.UnixNano())
-		return ProcessEvent{Kind: Attached, PID: pid}
-	default:
-		fds := []unix.PollFd{{Fd: int32(p.pidfd), Events: unix.POLLIN}}
-		if n, err := unix.Poll(fds, 0); err == nil && n > 0 {
-			return p.die(int(uint32(owner)))
-		}
-		if b := p.h.Heartbeat(); b != p.lastBeat {
-			p.lastBeat = b
-			p.beat.Store(now.UnixNano())
-		}
-	}
-	return ProcessEvent{}
+// Check follows the session (session.Supervisor.Check): a new owner is
+// checked for being alive (pidfd_open and its start time, so that a
+// reused pid does not pass), an owner's exit asks the serving loop to
+// recover. One goroutine calls it, periodically; it does not block.
+func (p *Process) Check(now time.Time) ProcessEvent { return p.sup.Check(now) }
+
+// control is the process host as the session's control block.
+type control struct{ *pmd.ProcessHost }
+
+func (c control) LastRecovery() (held, unacked, rings uint64) {
+	_, d := c.Recovered()
+	return d.Held, d.Unacked, d.Rings
 }
 
-// die asks the serving loop to recover what the owner left.
-func (p *Process) die(pid int) ProcessEvent {
-	p.dying = true
-	p.attached.Store(false)
-	p.h.AskRecover()
-	return ProcessEvent{Kind: Died, PID: pid}
+// procs finds the processes that claim sessions by pidfd and /proc.
+type procs struct{}
+
+func (procs) Watch(owner uint64) (session.Watch, error) {
+	pid := session.PID(owner)
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return nil, err
+	}
+	// The pidfd names the process that had pid when it was opened: if
+	// that one started when the owner did, it is the owner.
+	if st, err := service.StartTime(pid); err != nil || uint32(st) != uint32(owner>>32) {
+		unix.Close(fd)
+		return nil, errors.New("pid reused")
+	}
+	return pidfd(fd), nil
 }
 
-func (p *Process) endSession() {
-	if p.pidfd >= 0 {
-		unix.Close(p.pidfd)
-		p.pidfd = -1
-	}
-	p.session, p.dying = 0, false
-	p.attached.Store(false)
-	p.pid.Store(0)
+// pidfd is a process's pidfd, readable once the process exits.
+type pidfd int
+
+func (fd pidfd) Exited() bool {
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	n, err := unix.Poll(fds, 0)
+	return err == nil && n > 0
 }
+
+func (fd pidfd) Close() { unix.Close(int(fd)) }
 
 // ErrStillAttached is returned by Reclaim when a live process still
 // holds the service: what it holds cannot be taken from it.
@@ -283,7 +220,7 @@ func (p *Process) Reclaim() error {
 	}
 	p.h.ReleasePending()
 	p.Publish()
-	p.endSession()
+	p.sup.End()
 	return err
 }
 
@@ -294,7 +231,7 @@ func (p *Process) Close() {
 		p.h.ReleasePending()
 		p.Publish()
 	}
-	p.endSession()
+	p.sup.End()
 	p.free()
 }
 

@@ -1,7 +1,6 @@
 package dispatch_test
 
 import (
-	"encoding/binary"
 	"fmt"
 	"os"
 	"testing"
@@ -10,6 +9,7 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/consumer"
 	"github.com/cephdpdkd/cephdpdkd/dispatch"
 	"github.com/cephdpdkd/cephdpdkd/dispatch/classify"
+	"github.com/cephdpdkd/cephdpdkd/dispatch/loop/looptest"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv"
 	"github.com/cephdpdkd/cephdpdkd/pmd"
 )
@@ -20,74 +20,20 @@ func TestMain(m *testing.M) {
 	os.Exit(testenv.RunWithEAL(m, "dispatch", &testEAL))
 }
 
-// The test services: UDP to port 1000 is "a", to 2000 "b", the rest
-// "other" (the default).
+// The test services, frames and classifier are looptest's.
 const (
-	svcA = iota
-	svcB
-	svcOther
-	numServices
+	svcA, svcB, svcOther, numServices = looptest.SvcA, looptest.SvcB, looptest.SvcOther, looptest.NumServices
+	frameLen                          = looptest.FrameLen
 )
 
-var dstPort = [numServices]uint16{svcA: 1000, svcB: 2000, svcOther: 3000}
+type tag = looptest.Tag
 
-func classifier(t *testing.T) *classify.Classifier {
-	t.Helper()
-	c, err := classify.Compile([]classify.Rule{
-		{Service: svcA, Proto: 17, DstPorts: []classify.PortRange{{Lo: 1000, Hi: 1000}}},
-		{Service: svcB, Proto: 17, DstPorts: []classify.PortRange{{Lo: 2000, Hi: 2000}}},
-	}, numServices, svcOther)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-// frameLen is the length of every test frame: Ethernet, IPv4, UDP and a
-// tag (source lane and sequence number).
-const frameLen = 14 + 20 + 8 + 8
-
-// frame builds a UDP frame for service svc tagged with lane and seq.
-func frame(svc int, lane, seq uint32) []byte {
-	f := make([]byte, frameLen)
-	copy(f[0:6], []byte{2, 0, 0, 0, 0, 2})
-	copy(f[6:12], []byte{2, 0, 0, 0, 0, 1})
-	binary.BigEndian.PutUint16(f[12:], 0x0800)
-	ip := f[14:34]
-	ip[0] = 0x45
-	binary.BigEndian.PutUint16(ip[2:], frameLen-14)
-	ip[8] = 64
-	ip[9] = 17
-	copy(ip[12:16], []byte{10, 0, 0, 1})
-	copy(ip[16:20], []byte{10, 0, 0, 2})
-	udp := f[34:42]
-	binary.BigEndian.PutUint16(udp[0:], 40000+uint16(lane))
-	binary.BigEndian.PutUint16(udp[2:], dstPort[svc])
-	binary.BigEndian.PutUint16(udp[4:], 8+8)
-	binary.BigEndian.PutUint32(f[42:], lane)
-	binary.BigEndian.PutUint32(f[46:], seq)
-	return f
-}
-
-// tag reads back what frame wrote.
-type tag struct {
-	svc       int
-	lane, seq uint32
-}
-
-func readTag(t *testing.T, f []byte) tag {
-	t.Helper()
-	if len(f) != frameLen {
-		t.Fatalf("frame of %d bytes, want %d", len(f), frameLen)
-	}
-	tg := tag{svc: -1, lane: binary.BigEndian.Uint32(f[42:]), seq: binary.BigEndian.Uint32(f[46:])}
-	for s, p := range dstPort {
-		if binary.BigEndian.Uint16(f[36:]) == p {
-			tg.svc = s
-		}
-	}
-	return tg
-}
+var (
+	classifier = looptest.Classifier
+	frame      = looptest.Frame
+	readTag    = looptest.ReadTag
+	checkOrder = looptest.CheckOrder
+)
 
 // services makes the test services with n lanes each, of sizeA slots for
 // "a" and size for the others, and no consumers.
@@ -143,11 +89,7 @@ func (r *recorder) Close() {
 func poller(t *testing.T, cfg dispatch.PollerConfig) *dispatch.Poller {
 	t.Helper()
 	p, err := dispatch.NewPoller(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Free)
-	return p
+	return looptest.FreeAtEnd(t, p, err)
 }
 
 // idle polls the loops in turn until a full round handles nothing; the
@@ -164,19 +106,6 @@ func idle(t *testing.T, ps ...*dispatch.Poller) {
 		}
 	}
 	t.Fatal("the loops never went idle")
-}
-
-// checkOrder checks that the tags of each source lane arrive with
-// rising sequence numbers.
-func checkOrder(t *testing.T, what string, got []tag) {
-	t.Helper()
-	next := map[uint32]uint32{}
-	for _, g := range got {
-		if g.seq < next[g.lane] {
-			t.Fatalf("%s: lane %d: seq %d after %d: reordered", what, g.lane, g.seq, next[g.lane]-1)
-		}
-		next[g.lane] = g.seq + 1
-	}
 }
 
 // A lane that is full drops the rest of a burst: freed, counted as the
@@ -221,12 +150,24 @@ func TestFullLaneDropsAndCounts(t *testing.T) {
 		t.Fatalf("consumer got %d packets, want 7", len(rec.got))
 	}
 	for i, g := range rec.got {
-		if g.seq != uint32(i) || g.svc != svcA {
+		if g.Seq != uint32(i) || g.Svc != svcA {
 			t.Errorf("packet %d: %+v; want service a seq %d", i, g, i)
 		}
 	}
 	if st.Drops.Load() != 13 {
 		t.Errorf("drops %d after draining, want 13", st.Drops.Load())
+	}
+
+	// The loop allocates nothing to receive, classify, dispatch and drop
+	// a burst: the warm-up run receives it, the measured ones dispatch
+	// it and go idle.
+	rec.paused = true
+	testenv.Send(t, port, pool, 0, frames)
+	if allocs := testing.AllocsPerRun(4, func() { p.PollOnce() }); allocs != 0 {
+		t.Errorf("PollOnce allocates %.2f times", allocs)
+	}
+	if got, drops := st.Packets.Load(), st.Drops.Load(); got != 14 || drops != 26 {
+		t.Errorf("after the second burst: packets %d, drops %d; want 14 and 26", got, drops)
 	}
 }
 
@@ -291,7 +232,7 @@ func TestLanesAcrossLoops(t *testing.T) {
 			t.Errorf("local b consumer of lane %d got %d, want %d", k, len(rec.got), perSvc)
 		}
 		for _, g := range rec.got {
-			if g.lane != uint32(k) || g.svc != svcB {
+			if g.Lane != uint32(k) || g.Svc != svcB {
 				t.Fatalf("local b consumer of lane %d got %+v: another loop's packet", k, g)
 			}
 		}
@@ -336,8 +277,8 @@ func TestRingSetTakesTurns(t *testing.T) {
 		}
 		for i := range n {
 			g := readTag(t, b.Frame(i))
-			if g.lane != uint32(call) {
-				t.Errorf("call %d took from lane %d: it should start one lane further each call", call, g.lane)
+			if g.Lane != uint32(call) {
+				t.Errorf("call %d took from lane %d: it should start one lane further each call", call, g.Lane)
 			}
 			got = append(got, g)
 		}
@@ -508,8 +449,8 @@ func TestLocalForwarderDirectAndBacklog(t *testing.T) {
 		if i >= 15 {
 			want = uint32(52 + i - 15)
 		}
-		if g.seq != want {
-			t.Fatalf("frame %d: seq %d, want %d", i, g.seq, want)
+		if g.Seq != want {
+			t.Fatalf("frame %d: seq %d, want %d", i, g.Seq, want)
 		}
 	}
 	if n := fwd.Packets.Load(); n != 43 {

@@ -78,8 +78,10 @@
 // loop's noise (0 to +1.6% in five alternating runs), and was not kept.
 // Halving the cost needs a classifier of another kind.
 //
-// The package is plain Go: the C state of a loop, its lanes and its native
-// consumers are package pmd's (pmd.Loop, pmd.Ring, pmd.RingSet,
-// pmd.Native), and Ring and RingSet are pmd's types under this package's
-// names.
+// The loop's logic (which lanes and consumers a loop runs, its
+// iterations, a reload's hand-off, stopping, draining, counters) is
+// package loop's, plain Go over small interfaces that tests fake. This
+// package fills them with package pmd's C state (pmd.Loop, pmd.Burst,
+// pmd.Native, the gate's and quiescence's slots), and Ring and RingSet
+// are pmd's types under this package's names.
 package dispatch

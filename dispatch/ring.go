@@ -6,17 +6,6 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/pmd"
 )
 
-// NativeConsumer is a Consumer implemented in C that the poll loop runs
-// inside its one cgo call per iteration instead of calling Poll.
-type NativeConsumer interface {
-	Consumer
-	// Native returns the consumer's C state, which the loop runs.
-	Native() *pmd.Native
-	// Publish makes counters the C side keeps visible to readers; the
-	// loop calls it when it publishes its own.
-	Publish()
-}
-
 // Ring is a lane: the ring of mbuf pointers that carries one poll loop's
 // packets for one service. Exactly one loop produces and exactly one
 // consumer drains it, so it uses DPDK's single-producer, single-consumer

@@ -60,4 +60,26 @@ int cdd_port_setup(uint16_t port, uint16_t nrxq, uint16_t ntxq, uint16_t nrxd, u
 int cdd_queue_stats(uint16_t port, struct rte_eth_stats *st);
 void cdd_port_tx_flush(uint16_t port, uint16_t queue);
 
+/* cdd_tx_pending offers the n packets of pend to port's TX queue,
+ * moves what it refuses to the front of pend, adds what went out to
+ * *pkts and *bytes, and returns how many went: the forwarder's, the
+ * kernel path's and a service process's transmit. Lengths are added up
+ * before TX: once sent, an mbuf belongs to the PMD, which may free it at
+ * once. What stays with us is subtracted. */
+static inline uint16_t cdd_tx_pending(uint16_t port, uint16_t queue, struct rte_mbuf **pend, uint16_t n,
+				      uint64_t *pkts, uint64_t *bytes)
+{
+	uint64_t b = 0;
+	for (uint16_t i = 0; i < n; i++)
+		b += pend[i]->pkt_len;
+	uint16_t sent = rte_eth_tx_burst(port, queue, pend, n);
+	for (uint16_t i = sent; i < n; i++)
+		b -= pend[i]->pkt_len;
+	*pkts += sent;
+	*bytes += b;
+	if (sent > 0 && sent < n)
+		memmove(&pend[0], &pend[sent], (n - sent) * sizeof(pend[0]));
+	return sent;
+}
+
 #endif

@@ -1,7 +1,6 @@
 package pmd_test
 
 import (
-	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -85,18 +84,21 @@ func TestGateWithoutLoops(t *testing.T) {
 	t.Logf("callback ran %v after it was due", time.Since(start))
 }
 
+// holdGate takes a hold on the EAL's gate, which the test releases
+// (testenv.HoldGate releases it at the end instead).
+func holdGate(t *testing.T) *pmd.Gate {
+	t.Helper()
+	g, err := testEAL.HoldGate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
 // The gate is one per EAL: holds share it, the last release stops it,
 // and an extra release is an error.
 func TestGateHolds(t *testing.T) {
-	a, err := testEAL.HoldGate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := testEAL.HoldGate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if a != b {
+	if a, b := holdGate(t), holdGate(t); a != b {
 		t.Error("two gates in one process")
 	}
 	for range 2 {
@@ -112,42 +114,13 @@ func TestGateHolds(t *testing.T) {
 // Slots run out at the table's size and come back when released.
 func TestGateSlots(t *testing.T) {
 	g := testenv.HoldGate(t, testEAL)
-	var slots []*pmd.GateSlot
-	for {
-		s, err := g.Slot()
-		if errors.Is(err, pmd.ErrGateFull) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		slots = append(slots, s)
-		if len(slots) > 1024 {
-			t.Fatal("slots never run out")
-		}
-	}
-	if len(slots) == 0 {
-		t.Fatal("no slot")
-	}
-	slots[0].Release()
-	s, err := g.Slot()
-	if err != nil {
-		t.Fatalf("released slot not given again: %v", err)
-	}
-	slots[0] = s
-	for _, s := range slots {
-		s.Release()
-	}
+	pmd.CheckSlots(t, g.Slot, pmd.ErrGateFull, 128)
 }
 
 // The last release refuses while a loop still holds a slot: the
 // interrupt thread would wait for that loop for good.
 func TestGateReleaseWithSlotTaken(t *testing.T) {
-	g, err := testEAL.HoldGate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := g.Slot()
+	s, err := holdGate(t).Slot()
 	if err != nil {
 		t.Fatal(err)
 	}

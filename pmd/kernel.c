@@ -47,16 +47,7 @@ unsigned int cdd_kernel_poll(struct cdd_kernel *k)
 	}
 	if (k->npend == 0)
 		return work;
-	uint64_t bytes = 0;
-	for (uint16_t i = 0; i < k->npend; i++)
-		bytes += k->pend[i]->pkt_len;
-	uint16_t sent = rte_eth_tx_burst(k->port, k->txq, k->pend, k->npend);
-	for (uint16_t i = sent; i < k->npend; i++)
-		bytes -= k->pend[i]->pkt_len;
-	k->up_pkts += sent;
-	k->up_bytes += bytes;
-	if (sent > 0 && sent < k->npend)
-		memmove(&k->pend[0], &k->pend[sent], (k->npend - sent) * sizeof(k->pend[0]));
+	uint16_t sent = cdd_tx_pending(k->port, k->txq, k->pend, k->npend, &k->up_pkts, &k->up_bytes);
 	k->npend -= sent;
 	return work + sent;
 }

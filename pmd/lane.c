@@ -92,18 +92,7 @@ static inline unsigned int cdd_native_forward(struct cdd_native *c)
 		c->npend += cdd_ringset_dequeue(c->lanes, &c->pend[c->npend], c->burst - c->npend);
 	if (c->npend == 0)
 		return 0;
-	/* Add up lengths before TX: once sent, an mbuf belongs to the PMD,
-	 * which may free it at once. Subtract what stays with us. */
-	uint64_t bytes = 0;
-	for (uint16_t i = 0; i < c->npend; i++)
-		bytes += c->pend[i]->pkt_len;
-	uint16_t sent = rte_eth_tx_burst(c->port, c->queue, c->pend, c->npend);
-	for (uint16_t i = sent; i < c->npend; i++)
-		bytes -= c->pend[i]->pkt_len;
-	c->pkts += sent;
-	c->bytes += bytes;
-	if (sent > 0 && sent < c->npend)
-		memmove(&c->pend[0], &c->pend[sent], (c->npend - sent) * sizeof(c->pend[0]));
+	uint16_t sent = cdd_tx_pending(c->port, c->queue, c->pend, c->npend, &c->pkts, &c->bytes);
 	c->npend -= sent;
 	return sent;
 }

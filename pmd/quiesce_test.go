@@ -66,25 +66,5 @@ func TestQuiesceRemoveRefused(t *testing.T) {
 }
 
 func TestQuiesceSlotsRunOut(t *testing.T) {
-	q := newTestQuiescence()
-	var slots []*QuiesceSlot
-	for {
-		s, err := q.Slot()
-		if err != nil {
-			break
-		}
-		slots = append(slots, s)
-	}
-	if len(slots) != 128 {
-		t.Errorf("%d slots, want 128", len(slots))
-	}
-	slots[3].Release()
-	s, err := q.Slot()
-	if err != nil {
-		t.Fatalf("a released slot is not reused: %v", err)
-	}
-	slots[3] = s
-	for _, s := range slots {
-		s.Release()
-	}
+	CheckSlots(t, newTestQuiescence().Slot, ErrQuiescenceFull, 128)
 }

@@ -47,13 +47,7 @@ static inline int cdd_svc_in_open_dequeue(const struct rte_ring *r, const struct
 /* cdd_svc_ring_free frees every mbuf in r (the caller is its consumer). */
 unsigned int cdd_svc_ring_free(struct rte_ring *r)
 {
-	void *objs[64];
-	unsigned int total = 0, n;
-	while ((n = rte_ring_sc_dequeue_burst(r, objs, 64, NULL)) > 0) {
-		rte_pktmbuf_free_bulk((struct rte_mbuf **)objs, n);
-		total += n;
-	}
-	return total;
+	return cdd_ring_free_all(r); /* single-consumer: the ring's own flags (pmd.NewRing) */
 }
 
 /* cdd_svc_recover frees everything a gone process left: what it held,

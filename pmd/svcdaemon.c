@@ -37,16 +37,7 @@ static unsigned int cdd_svc_serve(void *arg)
 	if (d->npend < d->burst)
 		d->npend += rte_ring_sc_dequeue_burst(d->tx, (void **)&d->pend[d->npend], d->burst - d->npend, NULL);
 	if (d->npend > 0) {
-		uint64_t bytes = 0;
-		for (uint16_t i = 0; i < d->npend; i++)
-			bytes += d->pend[i]->pkt_len;
-		uint16_t sent = rte_eth_tx_burst(d->port, d->queue, d->pend, d->npend);
-		for (uint16_t i = sent; i < d->npend; i++)
-			bytes -= d->pend[i]->pkt_len;
-		d->tx_pkts += sent;
-		d->tx_bytes += bytes;
-		if (sent > 0 && sent < d->npend)
-			memmove(&d->pend[0], &d->pend[sent], (d->npend - sent) * sizeof(d->pend[0]));
+		uint16_t sent = cdd_tx_pending(d->port, d->queue, d->pend, d->npend, &d->tx_pkts, &d->tx_bytes);
 		d->npend -= sent;
 		work += sent;
 	}
