@@ -57,6 +57,8 @@ type PollerConfig struct {
 	// Quiescence, when set, is told of every iteration the loop begins:
 	// a remover of an RX or TX callback (DPDK's pdump) waits on it.
 	Quiescence *pmd.Quiescence
+	// Idle is the loop's back-off when idle.
+	Idle loop.IdleSleep
 }
 
 // loopConfig is cfg with pmd's C state behind package loop's
@@ -69,6 +71,7 @@ func (cfg PollerConfig) loopConfig() loop.Config[*Ring, *pmd.Native] {
 			NewEngine: newEngine,
 		},
 		NewBurst: newBurst,
+		Idle:     cfg.Idle,
 	}
 	if g := cfg.Gate; g != nil {
 		lc.Gate = func() (loop.GateSlot, error) { return g.Slot() }

@@ -24,6 +24,73 @@ type Config[R Lane, N any] struct {
 	NewBurst   func(size int) (Burst, error)
 	Gate       func() (GateSlot, error)
 	Quiescence func() (QuiesceSlot, error)
+	// Idle, when its Max is set, has the loop sleep instead of spin when
+	// it has nothing to do.
+	Idle IdleSleep
+}
+
+// IdleSleep is a poll loop's back-off when idle: after After iterations
+// in a row that handled nothing, it sleeps, first Min, doubling up to
+// Max while it stays idle, and spins again from the first iteration
+// with work. A frame that arrives during a sleep waits for its end: Max
+// bounds the latency it adds, and with it the wake-ups an idle loop
+// costs. Waiter sleeps (pmd.Waker: in the kernel, ended early by work
+// from other goroutines such as the RoCE bridge's TCP side); nil sleeps
+// on a Go timer.
+type IdleSleep struct {
+	After    int
+	Min, Max time.Duration
+	Waiter   Waiter
+}
+
+// Waiter blocks the loop's thread for at most d, and reports whether it
+// was woken before.
+type Waiter interface {
+	Wait(d time.Duration) bool
+}
+
+// sleeper is a loop's IdleSleep state.
+type sleeper struct {
+	IdleSleep
+	idle  int           // iterations in a row without work
+	next  time.Duration // the next sleep
+	timer *time.Timer
+	// Slept counts sleeps, and their time; the loop publishes them.
+	sleeps, slept uint64
+}
+
+// due counts an iteration that did work units of work, and reports
+// whether the loop should now sleep.
+func (s *sleeper) due(work int) bool {
+	if s.Max <= 0 {
+		return false
+	}
+	if work != 0 {
+		s.idle, s.next = 0, 0
+		return false
+	}
+	s.idle++
+	return s.idle >= s.After
+}
+
+// sleep sleeps the next back-off step, or until Wake.
+func (s *sleeper) sleep() {
+	s.next = min(max(2*s.next, s.Min, time.Microsecond), s.Max)
+	start := time.Now()
+	switch {
+	case s.Waiter != nil:
+		if s.Waiter.Wait(s.next) {
+			s.next = 0
+		}
+	case s.timer == nil:
+		s.timer = time.NewTimer(s.next)
+		<-s.timer.C
+	default:
+		s.timer.Reset(s.next)
+		<-s.timer.C
+	}
+	s.sleeps++
+	s.slept += uint64(time.Since(start))
 }
 
 // Wiring is what a table is built from: the classifier and the services
@@ -111,12 +178,16 @@ type Poller[R Lane, N any] struct {
 	stopRx    atomic.Bool
 	rxDrained atomic.Bool // RX stopped and every burst dispatched
 	stop      atomic.Bool
+
+	idle               sleeper
+	sleeps, sleepNanos atomic.Uint64
 }
 
 // New builds a poll loop, its first table and its bursts, and takes its
 // slots.
 func New[R Lane, N any](cfg Config[R, N]) (*Poller[R, N], error) {
-	p := &Poller[R, N]{lcore: cfg.Lcore, port: cfg.Port, lane: cfg.Lane, burst: cfg.BurstSize}
+	p := &Poller[R, N]{lcore: cfg.Lcore, port: cfg.Port, lane: cfg.Lane, burst: cfg.BurstSize,
+		idle: sleeper{IdleSleep: cfg.Idle}}
 	t, err := newTable(&cfg, 1)
 	if err != nil {
 		return nil, err
@@ -223,6 +294,14 @@ func (p *Poller[R, N]) Run() {
 		}
 		if n > 0 {
 			busyIters++
+		}
+		if p.idle.due(n) {
+			// Asleep, the loop is offline to the gate and the callback
+			// removers, which would otherwise wait out its sleep.
+			p.offline()
+			p.idle.sleep()
+			p.sleeps.Store(p.idle.sleeps)
+			p.sleepNanos.Store(p.idle.slept)
 		}
 		if iters++; iters < timeSlice {
 			continue

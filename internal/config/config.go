@@ -25,14 +25,16 @@ type Config struct {
 	Burst    int       `yaml:"burst_size"`
 	Services []Service `yaml:"services"`
 	// DefaultService receives every frame no rule claims, and malformed ones.
-	DefaultService string    `yaml:"default_service"`
-	Rules          []Rule    `yaml:"rules"`
-	Pollers        []Poller  `yaml:"pollers"`
-	RoCE           *RoCE     `yaml:"roce"`
-	Kernel         *Kernel   `yaml:"kernel"`
-	Metrics        Metrics   `yaml:"metrics"`
-	Shutdown       Shutdown  `yaml:"shutdown"`
-	Log            LogConfig `yaml:"log"`
+	DefaultService string   `yaml:"default_service"`
+	Rules          []Rule   `yaml:"rules"`
+	Pollers        []Poller `yaml:"pollers"`
+	RoCE           *RoCE    `yaml:"roce"`
+	Kernel         *Kernel  `yaml:"kernel"`
+	Metrics        Metrics  `yaml:"metrics"`
+	Shutdown       Shutdown `yaml:"shutdown"`
+	// IdleSleep is how the poll loops back off when idle; see idle.go.
+	IdleSleep *IdleSleep `yaml:"idle_sleep"`
+	Log       LogConfig  `yaml:"log"`
 
 	// lines maps a dotted path ("services[1].ring_size") to its source line.
 	lines map[string]int

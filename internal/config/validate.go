@@ -110,6 +110,7 @@ func (c *Config) applyDefaults() {
 	if c.Metrics.Listen == "" {
 		c.Metrics.Listen = DefaultMetricsListen
 	}
+	c.idleSleepDefaults()
 	if c.Shutdown.DrainTimeout == 0 {
 		c.Shutdown.DrainTimeout = DefaultDrainTimeout
 	}
@@ -192,6 +193,7 @@ var validationSteps = [...]struct {
 	{"local tx queues", (*validation).localTxQueues},
 	{"metrics", (*validation).metrics},
 	{"shutdown", (*validation).shutdown},
+	{"idle sleep", (*validation).idleSleep},
 	{"logging", (*validation).logging},
 }
 

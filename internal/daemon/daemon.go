@@ -16,6 +16,7 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/consumer"
 	"github.com/cephdpdkd/cephdpdkd/dispatch"
 	"github.com/cephdpdkd/cephdpdkd/dispatch/classify"
+	"github.com/cephdpdkd/cephdpdkd/dispatch/loop"
 	"github.com/cephdpdkd/cephdpdkd/internal/config"
 	"github.com/cephdpdkd/cephdpdkd/internal/devargs"
 	"github.com/cephdpdkd/cephdpdkd/internal/kernelif"
@@ -75,6 +76,7 @@ type Daemon struct {
 	manual bool
 	serviceTable
 	pollers []*dispatch.Poller
+	wakers  []*pmd.Waker  // the idle loops' sleeps (idle_sleep)
 	exited  chan loopExit // one value per poll loop that returned
 	running int
 	tmpDir  string
@@ -303,7 +305,16 @@ func (d *Daemon) buildServices() error {
 func (d *Daemon) buildPollers() error {
 	cfg := d.plan.Config
 	for pi := range cfg.Pollers {
-		p, err := dispatch.NewPoller(d.pollerConfig(cfg, pi, d.plan.Classifier, d.services, true))
+		pc := d.pollerConfig(cfg, pi, d.plan.Classifier, d.services, true)
+		if pc.Idle.Max > 0 {
+			w, err := pmd.NewWaker()
+			if err != nil {
+				return err
+			}
+			d.wakers = append(d.wakers, w)
+			pc.Idle.Waiter = w
+		}
+		p, err := dispatch.NewPoller(pc)
 		if err != nil {
 			return err
 		}
@@ -532,6 +543,7 @@ func (d *Daemon) pollerConfig(cfg *config.Config, pi int, cls *classify.Classifi
 	pcfg := dispatch.PollerConfig{
 		Lcore: uint(pl.Lcore), Port: d.port.ID(), Lane: cfg.Lane(pi), BurstSize: cfg.Burst,
 		Classifier: cls, Services: services, Gate: d.gate, Quiescence: d.quiescence,
+		Idle: loop.IdleSleep{After: cfg.IdleSleep.After, Min: config.MinIdleSleep, Max: cfg.IdleSleep.Max},
 	}
 	for _, q := range pl.RxQueues {
 		pcfg.Queues = append(pcfg.Queues, uint16(q))
@@ -634,6 +646,10 @@ func (d *Daemon) teardown() error {
 		p.Free()
 	}
 	d.pollers = nil
+	for _, w := range d.wakers {
+		w.Close()
+	}
+	d.wakers = nil
 	freed := 0
 	for i, s := range d.services {
 		if p := d.procs[i]; p != nil {
