@@ -69,14 +69,7 @@ roce:
     - {listen: "%s:16800", app: echo}
 metrics: {listen: "off"}
 `, sock, daemonIP, daemonIP)
-	cfg, err := config.Parse([]byte(y))
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan, err := daemon.NewPlan(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	plan := newPlan(t, y)
 	// The daemon's poll loop must be stopped before the peer port goes
 	// (peerPort's cleanup does): DPDK's memif PMD unmaps the shared rings
 	// on disconnect while a concurrent rx_burst may still read them.
@@ -225,6 +218,20 @@ func peerPort(t *testing.T, name, devargs string, descs uint16, poolSize int, st
 		}
 	}
 	return &portIO{port: port, pool: pool, burst: burst}, port
+}
+
+// newPlan parses the configuration y and plans its daemon.
+func newPlan(t *testing.T, y string) *daemon.Plan {
+	t.Helper()
+	cfg, err := config.Parse([]byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := daemon.NewPlan(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return plan
 }
 
 // startDaemon starts plan's data path on the test EAL. stop stops it once

@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cephdpdkd/cephdpdkd/internal/config"
-	"github.com/cephdpdkd/cephdpdkd/internal/daemon"
 	"github.com/cephdpdkd/cephdpdkd/internal/roced"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/rxeguest"
@@ -40,8 +38,10 @@ const (
 	g2IP       = "10.77.0.12"
 )
 
-func roceConfig(t *testing.T, hostIf string) *config.Config {
-	y := fmt.Sprintf(`
+// roceConfig is the daemon's configuration for the interop test: its
+// endpoint's applications on ports the guests' clients connect to.
+func roceConfig(hostIf string) string {
+	return fmt.Sprintf(`
 port: {name: rxe, device: "net_af_packet50,iface=%s"}
 services:
   - {name: roce, ring_size: 4096, consumer: {type: roce}}
@@ -59,11 +59,6 @@ roce:
     - {port: 7174, app: rping}
 metrics: {listen: "off"}
 `, hostIf, endpointIP)
-	c, err := config.Parse([]byte(y))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }
 
 type logWriter struct{ t *testing.T }
@@ -120,24 +115,7 @@ func TestRxeInterop(t *testing.T) {
 	}
 	stopCapture := capture(t, hostIf)
 
-	plan, err := daemon.NewPlan(roceConfig(t, hostIf))
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := daemon.Start(plan, daemon.Options{EAL: testEAL, Logger: slog.New(slog.NewTextHandler(logWriter{t}, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stopped := false
-	stop := func() {
-		if !stopped {
-			stopped = true
-			if err := d.Stop(context.Background()); err != nil {
-				t.Errorf("daemon stop (leak check): %v", err)
-			}
-		}
-	}
-	defer stop()
+	d, stop := startDaemon(t, newPlan(t, roceConfig(hostIf)), slog.New(slog.NewTextHandler(logWriter{t}, nil)))
 	node := d.RoCE()
 
 	run := func(g *rxeguest.Guest, cmd string) string {
