@@ -367,12 +367,10 @@ func TestLivePrometheus(t *testing.T) {
 
 	bin := filepath.Join(dir, "cephdpdkd")
 	bctx, bcancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	build := exec.CommandContext(bctx, "go", "build", "-o", bin, "./cmd/cephdpdkd")
-	build.Dir = root
-	out, err := build.CombinedOutput()
+	err = daemonproc.Build(bctx, daemonproc.Package, bin)
 	bcancel()
 	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+		t.Fatal(err)
 	}
 
 	began := time.Now()

@@ -16,6 +16,7 @@ import (
 
 	"github.com/cephdpdkd/cephdpdkd/internal/roced"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv"
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv/daemonproc"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/rxeguest"
 	"github.com/cephdpdkd/cephdpdkd/pmd"
 	"github.com/cephdpdkd/cephdpdkd/roce/pcapcheck"
@@ -194,10 +195,7 @@ func TestRxeInterop(t *testing.T) {
 	t.Run("cephdpdkd roce-ping CLI to rdma_server", func(t *testing.T) {
 		// The operator's tool as a process of its own: its own EAL and
 		// af_packet port on the same veth, its own endpoint address.
-		bin := filepath.Join(t.TempDir(), "cephdpdkd")
-		if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/cephdpdkd").CombinedOutput(); err != nil {
-			t.Fatalf("build: %v\n%s", err, out)
-		}
+		bin := daemonproc.BuildDaemon(t)
 		cfg := fmt.Sprintf(`
 eal: {lcores: "0-1", no_huge: true, memory_mb: 256, file_prefix: cdd-roceping-%d}
 port: {name: ping, device: "net_af_packet0,iface=%s"}
