@@ -13,6 +13,7 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/internal/hugepages"
 	"github.com/cephdpdkd/cephdpdkd/internal/nicbind"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/daemonproc"
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv/harness"
 )
 
 const (
@@ -105,9 +106,7 @@ func privately(t *testing.T, script string, args ...string) (string, error) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root for a mount namespace")
 	}
-	if _, err := exec.LookPath("unshare"); err != nil {
-		t.Skip("no unshare(1)")
-	}
+	harness.RequireCommands(t, "util-linux", "unshare")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "unshare", append([]string{"-m", "--propagation", "private", "sh", "-euc", script, "sh"}, args...)...)
@@ -118,9 +117,7 @@ func privately(t *testing.T, script string, args ...string) (string, error) {
 // systemd-analyze verify passes on an instance, with the real binary at
 // the unit's path: every directive known, every command executable.
 func TestUnitVerify(t *testing.T) {
-	if _, err := exec.LookPath("systemd-analyze"); err != nil {
-		t.Skip("no systemd-analyze (apt-get install systemd)")
-	}
+	harness.RequireCommands(t, "apt-get install systemd", "systemd-analyze")
 	bin := daemonBin.Path(t)
 	dir := t.TempDir()
 	unitText, err := os.ReadFile(unitFile)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cephdpdkd/cephdpdkd/internal/hugepages/hugepagestest"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/daemonproc"
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv/harness"
 )
 
 func TestMain(m *testing.M) {
@@ -209,9 +210,7 @@ func TestRunReservesHugepages(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root for DPDK and hugepages")
 	}
-	if _, err := exec.LookPath("unshare"); err != nil {
-		t.Skip("no unshare(1)")
-	}
+	harness.RequireCommands(t, "util-linux", "unshare")
 	const knob = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages"
 	hugepagestest.Lock(t)
 	before, err := os.ReadFile(knob)

@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/cephcluster"
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv/harness"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/netcmd"
 )
 
@@ -75,11 +75,7 @@ func requireTools(t *testing.T) {
 		t.Skip("a Ceph cluster behind the daemon: not in -short")
 	}
 	testenv.RequireRoot(t)
-	for _, c := range []string{"ceph-mon", "ceph-osd", "ceph", "rados", "socat", "ping"} {
-		if _, err := exec.LookPath(c); err != nil {
-			t.Skipf("needs %s (scripts/deps.sh installs it): %v", c, err)
-		}
-	}
+	harness.RequireCommands(t, "scripts/deps.sh installs it", "ceph-mon", "ceph-osd", "ceph", "rados", "socat", "ping")
 }
 
 func (n *node) writeConfig() {

@@ -36,11 +36,7 @@ func RequireRoot(t harness.TB) {
 	if os.Geteuid() != 0 {
 		t.Skip("testenv: needs root for network namespaces")
 	}
-	for _, cmd := range []string{"ip", "ethtool"} {
-		if _, err := exec.LookPath(cmd); err != nil {
-			t.Skipf("testenv: needs the %s command: %v", cmd, err)
-		}
-	}
+	harness.RequireCommands(t, "testenv: iproute2, ethtool", "ip", "ethtool")
 }
 
 // VethNS is a network namespace joined to the root namespace by a veth

@@ -167,11 +167,7 @@ func requireTools(t harness.TB, o Options) {
 		}
 		tools = append(tools, "ip")
 	}
-	for _, tool := range tools {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("cephcluster: needs %s (Debian: ceph-mon ceph-osd ceph-common, ceph-mgr for WithMgr): %v", tool, err)
-		}
-	}
+	harness.RequireCommands(t, "cephcluster: Debian's ceph-mon ceph-osd ceph-common, ceph-mgr for WithMgr", tools...)
 }
 
 func (c *Cluster) bootstrap(ctx context.Context) error {

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv/harness"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/netcmd"
 )
 
@@ -70,11 +71,7 @@ func testCluster(t *testing.T, withMgr bool) {
 	if os.Geteuid() != 0 {
 		t.Skip("cephcluster: needs root for network namespaces")
 	}
-	for _, tool := range []string{"ip", "ss"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("cephcluster: needs %s: %v", tool, err)
-		}
-	}
+	harness.RequireCommands(t, "cephcluster: iproute2", "ip", "ss")
 	ip := netip.MustParseAddr("198.18.0.1")
 	ns := newNetNS(t, ip)
 	testStart := time.Now()

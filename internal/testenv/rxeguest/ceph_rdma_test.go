@@ -17,6 +17,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv/harness"
 )
 
 // TestCephRDMAGuests checks the rdma_cm client configuration (CephRDMA)
@@ -33,11 +35,7 @@ func TestCephRDMAGuests(t *testing.T) {
 	if err := CephAvailable(); err != nil {
 		t.Skip(err)
 	}
-	for _, tool := range []string{"ceph-mon", "ceph-osd", "ceph", "monmaptool", "ceph-authtool"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s (apt-get install ceph-mon ceph-osd ceph-common): %v", tool, err)
-		}
-	}
+	harness.RequireCommands(t, "apt-get install ceph-mon ceph-osd ceph-common", "ceph-mon", "ceph-osd", "ceph", "monmaptool", "ceph-authtool")
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	start := time.Now()

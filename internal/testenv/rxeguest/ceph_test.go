@@ -9,13 +9,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/cephcluster"
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv/harness"
 )
 
 func TestCephConf(t *testing.T) {
@@ -97,11 +97,7 @@ func TestCephClient(t *testing.T) {
 	if err := CephAvailable(); err != nil {
 		t.Skip(err)
 	}
-	for _, tool := range []string{"ceph-mon", "ceph-osd", "ceph", "monmaptool"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s (apt-get install ceph-mon ceph-osd ceph-common): %v", tool, err)
-		}
-	}
+	harness.RequireCommands(t, "apt-get install ceph-mon ceph-osd ceph-common", "ceph-mon", "ceph-osd", "ceph", "monmaptool")
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	start := time.Now()
