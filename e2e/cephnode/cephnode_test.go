@@ -94,19 +94,14 @@ services:
   - {name: mon, ring_size: 1024, priority: 200, consumer: {type: kernel}}
   - {name: osd, ring_size: 2048, priority: 100, consumer: {type: kernel}}
   - {name: other, ring_size: 1024, priority: 150, consumer: {type: kernel}}
-default_service: other
-rules:
-  - {service: mon, protocol: tcp, dst_ports: [3300, 6789]}
-  - {service: mon, protocol: tcp, src_ports: [3300, 6789]}
-  - {service: osd, protocol: tcp, dst_ports: ["6800-7568"]}
-  - {service: osd, protocol: tcp, src_ports: ["6800-7568"]}
+%[7]s
 kernel:
   interface: %[3]s
   netns: %[4]s
   addresses: [%[5]s/24]
 metrics: {listen: "%[6]s"}
 shutdown: {drain_timeout: 1s}
-`, sfx, n.client.HostIf, n.ifname, n.ns.Name, nodeIP, n.metrics))
+`, sfx, n.client.HostIf, n.ifname, n.ns.Name, nodeIP, n.metrics, cephcluster.ClassifyYAML))
 }
 
 func (n *node) startDaemon() {

@@ -39,6 +39,19 @@ const (
 	MonV1Port = 6789
 )
 
+// ClassifyYAML is the part of a cephdpdkd configuration, at its top
+// level, that sorts a Ceph node's traffic as these daemons use the
+// network: the monitor's ports (MonV2Port, MonV1Port) to service mon, the
+// OSDs' port range (Ceph's default ms_bind_port_min-max) to osd, both
+// ways, everything else to other. The configuration declares the three
+// services.
+const ClassifyYAML = `default_service: other
+rules:
+  - {service: mon, protocol: tcp, dst_ports: [3300, 6789]}
+  - {service: mon, protocol: tcp, src_ports: [3300, 6789]}
+  - {service: osd, protocol: tcp, dst_ports: ["6800-7568"]}
+  - {service: osd, protocol: tcp, src_ports: ["6800-7568"]}`
+
 // Options configure a cluster. Only IP is required.
 type Options struct {
 	// NetNS is the network namespace the daemons run in, as in
