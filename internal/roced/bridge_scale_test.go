@@ -1,16 +1,12 @@
 package roced_test
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"runtime"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -18,6 +14,7 @@ import (
 
 	"github.com/cephdpdkd/cephdpdkd/internal/roced"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv"
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv/daemonproc"
 	"github.com/cephdpdkd/cephdpdkd/roce/cm"
 	"github.com/cephdpdkd/cephdpdkd/roce/session"
 )
@@ -226,24 +223,12 @@ func raiseNoFile(t *testing.T, n uint64) {
 	}
 }
 
-// vmRSS returns the process's resident set size in bytes.
+// vmRSS returns this process's resident set size in bytes.
 func vmRSS(t *testing.T) int64 {
 	t.Helper()
-	f, err := os.Open("/proc/self/status")
+	rss, err := daemonproc.RSS(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return kb << 10
-		}
-	}
-	t.Fatal(errors.New("no VmRSS in /proc/self/status"))
-	return 0
+	return rss
 }
