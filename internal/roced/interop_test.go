@@ -42,24 +42,14 @@ const (
 // roceConfig is the daemon's configuration for the interop test: its
 // endpoint's applications on ports the guests' clients connect to.
 func roceConfig(hostIf string) string {
-	return fmt.Sprintf(`
-port: {name: rxe, device: "net_af_packet50,iface=%s"}
-services:
-  - {name: roce, ring_size: 4096, consumer: {type: roce}}
-  - {name: unclaimed}
-default_service: unclaimed
-roce:
-  service: roce
-  address: %s
+	return roceOnlyConfig("rxe", "net_af_packet50,iface="+hostIf, 4096, endpointIP, `
   listen:
     - {port: 7471, app: echo}
     - {port: 7472, app: ucmatose, size: 64}
     - {port: 7473, app: ucmatose, size: 4096}
     - {port: 7474, app: ucmatose, size: 65536}
     - {port: 7475, app: discard}
-    - {port: 7174, app: rping}
-metrics: {listen: "off"}
-`, hostIf, endpointIP)
+    - {port: 7174, app: rping}`)
 }
 
 type logWriter struct{ t *testing.T }
