@@ -191,15 +191,15 @@ func (c *Cluster) bootstrap(ctx context.Context) error {
 		}
 	}
 	var err error
-	if c.fsid, err = newUUID(); err != nil {
+	if c.fsid, err = NewUUID(); err != nil {
 		return err
 	}
-	if c.osdUUID, err = newUUID(); err != nil {
+	if c.osdUUID, err = NewUUID(); err != nil {
 		return err
 	}
 	var monKey, adminKey, mgrKey string
 	for _, k := range []*string{&monKey, &adminKey, &mgrKey, &c.osdKey} {
-		if *k, err = newKey(); err != nil {
+		if *k, err = NewKey(); err != nil {
 			return err
 		}
 	}

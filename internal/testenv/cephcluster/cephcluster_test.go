@@ -25,7 +25,7 @@ import (
 )
 
 func TestNewKey(t *testing.T) {
-	k, err := newKey()
+	k, err := NewKey()
 	if err != nil {
 		t.Fatal(err)
 	}
