@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/cephcluster"
-	"github.com/cephdpdkd/cephdpdkd/internal/testenv/harness"
 )
 
 // TestCephRDMAGuests checks the rdma_cm client configuration (CephRDMA)
@@ -28,18 +27,9 @@ import (
 // then both daemons restart over RDMA, the OSD keeping its PGs (memstore
 // saves them on a clean stop).
 func TestCephRDMAGuests(t *testing.T) {
-	if testing.Short() {
-		t.Skip("boots two qemu guests and a Ceph cluster in one")
-	}
-	if err := CephAvailable(); err != nil {
-		t.Skip(err)
-	}
-	harness.RequireCommands(t, "apt-get install ceph-mon ceph-osd ceph-common", "ceph-mon", "ceph-osd", "ceph", "monmaptool", "ceph-authtool")
+	start, b := guestTest(t, "boots two qemu guests and a Ceph cluster in one", CephAvailable, "ceph-mon", "ceph-osd", "ceph", "monmaptool", "ceph-authtool")
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	start := time.Now()
-	b := NewBridge(t, bridgeAddr)
-	ours.add("namespace " + b.NS)
 	gs := bootAll(ctx, t, b,
 		guestSpec{"g1", g1Addr, []Option{withCephDaemons(), WithMemory(2048)}},
 		guestSpec{"g2", g2Addr, []Option{WithCeph()}})
