@@ -9,7 +9,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
-	"encoding/hex"
 	"fmt"
 	"io/fs"
 	"net/netip"
@@ -251,11 +250,7 @@ func rss(pid int) string {
 // removed when the test ends.
 func newNetNS(t *testing.T, ip netip.Addr) string {
 	t.Helper()
-	var id [3]byte
-	if _, err := rand.Read(id[:]); err != nil {
-		t.Fatal(err)
-	}
-	ns := "cdc-" + hex.EncodeToString(id[:])
+	ns := "cdc-" + netcmd.Suffix(t)
 	t.Cleanup(func() {
 		if _, err := os.Stat("/run/netns/" + ns); err == nil {
 			if err := netcmd.IP("netns", "del", ns); err != nil {
