@@ -3,17 +3,17 @@ package deploy
 import (
 	"bufio"
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/cephdpdkd/cephdpdkd/internal/hugepages"
 	"github.com/cephdpdkd/cephdpdkd/internal/nicbind"
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv/daemonproc"
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv/harness"
 )
 
 const (
@@ -90,41 +90,12 @@ func TestUnitAgreesWithDaemon(t *testing.T) {
 	}
 }
 
-var build struct {
-	once sync.Once
-	bin  string
-	err  error
-}
-
-// binary builds cephdpdkd once.
-func binary(t *testing.T) string {
-	t.Helper()
-	build.once.Do(func() {
-		dir, err := os.MkdirTemp("", "cdd-deploy-bin-")
-		if err != nil {
-			build.err = err
-			return
-		}
-		build.bin = filepath.Join(dir, "cephdpdkd")
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", build.bin, "./cmd/cephdpdkd")
-		cmd.Dir = ".."
-		if out, err := cmd.CombinedOutput(); err != nil {
-			build.err = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if build.err != nil {
-		t.Fatal(build.err)
-	}
-	return build.bin
-}
+// daemonBin is cephdpdkd, built once for the tests that run it.
+var daemonBin = daemonproc.Binary{Pkg: daemonproc.Package}
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if build.bin != "" {
-		os.RemoveAll(filepath.Dir(build.bin))
-	}
+	daemonBin.Remove()
 	os.Exit(code)
 }
 
@@ -135,9 +106,7 @@ func privately(t *testing.T, script string, args ...string) (string, error) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root for a mount namespace")
 	}
-	if _, err := exec.LookPath("unshare"); err != nil {
-		t.Skip("no unshare(1)")
-	}
+	harness.RequireCommands(t, "util-linux", "unshare")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "unshare", append([]string{"-m", "--propagation", "private", "sh", "-euc", script, "sh"}, args...)...)
@@ -148,10 +117,8 @@ func privately(t *testing.T, script string, args ...string) (string, error) {
 // systemd-analyze verify passes on an instance, with the real binary at
 // the unit's path: every directive known, every command executable.
 func TestUnitVerify(t *testing.T) {
-	if _, err := exec.LookPath("systemd-analyze"); err != nil {
-		t.Skip("no systemd-analyze (apt-get install systemd)")
-	}
-	bin := binary(t)
+	harness.RequireCommands(t, "apt-get install systemd", "systemd-analyze")
+	bin := daemonBin.Path(t)
 	dir := t.TempDir()
 	unitText, err := os.ReadFile(unitFile)
 	if err != nil {
@@ -189,7 +156,7 @@ systemd-analyze verify --man=no ./cephdpdkd@data0.service 2>&1 || true`, bin, di
 // check-config accepts a good configuration without touching the
 // machine, and restore-nic succeeds when nothing was bound, twice.
 func TestUnitCommands(t *testing.T) {
-	bin := binary(t)
+	bin := daemonBin.Path(t)
 	u := unit(t)
 	cfgDir := t.TempDir()
 	sample, err := os.ReadFile("../configs/cephdpdkd.yaml")

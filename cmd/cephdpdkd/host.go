@@ -71,16 +71,25 @@ func (h *host) reserveHugepages(cfg *config.Config) (release func() error, err e
 	}
 	h.log.Info("hugepages ready", "pages", hp.Pages, "size", hp.Size, "mount", hp.Mount,
 		"added", st.Added, "mounted", st.Mounted != "", "state", statePath)
+	return releaser(h.huge.Release, statePath, func(rs *hugepages.State) {
+		h.log.Info("hugepages given back", "pages", rs.Added, "size", hp.Size, "unmounted", rs.Mounted)
+	}), nil
+}
+
+// releaser returns the release of what the state file at statePath
+// records: release gives it back and returns the record, nil when there
+// was none, which done then logs. A failed release says how to retry.
+func releaser[S any](release func(statePath string) (*S, error), statePath string, done func(*S)) func() error {
 	return func() error {
-		rs, err := h.huge.Release(statePath)
+		rs, err := release(statePath)
 		if err != nil {
 			return fmt.Errorf("%w (retry with: cephdpdkd restore-nic)", err)
 		}
 		if rs != nil {
-			h.log.Info("hugepages given back", "pages", rs.Added, "size", hp.Size, "unmounted", rs.Mounted)
+			done(rs)
 		}
 		return nil
-	}, nil
+	}
 }
 
 // bindNIC binds the port's device; on failure it leaves nothing behind.
@@ -116,16 +125,9 @@ func (h *host) bindNIC(cfg *config.Config) (release func() error, err error) {
 		h.log.Info("NIC bound", "pci", st.PCI, "driver", st.Driver, "original_driver", st.OrigDriver,
 			"interface", st.Interface, "state", statePath)
 	}
-	return func() error {
-		rs, err := h.nic.Restore(statePath)
-		if err != nil {
-			return fmt.Errorf("%w (retry with: cephdpdkd restore-nic)", err)
-		}
-		if rs != nil {
-			h.log.Info("NIC restored", "pci", rs.PCI, "driver", rs.OrigDriver, "interface", rs.Interface)
-		}
-		return nil
-	}, nil
+	return releaser(h.nic.Restore, statePath, func(rs *nicbind.State) {
+		h.log.Info("NIC restored", "pci", rs.PCI, "driver", rs.OrigDriver, "interface", rs.Interface)
+	}), nil
 }
 
 // checkBind checks, reading only, that port.bind.interface is

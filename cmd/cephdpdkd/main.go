@@ -127,3 +127,15 @@ func newFlagSet(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	return fs
 }
+
+// parseNoArgs parses the flags of a subcommand that takes nothing else.
+func parseNoArgs(fs *flag.FlagSet, args []string, stderr io.Writer) error {
+	if err := fs.Parse(args); err != nil {
+		return errUsage
+	}
+	if fs.NArg() != 0 {
+		fmt.Fprintf(stderr, "%s: unexpected arguments %q\n", fs.Name(), fs.Args())
+		return errUsage
+	}
+	return nil
+}

@@ -8,45 +8,28 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cephdpdkd/cephdpdkd/internal/hugepages/hugepagestest"
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv/daemonproc"
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv/harness"
 )
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if build.dir != "" {
-		os.RemoveAll(build.dir)
-	}
+	daemonBin.Remove()
 	os.Exit(code)
 }
 
-var build struct {
-	once sync.Once
-	dir  string
-	bin  string
-	err  error
-}
+// daemonBin is cephdpdkd, built once for the tests that run it as a process.
+var daemonBin = daemonproc.Binary{Pkg: daemonproc.Package}
 
-// binary builds cephdpdkd once for the tests that run it as a process.
+// binary returns the built cephdpdkd.
 func binary(t *testing.T) string {
 	t.Helper()
-	build.once.Do(func() {
-		if build.dir, build.err = os.MkdirTemp("", "cdd-test-bin-"); build.err != nil {
-			return
-		}
-		build.bin = filepath.Join(build.dir, "cephdpdkd")
-		if out, err := exec.Command("go", "build", "-o", build.bin, ".").CombinedOutput(); err != nil {
-			build.err = fmt.Errorf("build: %v\n%s", err, out)
-		}
-	})
-	if build.err != nil {
-		t.Fatal(build.err)
-	}
-	return build.bin
+	return daemonBin.Path(t)
 }
 
 func runCLI(args ...string) (code int, stdout, stderr string) {
@@ -227,9 +210,7 @@ func TestRunReservesHugepages(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root for DPDK and hugepages")
 	}
-	if _, err := exec.LookPath("unshare"); err != nil {
-		t.Skip("no unshare(1)")
-	}
+	harness.RequireCommands(t, "util-linux", "unshare")
 	const knob = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages"
 	hugepagestest.Lock(t)
 	before, err := os.ReadFile(knob)

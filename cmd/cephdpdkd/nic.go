@@ -29,12 +29,8 @@ func cmdNICStatus(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	sysfs := fs.String("sysfs", nicbind.DefaultSysfs, "sysfs mount point")
 	runDir := fs.String("run-dir", nicbind.DefaultRunDir, "directory of the state files that record original drivers")
-	if err := fs.Parse(args); err != nil {
-		return errUsage
-	}
-	if fs.NArg() != 0 {
-		fmt.Fprintf(stderr, "nic-status: unexpected arguments %q\n", fs.Args())
-		return errUsage
+	if err := parseNoArgs(fs, args, stderr); err != nil {
+		return err
 	}
 	devs, err := nicSystem(*sysfs, *runDir).Status()
 	if err != nil {

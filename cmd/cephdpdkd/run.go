@@ -70,12 +70,8 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	duration := fs.Duration("duration", 0, "stop after this long (0: run until SIGINT/SIGTERM)")
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the whole run (poll loops included) to this file")
 	runDir := fs.String("run-dir", nicbind.DefaultRunDir, "directory of the state files recording what port.bind and eal.hugepages changed (restore-nic reads them)")
-	if err := fs.Parse(args); err != nil {
-		return errUsage
-	}
-	if fs.NArg() != 0 {
-		fmt.Fprintf(stderr, "run: unexpected arguments %q\n", fs.Args())
-		return errUsage
+	if err := parseNoArgs(fs, args, stderr); err != nil {
+		return err
 	}
 	if *duration < 0 {
 		fmt.Fprintf(stderr, "run: --duration %v: want 0 (until SIGINT/SIGTERM) or a positive duration\n", *duration)

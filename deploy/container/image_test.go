@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv/daemonproc"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/logbuf"
 )
 
@@ -98,10 +99,8 @@ func buildImage(ctx context.Context, t *testing.T, base string) string {
 	t.Helper()
 	dir := t.TempDir()
 	timed(t, "go build", func() {
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, "bin/cephdpdkd"), "./cmd/cephdpdkd")
-		cmd.Dir = repoRoot
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go build: %v\n%s", err, out)
+		if err := daemonproc.Build(ctx, daemonproc.Package, filepath.Join(dir, "bin/cephdpdkd")); err != nil {
+			t.Fatal(err)
 		}
 	})
 	for _, f := range contextFiles {

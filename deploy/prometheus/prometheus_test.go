@@ -69,20 +69,27 @@ type rule struct {
 	Annotations map[string]string `yaml:"annotations"`
 }
 
-func loadRules(t *testing.T) []rule {
+// decodeFile decodes file into v with unmarshal (yaml's or json's),
+// failing t on any error.
+func decodeFile(t *testing.T, file string, unmarshal func([]byte, any) error, v any) {
 	t.Helper()
-	b, err := os.ReadFile(rulesFile)
+	b, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := unmarshal(b, v); err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+}
+
+func loadRules(t *testing.T) []rule {
+	t.Helper()
 	var f struct {
 		Groups []struct {
 			Rules []rule `yaml:"rules"`
 		} `yaml:"groups"`
 	}
-	if err := yaml.Unmarshal(b, &f); err != nil {
-		t.Fatal(err)
-	}
+	decodeFile(t, rulesFile, yaml.Unmarshal, &f)
 	var rs []rule
 	for _, g := range f.Groups {
 		rs = append(rs, g.Rules...)
@@ -96,10 +103,6 @@ func loadRules(t *testing.T) []rule {
 // dashboardExprs returns every query of the Grafana dashboard.
 func dashboardExprs(t *testing.T) []string {
 	t.Helper()
-	b, err := os.ReadFile(dashboardFile)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var d struct {
 		Panels []struct {
 			Title   string `json:"title"`
@@ -108,9 +111,7 @@ func dashboardExprs(t *testing.T) []string {
 			} `json:"targets"`
 		} `json:"panels"`
 	}
-	if err := json.Unmarshal(b, &d); err != nil {
-		t.Fatalf("%s: %v", dashboardFile, err)
-	}
+	decodeFile(t, dashboardFile, json.Unmarshal, &d)
 	var exprs []string
 	for _, p := range d.Panels {
 		for _, tg := range p.Targets {
@@ -136,10 +137,6 @@ func grafanaVars(e string) string {
 // alert both firing and not firing.
 func TestRulesComplete(t *testing.T) {
 	rs := loadRules(t)
-	b, err := os.ReadFile(rulesTestFile)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var tf struct {
 		Tests []struct {
 			AlertRuleTest []struct {
@@ -148,9 +145,7 @@ func TestRulesComplete(t *testing.T) {
 			} `yaml:"alert_rule_test"`
 		} `yaml:"tests"`
 	}
-	if err := yaml.Unmarshal(b, &tf); err != nil {
-		t.Fatal(err)
-	}
+	decodeFile(t, rulesTestFile, yaml.Unmarshal, &tf)
 	firing, quiet := map[string]bool{}, map[string]bool{}
 	for _, tc := range tf.Tests {
 		for _, a := range tc.AlertRuleTest {
@@ -368,12 +363,10 @@ func TestLivePrometheus(t *testing.T) {
 
 	bin := filepath.Join(dir, "cephdpdkd")
 	bctx, bcancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	build := exec.CommandContext(bctx, "go", "build", "-o", bin, "./cmd/cephdpdkd")
-	build.Dir = root
-	out, err := build.CombinedOutput()
+	err = daemonproc.Build(bctx, daemonproc.Package, bin)
 	bcancel()
 	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+		t.Fatal(err)
 	}
 
 	began := time.Now()

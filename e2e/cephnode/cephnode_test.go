@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/cephcluster"
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv/harness"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/netcmd"
 )
 
@@ -75,11 +75,7 @@ func requireTools(t *testing.T) {
 		t.Skip("a Ceph cluster behind the daemon: not in -short")
 	}
 	testenv.RequireRoot(t)
-	for _, c := range []string{"ceph-mon", "ceph-osd", "ceph", "rados", "socat", "ping"} {
-		if _, err := exec.LookPath(c); err != nil {
-			t.Skipf("needs %s (scripts/deps.sh installs it): %v", c, err)
-		}
-	}
+	harness.RequireCommands(t, "scripts/deps.sh installs it", "ceph-mon", "ceph-osd", "ceph", "rados", "socat", "ping")
 }
 
 func (n *node) writeConfig() {
@@ -98,19 +94,14 @@ services:
   - {name: mon, ring_size: 1024, priority: 200, consumer: {type: kernel}}
   - {name: osd, ring_size: 2048, priority: 100, consumer: {type: kernel}}
   - {name: other, ring_size: 1024, priority: 150, consumer: {type: kernel}}
-default_service: other
-rules:
-  - {service: mon, protocol: tcp, dst_ports: [3300, 6789]}
-  - {service: mon, protocol: tcp, src_ports: [3300, 6789]}
-  - {service: osd, protocol: tcp, dst_ports: ["6800-7568"]}
-  - {service: osd, protocol: tcp, src_ports: ["6800-7568"]}
+%[7]s
 kernel:
   interface: %[3]s
   netns: %[4]s
   addresses: [%[5]s/24]
 metrics: {listen: "%[6]s"}
 shutdown: {drain_timeout: 1s}
-`, sfx, n.client.HostIf, n.ifname, n.ns.Name, nodeIP, n.metrics))
+`, sfx, n.client.HostIf, n.ifname, n.ns.Name, nodeIP, n.metrics, cephcluster.ClassifyYAML))
 }
 
 func (n *node) startDaemon() {

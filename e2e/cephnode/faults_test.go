@@ -2,8 +2,6 @@ package cephnode
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
 	"fmt"
 	"os"
 	"os/exec"
@@ -36,12 +34,7 @@ func startPutLoop(t *testing.T, rn *roceNode, prefix string, objects, size int) 
 	p := &putLoop{t: t, rn: rn, prefix: prefix, sums: make([][32]byte, objects+1),
 		acked: filepath.Join(rn.g.ShareDir(), prefix+"-acked")}
 	for i := 1; i <= objects; i++ {
-		b := make([]byte, size)
-		rand.Read(b)
-		p.sums[i] = sha256.Sum256(b)
-		if err := os.WriteFile(filepath.Join(rn.g.ShareDir(), fmt.Sprintf("%s%d", prefix, i)), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		p.sums[i] = rn.shareObject(t, fmt.Sprintf("%s%d", prefix, i), size)
 	}
 	var err error
 	p.proc, err = rn.g.Start(fmt.Sprintf("for i in $(seq 1 %[1]d); do if timeout 90 rados -p %[2]s put %[3]s$i /mnt/host/%[3]s$i; then echo ok $i; else echo fail $i; fi >> /mnt/host/%[3]s-acked; done",
@@ -100,14 +93,9 @@ func (p *putLoop) finish(ctx context.Context, logf func(string, ...any), okAtFau
 	if len(ok) <= okAtFault {
 		t.Errorf("%s: no put succeeded after the fault (%d acknowledged at the fault, %d at the end)", p.prefix, okAtFault, len(ok))
 	}
-	dir := t.TempDir()
 	for _, i := range ok {
 		name := fmt.Sprintf("%s%d", p.prefix, i)
-		out := filepath.Join(dir, name)
-		if b, err := p.rn.cl.Command(ctx, p.rn.br.NS, "rados", "-p", p.rn.cl.Pool(), "get", name, out).CombinedOutput(); err != nil {
-			t.Fatalf("acknowledged object %s: TCP get: %v\n%s", name, err, b)
-		}
-		if got, _ := os.ReadFile(out); sha256.Sum256(got) != p.sums[i] {
+		if got, _ := p.rn.tcpGet(ctx, t, name); got != p.sums[i] {
 			t.Errorf("acknowledged object %s reads back differently", name)
 		}
 	}

@@ -2,13 +2,8 @@ package cephnode
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -66,13 +61,7 @@ func testRoCELossy(t *testing.T, rn *roceNode, logf func(string, ...any)) {
 	pool := rn.cl.Pool()
 
 	const objSize = 16 << 20
-	data := make([]byte, objSize)
-	rand.Read(data)
-	want := sha256.Sum256(data)
-	if err := os.WriteFile(filepath.Join(rn.g.ShareDir(), "lossy-obj"), data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	benchRE := regexp.MustCompile(`Bandwidth \(MB/sec\):\s+([0-9.]+)`)
+	want := rn.shareObject(t, "lossy-obj", objSize)
 	// round puts the object under name, reads it back and checks it, and
 	// runs a 10 s bench of 64 KiB writes, 16 in flight.
 	round := func(name string) (putSecs, benchMBs float64) {
@@ -80,13 +69,9 @@ func testRoCELossy(t *testing.T, rn *roceNode, logf func(string, ...any)) {
 		start := time.Now()
 		rn.rados(t, logf, "-p", pool, "put", name, "/mnt/host/lossy-obj")
 		putSecs = time.Since(start).Seconds()
-		rn.rados(t, logf, "-p", pool, "get", name, "/tmp/"+name)
-		if sum, err := rn.g.SHA256(ctx, "/tmp/"+name); err != nil || sum != hex.EncodeToString(want[:]) {
-			t.Fatalf("%s read back with sha256 %s (%v), want %x", name, sum, err, want)
-		}
-		rn.g.Run(ctx, "rm -f /tmp/"+name)
+		rn.guestGet(t, logf, name, want)
 		out := rn.rados(t, logf, "-p", pool, "bench", "10", "write", "-b", "65536", "-t", "16", "--no-cleanup")
-		m := benchRE.FindStringSubmatch(out)
+		m := bwRE.FindStringSubmatch(out)
 		if m == nil {
 			t.Fatalf("rados bench: no bandwidth in\n%s", out)
 		}
@@ -142,10 +127,7 @@ func testRoCELossy(t *testing.T, rn *roceNode, logf func(string, ...any)) {
 	}
 	dropped = lossDropped(t, rn.br.NS)
 	setLoss(t, rn.br.NS, "")
-	rn.rados(t, logf, "-p", pool, "get", "burst", "/tmp/burst")
-	if sum, err := rn.g.SHA256(ctx, "/tmp/burst"); err != nil || sum != hex.EncodeToString(want[:]) {
-		t.Fatalf("burst read back with sha256 %s (%v), want %x", sum, err, want)
-	}
+	rn.guestGet(t, logf, "burst", want)
 	resp = endpointResponder(t, rn.d).sub(resp0)
 	logf("a burst of %d frames lost: the 16 MiB put took %.2f s and reads back byte-identical; %v sequence NAKs sent",
 		dropped, time.Since(start).Seconds(), resp.seqNaks)

@@ -2,7 +2,6 @@ package cephnode
 
 import (
 	"fmt"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -91,7 +90,7 @@ func testRoCEMonRestart(t *testing.T, rn *roceNode, logf func(string, ...any)) {
 		t.Fatalf("the bench across the monitor's restart: exit %d, %v\n%s", code, err, out)
 	}
 	out, _ := bench.Output(ctx)
-	if bw := regexp.MustCompile(`Bandwidth \(MB/sec\):\s+([0-9.]+)`).FindStringSubmatch(out); bw == nil {
+	if bw := bwRE.FindStringSubmatch(out); bw == nil {
 		t.Errorf("the bench did not complete:\n%s", out)
 	} else {
 		logf("the bench across the monitor's restart completed: %s MB/s", bw[1])

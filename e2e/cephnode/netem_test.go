@@ -1,10 +1,6 @@
 package cephnode
 
 import (
-	"crypto/rand"
-	"crypto/sha256"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -27,11 +23,7 @@ const netemDelayReorder = "delay 5ms 2ms reorder 25% 50%"
 func testRoCENetem(t *testing.T, rn *roceNode, logf func(string, ...any)) {
 	ctx := rn.ctx
 	const name, size = "netem-obj", 4 << 20
-	data := make([]byte, size)
-	rand.Read(data)
-	if err := os.WriteFile(filepath.Join(rn.g.ShareDir(), name), data, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	want := rn.shareObject(t, name, size)
 	resp0 := endpointResponder(t, rn.d)
 	rxe0 := guestRxeCounters(ctx, t, rn)
 	stop := make(chan struct{})
@@ -52,12 +44,8 @@ func testRoCENetem(t *testing.T, rn *roceNode, logf func(string, ...any)) {
 	logf("the 4 MiB put under delay and reordering: the daemon sent %v sequence NAKs, its QPs saw %v requests ahead of sequence and %v duplicates; rxe: %s",
 		resp.seqNaks, qp["cephdpdkd_roce_out_of_sequence_total"], qp["cephdpdkd_roce_duplicate_requests_total"], rxe)
 
-	out := filepath.Join(t.TempDir(), name)
-	if b, err := rn.cl.Command(ctx, rn.br.NS, "rados", "-p", rn.cl.Pool(), "get", name, out).CombinedOutput(); err != nil {
-		t.Fatalf("TCP client get %s: %v\n%s", name, err, b)
-	}
-	if got, _ := os.ReadFile(out); sha256.Sum256(got) != sha256.Sum256(data) {
-		t.Fatalf("%s put under delay and reordering reads back differently (%d bytes of %d)", name, len(got), len(data))
+	if got, n := rn.tcpGet(ctx, t, name); got != want {
+		t.Fatalf("%s put under delay and reordering reads back differently (%d bytes of %d)", name, n, size)
 	}
 	logf("%s reads back byte-identical through a TCP client", name)
 	if qp["cephdpdkd_roce_out_of_sequence_total"] == 0 {

@@ -78,7 +78,7 @@ func TestCephOverRoCE(t *testing.T) {
 // the same time.
 func testRoCEBridge(t *testing.T, rn *roceNode, logf func(string, ...any)) {
 	ctx := rn.ctx
-	d, cl, g, br, node := rn.d, rn.cl, rn.g, rn.br, rn.node
+	d, cl, g, node := rn.d, rn.cl, rn.g, rn.node
 	netState := rn.netState
 
 	rados := func(args ...string) string {
@@ -89,27 +89,15 @@ func testRoCEBridge(t *testing.T, rn *roceNode, logf func(string, ...any)) {
 	if out := rados("lspools"); !strings.Contains(out, cl.Pool()) {
 		t.Fatalf("lspools: %q lacks pool %s", out, cl.Pool())
 	}
+	sums := make(map[string][sha256.Size]byte)
 	for _, size := range []int{1 << 20, 4 << 20, 64 << 20} {
-		data := make([]byte, size)
-		rand.Read(data)
 		name := fmt.Sprintf("roce-%d", size)
-		if err := os.WriteFile(filepath.Join(g.ShareDir(), name), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		want := rn.shareObject(t, name, size)
+		sums[name] = want
 		rados("-p", cl.Pool(), "put", name, "/mnt/host/"+name)
-		rados("-p", cl.Pool(), "get", name, "/tmp/"+name)
-		sum, err := g.SHA256(ctx, "/tmp/"+name)
-		want := sha256.Sum256(data)
-		if err != nil || sum != hex.EncodeToString(want[:]) {
-			t.Fatalf("%s: sha256 in the guest %s (%v); want %x", name, sum, err, want)
-		}
-		g.Run(ctx, "rm -f /tmp/"+name)
+		rn.guestGet(t, logf, name, want)
 		// The same object through a TCP client: one cluster, both kinds.
-		out := filepath.Join(t.TempDir(), name)
-		if b, err := cl.Command(ctx, br.NS, "rados", "-p", cl.Pool(), "get", name, out).CombinedOutput(); err != nil {
-			t.Fatalf("TCP client get %s: %v\n%s", name, err, b)
-		}
-		if got, _ := os.ReadFile(out); sha256.Sum256(got) != want {
+		if got, _ := rn.tcpGet(ctx, t, name); got != want {
 			t.Fatalf("TCP client read %s back differently", name)
 		}
 		logf("%s: %d MiB put and got over RoCE, byte-identical; read back by a TCP client too", name, size>>20)
@@ -119,8 +107,7 @@ func testRoCEBridge(t *testing.T, rn *roceNode, logf func(string, ...any)) {
 	for i := 1; i < benchRepeat(); i++ {
 		rados("-p", cl.Pool(), "bench", "10", "write", "--no-cleanup")
 	}
-	bw, lat := regexp.MustCompile(`Bandwidth \(MB/sec\):\s+([0-9.]+)`).FindStringSubmatch(bench),
-		regexp.MustCompile(`Average Latency\(s\):\s+([0-9.]+)`).FindStringSubmatch(bench)
+	bw, lat := bwRE.FindStringSubmatch(bench), latRE.FindStringSubmatch(bench)
 	if bw == nil || lat == nil {
 		t.Fatalf("rados bench: no figures in\n%s", bench)
 	}
@@ -211,14 +198,8 @@ func testRoCEBridge(t *testing.T, rn *roceNode, logf func(string, ...any)) {
 	rss := <-peakRSS
 	bp := endpointResponder(t, d).sub(resp0)
 	checkBackpressure(t, fmt.Sprintf("the OSD stopped %v mid-put", stallFor), bp)
-	stalledCopy := filepath.Join(t.TempDir(), "stalled")
-	if b, err := cl.Command(ctx, br.NS, "rados", "-p", cl.Pool(), "get", "stalled", stalledCopy).CombinedOutput(); err != nil {
-		t.Fatalf("TCP client get stalled: %v\n%s", err, b)
-	}
-	got, _ := os.ReadFile(stalledCopy)
-	want, _ := os.ReadFile(filepath.Join(g.ShareDir(), stalledObj))
-	if sha256.Sum256(got) != sha256.Sum256(want) {
-		t.Fatalf("the object put across the OSD's stall reads back differently (%d bytes of %d)", len(got), len(want))
+	if got, n := rn.tcpGet(ctx, t, "stalled"); got != sums[stalledObj] {
+		t.Fatalf("the object put across the OSD's stall reads back differently (%d bytes of %d)", n, 64<<20)
 	}
 	logf("FIGURES backpressure, the OSD stopped %v mid-put: the put took %.1f s and is byte-identical; the client's SENDs "+
 		"found no receive %v times (dropped unanswered, no RNR NAK: %v sent), %v sequence NAKs sent once a buffer was free; "+
@@ -409,6 +390,41 @@ func (rn *roceNode) rados(t *testing.T, logf func(string, ...any), args ...strin
 	}
 	logf("guest: rados %s: %.2f s", strings.Join(args, " "), time.Since(start).Seconds())
 	return out
+}
+
+// shareObject writes size random bytes to the guest's share as name (the
+// guest's /mnt/host/name) and returns their sha256.
+func (rn *roceNode) shareObject(t *testing.T, name string, size int) [sha256.Size]byte {
+	t.Helper()
+	data := make([]byte, size)
+	rand.Read(data)
+	if err := os.WriteFile(filepath.Join(rn.g.ShareDir(), name), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return sha256.Sum256(data)
+}
+
+// guestGet gets object name over RoCE into the guest's /tmp and fails the
+// test unless it reads back with the sha256 want.
+func (rn *roceNode) guestGet(t *testing.T, logf func(string, ...any), name string, want [sha256.Size]byte) {
+	t.Helper()
+	rn.rados(t, logf, "-p", rn.cl.Pool(), "get", name, "/tmp/"+name)
+	if sum, err := rn.g.SHA256(rn.ctx, "/tmp/"+name); err != nil || sum != hex.EncodeToString(want[:]) {
+		t.Fatalf("%s: sha256 in the guest %s (%v); want %x", name, sum, err, want)
+	}
+	rn.g.Run(rn.ctx, "rm -f /tmp/"+name)
+}
+
+// tcpGet gets object name through a TCP client in the bridge namespace
+// and returns its sha256 and size; it fails the test if the get fails.
+func (rn *roceNode) tcpGet(ctx context.Context, t *testing.T, name string) (sum [sha256.Size]byte, size int) {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), name)
+	if b, err := rn.cl.Command(ctx, rn.br.NS, "rados", "-p", rn.cl.Pool(), "get", name, out).CombinedOutput(); err != nil {
+		t.Fatalf("TCP client get %s: %v\n%s", name, err, b)
+	}
+	got, _ := os.ReadFile(out)
+	return sha256.Sum256(got), len(got)
 }
 
 // waitMetric polls the daemon's metrics until name satisfies ok.

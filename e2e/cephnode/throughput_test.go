@@ -3,7 +3,6 @@ package cephnode
 import (
 	"fmt"
 	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -13,6 +12,8 @@ import (
 	"time"
 
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv"
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv/daemonproc"
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv/netcmd"
 )
 
 // TestBridgeThroughput measures the RoCE⇄TCP bridge without a guest: the
@@ -45,8 +46,8 @@ func TestBridgeThroughput(t *testing.T) {
 	const jumboRing = "blocksz=8192,framesz=8192,framecnt=4096"
 	ifDaemon, ifPeer := testenv.NewVethPair(t)
 	for _, ifname := range []string{ifDaemon, ifPeer} {
-		if out, err := exec.Command("ip", "link", "set", "dev", ifname, "mtu", strconv.Itoa(jumboMTU)).CombinedOutput(); err != nil {
-			t.Fatalf("ip link set %s mtu %d: %v: %s", ifname, jumboMTU, err, out)
+		if err := netcmd.IP("link", "set", "dev", ifname, "mtu", strconv.Itoa(jumboMTU)); err != nil {
+			t.Fatal(err)
 		}
 	}
 	sfx := node.Name[len(node.Name)-6:]
@@ -131,8 +132,8 @@ func TestBridgeThroughput(t *testing.T) {
 		// its own, and the client's RoCE endpoint (roce.mac) uses one its
 		// interface lacks.
 		setup: func(t *testing.T) {
-			if out, err := exec.Command("ip", "link", "set", "dev", ifDaemon, "address", "02:cd:d0:00:00:99").CombinedOutput(); err != nil {
-				t.Fatalf("%v: %s", err, out)
+			if err := netcmd.IP("link", "set", "dev", ifDaemon, "address", "02:cd:d0:00:00:99"); err != nil {
+				t.Fatal(err)
 			}
 		},
 		rows: []row{
@@ -272,13 +273,8 @@ roce: {service: roce, address: %[3]s, mac: "02:cd:d0:00:00:01", mtu: %[4]d, wind
 func watchRSS(pid int, stop <-chan struct{}) int64 {
 	var peak int64
 	for {
-		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
-			for _, line := range strings.Split(string(b), "\n") {
-				if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-					kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-					peak = max(peak, kb<<10)
-				}
-			}
+		if rss, err := daemonproc.RSS(pid); err == nil {
+			peak = max(peak, rss)
 		}
 		select {
 		case <-stop:

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv/daemonproc"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/rxeguest"
 )
 
@@ -29,8 +30,8 @@ func TestTryCeph(t *testing.T) {
 	requireTools(t)
 	daemon := buildDaemon(t)
 	tool := filepath.Join(t.TempDir(), "cephdpdkd-try")
-	if out, err := exec.Command("go", "build", "-o", tool, "../../internal/tools/tryceph").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
+	if err := daemonproc.Build(context.Background(), "github.com/cephdpdkd/cephdpdkd/internal/tools/tryceph", tool); err != nil {
+		t.Fatal(err)
 	}
 	roceHere := rxeguest.CephAvailable()
 

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -21,6 +19,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/cephdpdkd/cephdpdkd/internal/metrics"
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv/daemonproc"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/qemuvm"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/sysguest"
 )
@@ -577,12 +576,7 @@ func (d *daemon) diagnose(t *testing.T) string {
 // as this machine, so the binary runs there as it is.
 func buildDaemon(t *testing.T) []byte {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "cephdpdkd")
-	out, err := exec.Command("go", "build", "-o", bin, "../../cmd/cephdpdkd").CombinedOutput()
-	if err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	data, err := os.ReadFile(bin)
+	data, err := os.ReadFile(daemonproc.BuildDaemon(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/cephdpdkd/cephdpdkd/internal/statefile"
+	"github.com/cephdpdkd/cephdpdkd/internal/sysfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -145,24 +146,12 @@ func (s *System) setTotal(sizeKB, n int) (int, error) {
 	path := filepath.Join(s.sizeDir(sizeKB), "nr_hugepages")
 	w := s.WriteFile
 	if w == nil {
-		w = writeAttr
+		w = sysfs.Write
 	}
 	if err := w(path, []byte(strconv.Itoa(n))); err != nil {
 		return 0, fmt.Errorf("write %d to %s: %w", n, path, err)
 	}
 	return readInt(path)
-}
-
-func writeAttr(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 // mountPoint is one hugetlbfs-or-not mount from the mount table.

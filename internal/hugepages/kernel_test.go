@@ -12,6 +12,7 @@ import (
 
 	"github.com/cephdpdkd/cephdpdkd/internal/hugepages"
 	"github.com/cephdpdkd/cephdpdkd/internal/hugepages/hugepagestest"
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv/harness"
 )
 
 // The real kernel: reserve 4 more 2M pages than are free, mount
@@ -31,9 +32,7 @@ func TestRealKernel(t *testing.T) {
 		realKernelChild(t, sys)
 		return
 	}
-	if _, err := exec.LookPath("unshare"); err != nil {
-		t.Skip("no unshare(1)")
-	}
+	harness.RequireCommands(t, "util-linux", "unshare")
 	hugepagestest.Lock(t)
 	before, err := sys.Counts(2048)
 	if err != nil {

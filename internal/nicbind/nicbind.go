@@ -23,6 +23,7 @@ import (
 
 	"github.com/cephdpdkd/cephdpdkd/internal/devargs"
 	"github.com/cephdpdkd/cephdpdkd/internal/statefile"
+	"github.com/cephdpdkd/cephdpdkd/internal/sysfs"
 )
 
 // DPDK drivers Bind accepts.
@@ -109,25 +110,12 @@ func (s *System) devPath(addr string, elem ...string) string {
 func (s *System) write(path, data string) error {
 	w := s.WriteFile
 	if w == nil {
-		w = writeAttr
+		w = sysfs.Write
 	}
 	if err := w(path, []byte(data)); err != nil {
 		return fmt.Errorf("write %q to %s: %w", strings.TrimSpace(data), path, err)
 	}
 	return nil
-}
-
-// writeAttr writes a sysfs attribute, which exists: it is never created.
-func writeAttr(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 // StatePath returns the state file of a port.

@@ -1,27 +1,20 @@
 package roced_test
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"net/netip"
 	"os"
 	"runtime"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/cephdpdkd/cephdpdkd/internal/config"
-	"github.com/cephdpdkd/cephdpdkd/internal/daemon"
 	"github.com/cephdpdkd/cephdpdkd/internal/roced"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv"
-	"github.com/cephdpdkd/cephdpdkd/roce"
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv/daemonproc"
 	"github.com/cephdpdkd/cephdpdkd/roce/cm"
 	"github.com/cephdpdkd/cephdpdkd/roce/session"
 )
@@ -41,43 +34,15 @@ func TestBridgeScaleOverDPDK(t *testing.T) {
 		levels = levels[:2]
 	}
 	raiseNoFile(t, uint64(4*levels[len(levels)-1]+1024))
-	node := testenv.NewNetNS(t)
-	ifDaemon, ifPeer := testenv.NewVethPair(t)
-	const nodeIP, peerIP = "10.87.0.2", "10.87.0.1"
 	const holdPort = 6800
-	ifname := "cdds" + node.Name[len(node.Name)-6:]
 	// The bridge's buffers are shared (512 receive, 256 send of
 	// buffer_size: 96 MiB); a connection holds at most 2 of each.
-	y := fmt.Sprintf(`
-port: {name: br, device: "net_af_packet72,iface=%s,framecnt=2048"}
-services:
-  - {name: roce, ring_size: 4096, consumer: {type: roce}}
-  - {name: other, consumer: {type: kernel}}
-default_service: other
-kernel: {interface: %s, netns: %s, addresses: [%s/24]}
-roce:
-  service: roce
-  address: %s
-  buffer_size: 131072
-  send_buffers: 2
-  recv_buffers: 2
-  memory_mb: 512
-  max_sessions: 1024
-  bridge: {ports: ["%d"]}
-metrics: {listen: "off"}
-`, ifDaemon, ifname, node.Name, nodeIP, nodeIP, holdPort)
-	cfg, err := config.Parse([]byte(y))
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan, err := daemon.NewPlan(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rig := newBridgeRig(t, bridgeConfig{net: 87, vdev: 72, ifPrefix: "cdds", sendBuffers: 2, recvBuffers: 2,
+		memoryMB: 512, maxSessions: 1024, ports: fmt.Sprint(holdPort)})
 
 	// The Ceph daemons' stand-in: accepts and holds every connection.
 	var ln net.Listener
-	if err := node.Do(func() (err error) { ln, err = net.Listen("tcp", fmt.Sprintf(":%d", holdPort)); return }); err != nil {
+	if err := rig.node.Do(func() (err error) { ln, err = net.Listen("tcp", fmt.Sprintf(":%d", holdPort)); return }); err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
@@ -106,21 +71,12 @@ metrics: {listen: "off"}
 
 	// Only warnings: a thousand connections' info lines are noise.
 	logger := slog.New(slog.NewTextHandler(logWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	d, stopDaemon := startDaemon(t, plan, logger)
-
-	pio, _ := peerPort(t, "net_af_packet73", "iface="+ifPeer+",framecnt=2048", 1024, 8191, stopDaemon)
-	ep, err := roce.NewEndpoint(roce.EndpointConfig{MAC: [6]byte{2, 0, 0x0a, 0x57, 0, 1}, IP: netip.MustParseAddr(peerIP), IO: pio})
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The node dials each connection's TCP side through its namespace's
 	// one dialer thread, so a storm of REQs waits in line: retransmit no
 	// sooner than rdma_cm would, and often enough not to give up.
-	mgr, err := cm.New(ep, cm.Config{Timeout: 14, RetryCount: 7, MaxConns: 4 * levels[len(levels)-1],
+	rig.start(t, logger, cm.Config{Timeout: 14, RetryCount: 7, MaxConns: 4 * levels[len(levels)-1],
 		RetransmitTimeout: time.Second, MaxRetries: 10, TimeWait: 10 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, stopDaemon, ep, mgr := rig.d, rig.stopDaemon, rig.ep, rig.mgr
 	pd := ep.NewPD()
 	// The clients' own buffers are tiny: the node is what is measured,
 	// though the RSS is the whole process's, clients included.
@@ -146,44 +102,15 @@ metrics: {listen: "off"}
 		return st
 	}
 
-	type client struct {
-		qp        *roce.QP
-		s         *session.Session
-		conn      *cm.Conn
-		connected bool
-		err       error
-		down      bool
-	}
-	release := func(c *client) {
-		scq, rcq := c.qp.SendCQ(), c.qp.RecvCQ()
-		c.qp.Modify(&roce.QPAttr{State: roce.QPStateError}, roce.QPAttrState)
-		c.s.Release()
-		c.qp.Destroy()
-		scq.Destroy()
-		rcq.Destroy()
-	}
 	base := status()
 	baseRSS := vmRSS(t)
 	t.Logf("FIGURES bridge scale: idle daemon: %d bytes registered (the shared pools), RSS %.1f MiB",
 		base.MemoryInUse, float64(baseRSS)/(1<<20))
 	for _, level := range levels {
-		cs := make([]*client, level)
+		cs := make([]*bridgeClient, level)
 		start := time.Now()
 		for i := range cs {
-			c := &client{}
-			if c.qp, err = session.NewQP(pd, sc); err != nil {
-				t.Fatal(err)
-			}
-			if c.s, err = session.New(c.qp, sc); err != nil {
-				t.Fatal(err)
-			}
-			c.conn, err = mgr.Dial(netip.MustParseAddr(nodeIP), holdPort, c.qp, nil, cm.Events{
-				Connected:    func(_ *cm.Conn, err error) { c.connected, c.err = true, err },
-				Disconnected: func(_ *cm.Conn, err error) { c.down = true },
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
+			c := rig.dial(t, pd, sc, holdPort)
 			cs[i] = c
 			if i%32 == 31 {
 				poll()
@@ -258,7 +185,7 @@ metrics: {listen: "off"}
 		}
 		teardown := time.Since(start)
 		for _, c := range cs {
-			release(c)
+			c.release()
 		}
 		dropHeld()
 		t.Logf("FIGURES bridge scale: %4d connections: registered %d bytes in all, %.0f bytes more per idle connection "+
@@ -296,24 +223,12 @@ func raiseNoFile(t *testing.T, n uint64) {
 	}
 }
 
-// vmRSS returns the process's resident set size in bytes.
+// vmRSS returns this process's resident set size in bytes.
 func vmRSS(t *testing.T) int64 {
 	t.Helper()
-	f, err := os.Open("/proc/self/status")
+	rss, err := daemonproc.RSS(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return kb << 10
-		}
-	}
-	t.Fatal(errors.New("no VmRSS in /proc/self/status"))
-	return 0
+	return rss
 }

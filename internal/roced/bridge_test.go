@@ -12,7 +12,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/cephdpdkd/cephdpdkd/internal/config"
 	"github.com/cephdpdkd/cephdpdkd/internal/daemon"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv"
 	"github.com/cephdpdkd/cephdpdkd/roce"
@@ -20,21 +19,45 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/roce/session"
 )
 
-// TestBridgeOverDPDK: the daemon's RoCE⇄TCP bridge, reached over its DPDK
-// port (net_af_packet on a veth pair whose other end is a second port of
-// this process, where the test's own rdma_cm client runs), relays a stream to a TCP sink listening on the
-// node's address in the kernel interface's namespace, and an echo back.
-// The same bytes then cross kernel TCP on a veth pair between two
-// namespaces, for the throughput ratio.
-func TestBridgeOverDPDK(t *testing.T) {
-	testenv.RequireRoot(t)
+// bridgeRig is the daemon as a bridge node: its RoCE⇄TCP bridge reached
+// over its DPDK port (net_af_packet on a veth pair whose other end is a
+// second port of this process, where the test's own rdma_cm clients
+// run), its kernel interface in a namespace of its own. Subnet 10.<net>.0.0/24:
+// the node is .2, the peer .1.
+type bridgeRig struct {
+	node           *testenv.NetNS
+	nodeIP, peerIP netip.Addr
+	ifPeer         string
+	vdev           int // the daemon's port is net_af_packet<vdev>, the peer's <vdev+1>
+	plan           *daemon.Plan
+
+	// Set by start.
+	d          *daemon.Daemon
+	stopDaemon func()
+	ep         *roce.Endpoint
+	mgr        *cm.Manager
+}
+
+// bridgeConfig is what the bridge tests' nodes differ in.
+type bridgeConfig struct {
+	net                      byte   // the subnet's second octet
+	vdev                     int    // see bridgeRig
+	ifPrefix                 string // of the kernel interface's name
+	sendBuffers, recvBuffers int
+	memoryMB, maxSessions    int
+	ports                    string // roce.bridge.ports
+}
+
+// newBridgeRig creates the node's namespace and veth pair and plans its
+// daemon; the test sets up the node's TCP side before start.
+func newBridgeRig(t *testing.T, c bridgeConfig) *bridgeRig {
+	t.Helper()
 	node := testenv.NewNetNS(t)
 	ifDaemon, ifPeer := testenv.NewVethPair(t)
-	const nodeIP, peerIP = "10.88.0.2", "10.88.0.1"
-	const sinkPort, echoPort, closedPort = 6800, 6801, 6802
-	ifname := "cddb" + node.Name[len(node.Name)-6:]
+	nodeIP, peerIP := netip.AddrFrom4([4]byte{10, c.net, 0, 2}), netip.AddrFrom4([4]byte{10, c.net, 0, 1})
+	ifname := c.ifPrefix + node.Name[len(node.Name)-6:]
 	y := fmt.Sprintf(`
-port: {name: br, device: "net_af_packet70,iface=%s,framecnt=2048"}
+port: {name: br, device: "net_af_packet%d,iface=%s,framecnt=2048"}
 services:
   - {name: roce, ring_size: 4096, consumer: {type: roce}}
   - {name: other, consumer: {type: kernel}}
@@ -44,25 +67,89 @@ roce:
   service: roce
   address: %s
   buffer_size: 131072
-  send_buffers: 32
-  recv_buffers: 64
-  memory_mb: 128
-  max_sessions: 8
-  bridge: {ports: ["%d-%d"]}
+  send_buffers: %d
+  recv_buffers: %d
+  memory_mb: %d
+  max_sessions: %d
+  bridge: {ports: ["%s"]}
 metrics: {listen: "off"}
-`, ifDaemon, ifname, node.Name, nodeIP, nodeIP, sinkPort, closedPort)
-	cfg, err := config.Parse([]byte(y))
+`, c.vdev, ifDaemon, ifname, node.Name, nodeIP, nodeIP, c.sendBuffers, c.recvBuffers, c.memoryMB, c.maxSessions, c.ports)
+	return &bridgeRig{node: node, nodeIP: nodeIP, peerIP: peerIP, ifPeer: ifPeer, vdev: c.vdev, plan: newPlan(t, y)}
+}
+
+// start starts the daemon, then the peer's port, RoCE endpoint and
+// connection manager.
+func (r *bridgeRig) start(t *testing.T, log *slog.Logger, cmc cm.Config) {
+	t.Helper()
+	r.d, r.stopDaemon = startDaemon(t, r.plan, log)
+	pio, _ := peerPort(t, fmt.Sprintf("net_af_packet%d", r.vdev+1), "iface="+r.ifPeer+",framecnt=2048", 1024, 8191, r.stopDaemon)
+	var err error
+	r.ep, err = roce.NewEndpoint(roce.EndpointConfig{MAC: [6]byte{2, 0, 10, r.peerIP.As4()[1], 0, 1}, IP: r.peerIP, IO: pio})
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan, err := daemon.NewPlan(cfg)
+	if r.mgr, err = cm.New(r.ep, cmc); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// bridgeClient is one of the peer's rdma_cm connections, its state as
+// its events leave it.
+type bridgeClient struct {
+	qp        *roce.QP
+	s         *session.Session
+	conn      *cm.Conn
+	connected bool
+	err       error
+	down      bool
+}
+
+// dial connects a client to port of the node; it does not wait for the
+// answer.
+func (r *bridgeRig) dial(t *testing.T, pd *roce.PD, sc session.Config, port uint16) *bridgeClient {
+	t.Helper()
+	c := &bridgeClient{}
+	var err error
+	if c.qp, err = session.NewQP(pd, sc); err != nil {
+		t.Fatal(err)
+	}
+	if c.s, err = session.New(c.qp, sc); err != nil {
+		t.Fatal(err)
+	}
+	c.conn, err = r.mgr.Dial(r.nodeIP, port, c.qp, nil, cm.Events{
+		Connected:    func(_ *cm.Conn, err error) { c.connected, c.err = true, err },
+		Disconnected: func(_ *cm.Conn, err error) { c.down = true },
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return c
+}
+
+// release destroys the client's QP, its session and its CQs.
+func (c *bridgeClient) release() {
+	scq, rcq := c.qp.SendCQ(), c.qp.RecvCQ()
+	c.qp.Modify(&roce.QPAttr{State: roce.QPStateError}, roce.QPAttrState)
+	c.s.Release()
+	c.qp.Destroy()
+	scq.Destroy()
+	rcq.Destroy()
+}
+
+// TestBridgeOverDPDK: the daemon's RoCE⇄TCP bridge (a bridgeRig) relays a
+// stream to a TCP sink listening on the node's address in the kernel
+// interface's namespace, and an echo back. The same bytes then cross
+// kernel TCP on a veth pair between two namespaces, for the throughput
+// ratio.
+func TestBridgeOverDPDK(t *testing.T) {
+	testenv.RequireRoot(t)
+	const sinkPort, echoPort, closedPort = 6800, 6801, 6802
+	rig := newBridgeRig(t, bridgeConfig{net: 88, vdev: 70, ifPrefix: "cddb", sendBuffers: 32, recvBuffers: 64,
+		memoryMB: 128, maxSessions: 8, ports: fmt.Sprintf("%d-%d", sinkPort, closedPort)})
 
 	// The Ceph daemons' stand-ins, on the node's address in its namespace.
 	var sinkLn, echoLn net.Listener
-	if err := node.Do(func() (err error) {
+	if err := rig.node.Do(func() (err error) {
 		// The address must exist before a listener can bind it: bind
 		// the wildcard on the ports instead; the daemon adds the address.
 		if sinkLn, err = net.Listen("tcp", fmt.Sprintf(":%d", sinkPort)); err != nil {
@@ -95,17 +182,8 @@ metrics: {listen: "off"}
 		}
 	}()
 
-	d, stopDaemon := startDaemon(t, plan, slog.New(slog.NewTextHandler(logWriter{t}, nil)))
-
-	pio, _ := peerPort(t, "net_af_packet71", "iface="+ifPeer+",framecnt=2048", 1024, 8191, stopDaemon)
-	ep, err := roce.NewEndpoint(roce.EndpointConfig{MAC: [6]byte{2, 0, 0x0a, 0x58, 0, 1}, IP: netip.MustParseAddr(peerIP), IO: pio})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mgr, err := cm.New(ep, cm.Config{Timeout: 14, RetryCount: 7})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rig.start(t, slog.New(slog.NewTextHandler(logWriter{t}, nil)), cm.Config{Timeout: 14, RetryCount: 7})
+	d, stopDaemon, ep, mgr := rig.d, rig.stopDaemon, rig.ep, rig.mgr
 	pd := ep.NewPD()
 	sc := session.DefaultConfig()
 	sc.BufferSize, sc.SendBuffers, sc.RecvBuffers = 128<<10, 32, 64
@@ -114,32 +192,9 @@ metrics: {listen: "off"}
 		ep.Poll(now)
 		mgr.Poll(now)
 	}
-
-	type client struct {
-		qp        *roce.QP
-		s         *session.Session
-		conn      *cm.Conn
-		connected bool
-		err       error
-		down      bool
-	}
-	dial := func(port uint16) *client {
+	dial := func(port uint16) *bridgeClient {
 		t.Helper()
-		c := &client{}
-		var err error
-		if c.qp, err = session.NewQP(pd, sc); err != nil {
-			t.Fatal(err)
-		}
-		if c.s, err = session.New(c.qp, sc); err != nil {
-			t.Fatal(err)
-		}
-		c.conn, err = mgr.Dial(netip.MustParseAddr(nodeIP), port, c.qp, nil, cm.Events{
-			Connected:    func(_ *cm.Conn, err error) { c.connected, c.err = true, err },
-			Disconnected: func(_ *cm.Conn, err error) { c.down = true },
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		c := rig.dial(t, pd, sc, port)
 		for end := time.Now().Add(10 * time.Second); !c.connected; poll() {
 			if time.Now().After(end) {
 				t.Fatalf("connect to %d: no answer", port)
@@ -147,20 +202,12 @@ metrics: {listen: "off"}
 		}
 		return c
 	}
-	release := func(c *client) {
-		scq, rcq := c.qp.SendCQ(), c.qp.RecvCQ()
-		c.qp.Modify(&roce.QPAttr{State: roce.QPStateError}, roce.QPAttrState)
-		c.s.Release()
-		c.qp.Destroy()
-		scq.Destroy()
-		rcq.Destroy()
-	}
 
 	// Nothing listens on closedPort: a REJ, at once.
 	if c := dial(closedPort); !errors.Is(c.err, cm.ErrRejected) {
 		t.Errorf("connect to a port without a daemon: %v; want a REJ", c.err)
 	} else {
-		release(c)
+		c.release()
 	}
 
 	// A stream to the sink: the bridge's throughput.
@@ -206,7 +253,7 @@ metrics: {listen: "off"}
 	bridgeSecs := time.Since(start).Seconds()
 	for end := time.Now().Add(5 * time.Second); !c.down && time.Now().Before(end); poll() {
 	}
-	release(c)
+	c.release()
 	if got != streamBytes {
 		t.Errorf("the sink got %d bytes of %d", got, streamBytes)
 	}
@@ -254,7 +301,7 @@ metrics: {listen: "off"}
 	mgr.Disconnect(c.conn)
 	for end := time.Now().Add(5 * time.Second); !c.down && time.Now().Before(end); poll() {
 	}
-	release(c)
+	c.release()
 
 	// The node's collectors export what the bridge did: the REJ for the
 	// closed port, two connections bridged and ended, the bytes relayed.

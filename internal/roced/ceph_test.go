@@ -53,30 +53,13 @@ func TestCephAsyncRDMAOverDPDK(t *testing.T) {
 	// GID in each record matches the TCP peer as Ceph requires; on the
 	// memif link they are just labels.
 	const daemonIP, peerIP = "127.0.0.3", "127.0.0.2"
-	y := fmt.Sprintf(`
-port: {name: ceph, device: "net_memif60,role=server,socket=%s"}
-services:
-  - {name: roce, ring_size: 4096, consumer: {type: roce}}
-  - {name: unclaimed}
-default_service: unclaimed
-roce:
-  service: roce
-  address: %s
+	y := roceOnlyConfig("ceph", "net_memif60,role=server,socket="+sock, 4096, daemonIP, `
   buffer_size: 65536
   send_buffers: 8
   recv_buffers: 8
   ceph_tcp:
-    - {listen: "%s:16800", app: echo}
-metrics: {listen: "off"}
-`, sock, daemonIP, daemonIP)
-	cfg, err := config.Parse([]byte(y))
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan, err := daemon.NewPlan(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+    - {listen: "`+daemonIP+`:16800", app: echo}`)
+	plan := newPlan(t, y)
 	// The daemon's poll loop must be stopped before the peer port goes
 	// (peerPort's cleanup does): DPDK's memif PMD unmaps the shared rings
 	// on disconnect while a concurrent rx_burst may still read them.
@@ -225,6 +208,39 @@ func peerPort(t *testing.T, name, devargs string, descs uint16, poolSize int, st
 		}
 	}
 	return &portIO{port: port, pool: pool, burst: burst}, port
+}
+
+// roceOnlyConfig is a configuration whose port (name, device) carries
+// RoCE alone: the roce service, with a ring of ringSize, takes the frames
+// of the endpoint at address, and the rest go unclaimed. roceMore holds
+// the roce section's other keys, each line indented two spaces, after a
+// newline.
+func roceOnlyConfig(name, device string, ringSize int, address, roceMore string) string {
+	return fmt.Sprintf(`
+port: {name: %s, device: "%s"}
+services:
+  - {name: roce, ring_size: %d, consumer: {type: roce}}
+  - {name: unclaimed}
+default_service: unclaimed
+roce:
+  service: roce
+  address: %s%s
+metrics: {listen: "off"}
+`, name, device, ringSize, address, roceMore)
+}
+
+// newPlan parses the configuration y and plans its daemon.
+func newPlan(t *testing.T, y string) *daemon.Plan {
+	t.Helper()
+	cfg, err := config.Parse([]byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := daemon.NewPlan(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return plan
 }
 
 // startDaemon starts plan's data path on the test EAL. stop stops it once

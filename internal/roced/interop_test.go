@@ -14,10 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cephdpdkd/cephdpdkd/internal/config"
-	"github.com/cephdpdkd/cephdpdkd/internal/daemon"
 	"github.com/cephdpdkd/cephdpdkd/internal/roced"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv"
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv/daemonproc"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/rxeguest"
 	"github.com/cephdpdkd/cephdpdkd/pmd"
 	"github.com/cephdpdkd/cephdpdkd/roce/pcapcheck"
@@ -40,30 +39,17 @@ const (
 	g2IP       = "10.77.0.12"
 )
 
-func roceConfig(t *testing.T, hostIf string) *config.Config {
-	y := fmt.Sprintf(`
-port: {name: rxe, device: "net_af_packet50,iface=%s"}
-services:
-  - {name: roce, ring_size: 4096, consumer: {type: roce}}
-  - {name: unclaimed}
-default_service: unclaimed
-roce:
-  service: roce
-  address: %s
+// roceConfig is the daemon's configuration for the interop test: its
+// endpoint's applications on ports the guests' clients connect to.
+func roceConfig(hostIf string) string {
+	return roceOnlyConfig("rxe", "net_af_packet50,iface="+hostIf, 4096, endpointIP, `
   listen:
     - {port: 7471, app: echo}
     - {port: 7472, app: ucmatose, size: 64}
     - {port: 7473, app: ucmatose, size: 4096}
     - {port: 7474, app: ucmatose, size: 65536}
     - {port: 7475, app: discard}
-    - {port: 7174, app: rping}
-metrics: {listen: "off"}
-`, hostIf, endpointIP)
-	c, err := config.Parse([]byte(y))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+    - {port: 7174, app: rping}`)
 }
 
 type logWriter struct{ t *testing.T }
@@ -120,24 +106,7 @@ func TestRxeInterop(t *testing.T) {
 	}
 	stopCapture := capture(t, hostIf)
 
-	plan, err := daemon.NewPlan(roceConfig(t, hostIf))
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := daemon.Start(plan, daemon.Options{EAL: testEAL, Logger: slog.New(slog.NewTextHandler(logWriter{t}, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stopped := false
-	stop := func() {
-		if !stopped {
-			stopped = true
-			if err := d.Stop(context.Background()); err != nil {
-				t.Errorf("daemon stop (leak check): %v", err)
-			}
-		}
-	}
-	defer stop()
+	d, stop := startDaemon(t, newPlan(t, roceConfig(hostIf)), slog.New(slog.NewTextHandler(logWriter{t}, nil)))
 	node := d.RoCE()
 
 	run := func(g *rxeguest.Guest, cmd string) string {
@@ -216,10 +185,7 @@ func TestRxeInterop(t *testing.T) {
 	t.Run("cephdpdkd roce-ping CLI to rdma_server", func(t *testing.T) {
 		// The operator's tool as a process of its own: its own EAL and
 		// af_packet port on the same veth, its own endpoint address.
-		bin := filepath.Join(t.TempDir(), "cephdpdkd")
-		if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/cephdpdkd").CombinedOutput(); err != nil {
-			t.Fatalf("build: %v\n%s", err, out)
-		}
+		bin := daemonproc.BuildDaemon(t)
 		cfg := fmt.Sprintf(`
 eal: {lcores: "0-1", no_huge: true, memory_mb: 256, file_prefix: cdd-roceping-%d}
 port: {name: ping, device: "net_af_packet0,iface=%s"}

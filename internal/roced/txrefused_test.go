@@ -203,21 +203,11 @@ func filterJunk(lp *loopPort, junk *int) [][]byte {
 // refusals.
 func TestNodeTxRefusedNotDropped(t *testing.T) {
 	lp := newLoopPort(t, "node", "net_ring8")
-	y := `
-port: {name: txr, device: "net_ring8"}
-services:
-  - {name: roce, ring_size: 64, consumer: {type: roce}}
-  - {name: unclaimed}
-default_service: unclaimed
-roce:
-  service: roce
-  address: 10.78.0.2
+	y := roceOnlyConfig("txr", "net_ring8", 64, "10.78.0.2", `
   listen:
     - {port: 7471, app: echo}
   max_sessions: 1
-  memory_mb: 16
-metrics: {listen: "off"}
-`
+  memory_mb: 16`)
 	cfg, err := config.Parse([]byte(y))
 	if err != nil {
 		t.Fatal(err)

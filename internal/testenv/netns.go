@@ -5,8 +5,6 @@ package testenv
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -36,11 +34,7 @@ func RequireRoot(t harness.TB) {
 	if os.Geteuid() != 0 {
 		t.Skip("testenv: needs root for network namespaces")
 	}
-	for _, cmd := range []string{"ip", "ethtool"} {
-		if _, err := exec.LookPath(cmd); err != nil {
-			t.Skipf("testenv: needs the %s command: %v", cmd, err)
-		}
-	}
+	harness.RequireCommands(t, "testenv: iproute2, ethtool", "ip", "ethtool")
 }
 
 // VethNS is a network namespace joined to the root namespace by a veth
@@ -78,11 +72,7 @@ type VethNS struct {
 func NewVethNS(t harness.TB, peerAddr netip.Prefix) *VethNS {
 	t.Helper()
 	RequireRoot(t)
-	var id [3]byte
-	if _, err := rand.Read(id[:]); err != nil {
-		t.Fatalf("testenv: random namespace name: %v", err)
-	}
-	suffix := hex.EncodeToString(id[:])
+	suffix := netcmd.Suffix(t)
 	v := &VethNS{
 		NS:       "cdd-" + suffix,
 		HostIf:   "cddh-" + suffix,
@@ -340,11 +330,7 @@ func deafen(ifname string) error {
 func NewVethPair(t harness.TB) (a, b string) {
 	t.Helper()
 	RequireRoot(t)
-	var id [3]byte
-	if _, err := rand.Read(id[:]); err != nil {
-		t.Fatalf("testenv: random interface name: %v", err)
-	}
-	sfx := hex.EncodeToString(id[:])
+	sfx := netcmd.Suffix(t)
 	a, b = "cdda-"+sfx, "cddb-"+sfx
 	t.Cleanup(func() {
 		if _, err := net.InterfaceByName(a); err == nil {

@@ -361,14 +361,13 @@ func TestKernelPeer(t *testing.T) {
 	}
 }
 
-// TestKernelPeerVerifiesChecksums checks that the kernel peer drops a frame
-// with a bad checksum, so tests can rely on it to catch checksum bugs in
-// frames built in userspace: a ping with a broken ICMP checksum gets no
-// reply, while the good ping sent after it does.
-func TestKernelPeerVerifiesChecksums(t *testing.T) {
+// kernelPeer returns a namespace at 10.99.0.2/24 whose kernel, the peer,
+// sends to the node (trafficgen's MAC at 10.99.0.1) without asking by
+// ARP, which the node has no kernel to answer, and a socket on the host
+// end that sees what it sends.
+func kernelPeer(ctx context.Context, t *testing.T) (*VethNS, *PacketSocket) {
+	t.Helper()
 	v := NewVethNS(t, netip.MustParsePrefix("10.99.0.2/24"))
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
 	if out, err := v.Exec(ctx, "ip", "neigh", "replace", "10.99.0.1", "lladdr", trafficgen.NodeMAC().String(), "dev", v.PeerIf); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
@@ -376,6 +375,17 @@ func TestKernelPeerVerifiesChecksums(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return v, host
+}
+
+// TestKernelPeerVerifiesChecksums checks that the kernel peer drops a frame
+// with a bad checksum, so tests can rely on it to catch checksum bugs in
+// frames built in userspace: a ping with a broken ICMP checksum gets no
+// reply, while the good ping sent after it does.
+func TestKernelPeerVerifiesChecksums(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	v, host := kernelPeer(ctx, t)
 	ping := func(id uint16) []byte {
 		buf := gopacket.NewSerializeBuffer()
 		err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true},
@@ -458,21 +468,13 @@ func TestInNetnsRestoresThread(t *testing.T) {
 // namespace's own stack sends reach the host end with complete checksums
 // and at most MTU size, not as checksum-offloaded or GSO frames.
 func TestKernelPeerChecksums(t *testing.T) {
-	v := NewVethNS(t, netip.MustParsePrefix("10.99.0.2/24"))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	// The node has no kernel to answer ARP: tell the peer its MAC.
-	if out, err := v.Exec(ctx, "ip", "neigh", "replace", "10.99.0.1", "lladdr", trafficgen.NodeMAC().String(), "dev", v.PeerIf); err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
-	host, err := v.ListenHost()
-	if err != nil {
-		t.Fatal(err)
-	}
+	v, host := kernelPeer(ctx, t)
 	var udp net.Conn
 	// Every socket is made on Do's thread, inside the namespace: a socket
 	// made anywhere else would route 10.99.0.1 out of the box.
-	err = v.Do(func() error {
+	err := v.Do(func() error {
 		var err error
 		if udp, err = net.Dial("udp4", "10.99.0.1:4791"); err != nil {
 			return err

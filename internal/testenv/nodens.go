@@ -4,8 +4,6 @@ package testenv
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -29,11 +27,7 @@ type NetNS struct {
 func NewNetNS(t harness.TB) *NetNS {
 	t.Helper()
 	RequireRoot(t)
-	var id [3]byte
-	if _, err := rand.Read(id[:]); err != nil {
-		t.Fatalf("testenv: random namespace name: %v", err)
-	}
-	n := &NetNS{Name: "cddn-" + hex.EncodeToString(id[:])}
+	n := &NetNS{Name: "cddn-" + netcmd.Suffix(t)}
 	t.Cleanup(func() {
 		if _, err := os.Stat(n.Path()); err == nil {
 			if err := netcmd.IP("netns", "del", n.Name); err != nil {

@@ -58,11 +58,14 @@ var kindNames = [...]string{
 }
 
 // String returns the kind's short lower-case name, such as "osd".
-func (k Kind) String() string {
-	if k.valid() {
-		return kindNames[k]
+func (k Kind) String() string { return name(kindNames[:], uint8(k), "Kind") }
+
+// name returns names[v], or typ(v) for a value names has no name for.
+func name(names []string, v uint8, typ string) string {
+	if int(v) < len(names) && names[v] != "" {
+		return names[v]
 	}
-	return "Kind(" + strconv.Itoa(int(k)) + ")"
+	return typ + "(" + strconv.Itoa(int(v)) + ")"
 }
 
 func (k Kind) valid() bool { return k >= MonV2 && k <= OtherUDP }
@@ -84,18 +87,10 @@ const (
 	LaterFragment
 )
 
+var fragNames = [...]string{NotFragment: "none", FirstFragment: "first", LaterFragment: "later"}
+
 // String returns "none", "first" or "later".
-func (f Frag) String() string {
-	switch f {
-	case NotFragment:
-		return "none"
-	case FirstFragment:
-		return "first"
-	case LaterFragment:
-		return "later"
-	}
-	return "Frag(" + strconv.Itoa(int(f)) + ")"
-}
+func (f Frag) String() string { return name(fragNames[:], uint8(f), "Frag") }
 
 // Defect is the damage done to a deliberately malformed frame.
 type Defect uint8
@@ -114,19 +109,13 @@ const (
 	BadIHL
 )
 
-// String returns a short name for the defect.
-func (d Defect) String() string {
-	switch d {
-	case NoDefect:
-		return "none"
-	case TruncatedIPv4:
-		return "truncated-ipv4"
-	case TruncatedTCP:
-		return "truncated-tcp"
-	case BadIPv4Length:
-		return "bad-ipv4-length"
-	case BadIHL:
-		return "bad-ihl"
-	}
-	return "Defect(" + strconv.Itoa(int(d)) + ")"
+var defectNames = [...]string{
+	NoDefect:      "none",
+	TruncatedIPv4: "truncated-ipv4",
+	TruncatedTCP:  "truncated-tcp",
+	BadIPv4Length: "bad-ipv4-length",
+	BadIHL:        "bad-ihl",
 }
+
+// String returns a short name for the defect.
+func (d Defect) String() string { return name(defectNames[:], uint8(d), "Defect") }

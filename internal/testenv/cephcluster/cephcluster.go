@@ -39,6 +39,19 @@ const (
 	MonV1Port = 6789
 )
 
+// ClassifyYAML is the part of a cephdpdkd configuration, at its top
+// level, that sorts a Ceph node's traffic as these daemons use the
+// network: the monitor's ports (MonV2Port, MonV1Port) to service mon, the
+// OSDs' port range (Ceph's default ms_bind_port_min-max) to osd, both
+// ways, everything else to other. The configuration declares the three
+// services.
+const ClassifyYAML = `default_service: other
+rules:
+  - {service: mon, protocol: tcp, dst_ports: [3300, 6789]}
+  - {service: mon, protocol: tcp, src_ports: [3300, 6789]}
+  - {service: osd, protocol: tcp, dst_ports: ["6800-7568"]}
+  - {service: osd, protocol: tcp, src_ports: ["6800-7568"]}`
+
 // Options configure a cluster. Only IP is required.
 type Options struct {
 	// NetNS is the network namespace the daemons run in, as in
@@ -167,11 +180,7 @@ func requireTools(t harness.TB, o Options) {
 		}
 		tools = append(tools, "ip")
 	}
-	for _, tool := range tools {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("cephcluster: needs %s (Debian: ceph-mon ceph-osd ceph-common, ceph-mgr for WithMgr): %v", tool, err)
-		}
-	}
+	harness.RequireCommands(t, "cephcluster: Debian's ceph-mon ceph-osd ceph-common, ceph-mgr for WithMgr", tools...)
 }
 
 func (c *Cluster) bootstrap(ctx context.Context) error {
@@ -182,15 +191,15 @@ func (c *Cluster) bootstrap(ctx context.Context) error {
 		}
 	}
 	var err error
-	if c.fsid, err = newUUID(); err != nil {
+	if c.fsid, err = NewUUID(); err != nil {
 		return err
 	}
-	if c.osdUUID, err = newUUID(); err != nil {
+	if c.osdUUID, err = NewUUID(); err != nil {
 		return err
 	}
 	var monKey, adminKey, mgrKey string
 	for _, k := range []*string{&monKey, &adminKey, &mgrKey, &c.osdKey} {
-		if *k, err = newKey(); err != nil {
+		if *k, err = NewKey(); err != nil {
 			return err
 		}
 	}

@@ -9,7 +9,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
-	"encoding/hex"
 	"fmt"
 	"io/fs"
 	"net/netip"
@@ -20,11 +19,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv/harness"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/netcmd"
 )
 
 func TestNewKey(t *testing.T) {
-	k, err := newKey()
+	k, err := NewKey()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,11 +70,7 @@ func testCluster(t *testing.T, withMgr bool) {
 	if os.Geteuid() != 0 {
 		t.Skip("cephcluster: needs root for network namespaces")
 	}
-	for _, tool := range []string{"ip", "ss"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("cephcluster: needs %s: %v", tool, err)
-		}
-	}
+	harness.RequireCommands(t, "cephcluster: iproute2", "ip", "ss")
 	ip := netip.MustParseAddr("198.18.0.1")
 	ns := newNetNS(t, ip)
 	testStart := time.Now()
@@ -254,11 +250,7 @@ func rss(pid int) string {
 // removed when the test ends.
 func newNetNS(t *testing.T, ip netip.Addr) string {
 	t.Helper()
-	var id [3]byte
-	if _, err := rand.Read(id[:]); err != nil {
-		t.Fatal(err)
-	}
-	ns := "cdc-" + hex.EncodeToString(id[:])
+	ns := "cdc-" + netcmd.Suffix(t)
 	t.Cleanup(func() {
 		if _, err := os.Stat("/run/netns/" + ns); err == nil {
 			if err := netcmd.IP("netns", "del", ns); err != nil {

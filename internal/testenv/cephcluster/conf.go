@@ -145,11 +145,11 @@ func writeConf(path string, p confParams) error {
 	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
 
-// newKey returns a fresh cephx secret in the form ceph-authtool
+// NewKey returns a fresh cephx secret in the form ceph-authtool
 // --gen-print-key prints: base64 of the encoded CryptoKey, that is the
 // key type (1, AES), the creation time (seconds, nanoseconds), and the
 // length-prefixed 16-byte secret, all little-endian.
-func newKey() (string, error) {
+func NewKey() (string, error) {
 	var b [2 + 8 + 2 + 16]byte
 	now := time.Now()
 	binary.LittleEndian.PutUint16(b[0:], 1)
@@ -162,8 +162,8 @@ func newKey() (string, error) {
 	return base64.StdEncoding.EncodeToString(b[:]), nil
 }
 
-// newUUID returns a random (version 4) UUID.
-func newUUID() (string, error) {
+// NewUUID returns a random (version 4) UUID.
+func NewUUID() (string, error) {
 	var u [16]byte
 	if _, err := rand.Read(u[:]); err != nil {
 		return "", fmt.Errorf("uuid: %w", err)

@@ -6,11 +6,15 @@ package netcmd
 
 import (
 	"bytes"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"strings"
+
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv/harness"
 )
 
 // IP runs `ip args...`.
@@ -34,4 +38,16 @@ func WriteSysctl(path, value string) error {
 		return fmt.Errorf("sysctl: %w", err)
 	}
 	return nil
+}
+
+// Suffix returns six random hex digits, which make the names of a test's
+// namespaces and interfaces its own (with a prefix of up to nine bytes,
+// within an interface name's 15).
+func Suffix(t harness.TB) string {
+	t.Helper()
+	var id [3]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		t.Fatalf("random name: %v", err)
+	}
+	return hex.EncodeToString(id[:])
 }

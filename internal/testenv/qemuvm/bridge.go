@@ -5,8 +5,6 @@ package qemuvm
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"net"
 	"net/netip"
@@ -49,15 +47,12 @@ type Bridge struct {
 // test on any error.
 func NewBridge(t harness.TB, nsPrefix, vethPrefix string, hostAddr netip.Prefix) *Bridge {
 	t.Helper()
-	var id [3]byte
-	if _, err := rand.Read(id[:]); err != nil {
-		t.Fatalf("qemuvm: random namespace name: %v", err)
-	}
+	suffix := netcmd.Suffix(t)
 	b := &Bridge{
-		NS:         nsPrefix + hex.EncodeToString(id[:]),
+		NS:         nsPrefix + suffix,
 		Name:       "br0",
 		Addr:       hostAddr,
-		suffix:     hex.EncodeToString(id[:]),
+		suffix:     suffix,
 		vethPrefix: vethPrefix,
 	}
 	// Registered first so that a failure half way still cleans up.

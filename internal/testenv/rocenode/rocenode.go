@@ -84,12 +84,7 @@ services:
   - {name: osd, ring_size: 2048, priority: 100, consumer: {type: kernel}}
   - {name: roce, ring_size: 4096, consumer: {type: roce}}
   - {name: other, ring_size: 1024, priority: 150, consumer: {type: kernel}}
-default_service: other
-rules:
-  - {service: mon, protocol: tcp, dst_ports: [3300, 6789]}
-  - {service: mon, protocol: tcp, src_ports: [3300, 6789]}
-  - {service: osd, protocol: tcp, dst_ports: ["6800-7568"]}
-  - {service: osd, protocol: tcp, src_ports: ["6800-7568"]}
+%[7]s
 kernel: {interface: %[3]s, netns: %[4]s, addresses: [%[5]s/24]}
 roce:
   service: roce
@@ -101,7 +96,7 @@ roce:
   bridge: {}
 metrics: {listen: "%[6]s"}
 shutdown: {drain_timeout: 1s}
-`, sfx, hostIf, n.Ifname, node.Name, NodeIP, n.MetricsAddr)
+`, sfx, hostIf, n.Ifname, node.Name, NodeIP, n.MetricsAddr, cephcluster.ClassifyYAML)
 	if err := os.WriteFile(n.ConfigPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -6,8 +6,6 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
-	"encoding/base64"
-	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"os"
@@ -17,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv/cephcluster"
 )
 
 // TestCephRDMAGuests checks the rdma_cm client configuration (CephRDMA)
@@ -27,22 +27,9 @@ import (
 // then both daemons restart over RDMA, the OSD keeping its PGs (memstore
 // saves them on a clean stop).
 func TestCephRDMAGuests(t *testing.T) {
-	if testing.Short() {
-		t.Skip("boots two qemu guests and a Ceph cluster in one")
-	}
-	if err := CephAvailable(); err != nil {
-		t.Skip(err)
-	}
-	for _, tool := range []string{"ceph-mon", "ceph-osd", "ceph", "monmaptool", "ceph-authtool"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s (apt-get install ceph-mon ceph-osd ceph-common): %v", tool, err)
-		}
-	}
+	start, b := guestTest(t, "boots two qemu guests and a Ceph cluster in one", CephAvailable, "ceph-mon", "ceph-osd", "ceph", "monmaptool", "ceph-authtool")
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	start := time.Now()
-	b := NewBridge(t, bridgeAddr)
-	ours.add("namespace " + b.NS)
 	gs := bootAll(ctx, t, b,
 		guestSpec{"g1", g1Addr, []Option{withCephDaemons(), WithMemory(2048)}},
 		guestSpec{"g2", g2Addr, []Option{WithCeph()}})
@@ -247,10 +234,20 @@ type identity struct {
 	keys          map[string]string
 }
 
+// newIdentity makes a fresh identity, as cephcluster does its cluster's.
 func newIdentity(t *testing.T) identity {
-	id := identity{fsid: newUUID(t), osdUUID: newUUID(t), keys: map[string]string{}}
+	id := identity{keys: map[string]string{}}
+	var err error
+	if id.fsid, err = cephcluster.NewUUID(); err != nil {
+		t.Fatal(err)
+	}
+	if id.osdUUID, err = cephcluster.NewUUID(); err != nil {
+		t.Fatal(err)
+	}
 	for _, name := range []string{"mon.", "client.admin", "osd.0"} {
-		id.keys[name] = newKey(t)
+		if id.keys[name], err = cephcluster.NewKey(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return id
 }
@@ -271,31 +268,6 @@ func (id identity) keyring(names ...string) string {
 		}
 	}
 	return b.String()
-}
-
-// newKey returns a cephx secret as ceph-authtool --gen-print-key prints
-// it: base64 of type 1 (AES), the creation time and a 16-byte secret.
-func newKey(t *testing.T) string {
-	var b [28]byte
-	now := time.Now()
-	binary.LittleEndian.PutUint16(b[0:], 1)
-	binary.LittleEndian.PutUint32(b[2:], uint32(now.Unix()))
-	binary.LittleEndian.PutUint32(b[6:], uint32(now.Nanosecond()))
-	binary.LittleEndian.PutUint16(b[10:], 16)
-	if _, err := rand.Read(b[12:]); err != nil {
-		t.Fatal(err)
-	}
-	return base64.StdEncoding.EncodeToString(b[:])
-}
-
-func newUUID(t *testing.T) string {
-	var u [16]byte
-	if _, err := rand.Read(u[:]); err != nil {
-		t.Fatal(err)
-	}
-	u[6] = u[6]&0x0f | 0x40
-	u[8] = u[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16])
 }
 
 // writeHostConf writes a TCP client conf and keyring for the host's ceph

@@ -9,7 +9,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -91,22 +90,9 @@ fsid = not-this-one
 // lspools, a 4 MiB put and get checked by SHA-256 in the guest and on the
 // host, and a command the guest's timeout ends. It logs the timings.
 func TestCephClient(t *testing.T) {
-	if testing.Short() {
-		t.Skip("boots a qemu guest and a Ceph cluster")
-	}
-	if err := CephAvailable(); err != nil {
-		t.Skip(err)
-	}
-	for _, tool := range []string{"ceph-mon", "ceph-osd", "ceph", "monmaptool"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s (apt-get install ceph-mon ceph-osd ceph-common): %v", tool, err)
-		}
-	}
+	start, b := guestTest(t, "boots a qemu guest and a Ceph cluster", CephAvailable, "ceph-mon", "ceph-osd", "ceph", "monmaptool")
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	start := time.Now()
-	b := NewBridge(t, bridgeAddr)
-	ours.add("namespace " + b.NS)
 
 	// The guest boots while the cluster starts. Start may end the test
 	// (Fatal, Skip): the deferred wait keeps Boot from outliving it.

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv/harness"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/qemuvm"
 )
 
@@ -92,22 +93,33 @@ func leftovers() []string {
 	return found
 }
 
+// guestTest starts a test that boots guests: it skips t under -short
+// (why says what the test boots) or unless available passes or, for a
+// Ceph test, the host lacks one of cephTools; then it makes the guests'
+// bridge, which TestMain checks is gone at the end, and says when.
+func guestTest(t *testing.T, why string, available func() error, cephTools ...string) (start time.Time, b *Bridge) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip(why)
+	}
+	if err := available(); err != nil {
+		t.Skip(err)
+	}
+	harness.RequireCommands(t, "apt-get install ceph-mon ceph-osd ceph-common", cephTools...)
+	start = time.Now()
+	b = NewBridge(t, bridgeAddr)
+	ours.add("namespace " + b.NS)
+	return start, b
+}
+
 // TestGuests boots two guests on one bridge and checks the harness and the
 // rxe peers with them: the console, background commands, the veth to the
 // root namespace, then rdma_cm tool pairs between the guests (g1 client, g2
 // server), logging their timings as reference figures.
 func TestGuests(t *testing.T) {
-	if testing.Short() {
-		t.Skip("boots two qemu guests (about a minute under TCG)")
-	}
-	if err := Available(); err != nil {
-		t.Skip(err)
-	}
+	start, b := guestTest(t, "boots two qemu guests (about a minute under TCG)", Available)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	start := time.Now()
-	b := NewBridge(t, bridgeAddr)
-	ours.add("namespace " + b.NS)
 	gs := bootAll(ctx, t, b,
 		guestSpec{"g1", g1Addr, nil},
 		guestSpec{"g2", g2Addr, nil},

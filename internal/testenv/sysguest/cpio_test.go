@@ -7,14 +7,15 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv/harness"
 )
 
 // TestWriteCPIO unpacks writeCPIO's archives with the cpio tool, which
 // reads newc as the kernel does, and checks what comes out.
 func TestWriteCPIO(t *testing.T) {
-	if _, err := exec.LookPath("cpio"); err != nil {
-		t.Skip("no cpio tool to read the archive back:", err)
-	}
+	// The archive is read back with the cpio tool.
+	harness.RequireCommands(t, "apt-get install cpio", "cpio")
 	tests := []struct {
 		name  string
 		files []File
