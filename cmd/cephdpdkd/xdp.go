@@ -32,11 +32,7 @@ func (h *host) takeXDP(cfg *config.Config) (p *xdp.Program, release func() error
 	if err != nil {
 		return nil, nil, err
 	}
-	obj, err := xdp.Object()
-	if err != nil {
-		return nil, nil, err
-	}
-	p, reused, err := afxdp.Take(pmd.AttachXDP, obj, h.runDir, ifc, cfg.Port.XDPMode())
+	p, reused, err := afxdp.Take(pmd.AttachXDP, h.runDir, ifc, cfg.Port.XDPMode())
 	if err != nil {
 		return nil, nil, err
 	}

@@ -2,6 +2,7 @@ package loop
 
 import (
 	"fmt"
+	"io"
 	"sync/atomic"
 	"time"
 
@@ -36,7 +37,7 @@ type Config[R Lane, N any] struct {
 // bounds the latency it adds, and with it the wake-ups an idle loop
 // costs. Waiter sleeps (pmd.Waker: in the kernel, ended early by work
 // from other goroutines such as the RoCE bridge's TCP side); nil sleeps
-// on a Go timer.
+// on a Go timer. The Poller closes a Waiter that is an io.Closer.
 type IdleSleep struct {
 	After    int
 	Min, Max time.Duration
@@ -501,6 +502,10 @@ func (p *Poller[R, N]) Iterations() uint64 { return p.iterations.Load() }
 // packets still held in them. Run must have returned.
 func (p *Poller[R, N]) Free() {
 	p.releaseSlots()
+	if c, ok := p.idle.Waiter.(io.Closer); ok {
+		c.Close()
+	}
+	p.idle.Waiter = nil
 	for _, b := range p.bursts {
 		b.Free()
 	}

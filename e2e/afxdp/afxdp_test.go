@@ -32,7 +32,7 @@ type node struct {
 
 func newNode(t *testing.T) *node {
 	t.Helper()
-	n := &node{bin: buildDaemon(t), dir: t.TempDir()}
+	n := &node{bin: daemonproc.BuildDaemon(t), dir: t.TempDir()}
 	sub := 100 + os.Getpid()%100
 	n.ip, n.peerIP = fmt.Sprintf("10.79.%d.1", sub), fmt.Sprintf("10.79.%d.2", sub)
 	n.v = testenv.NewVethNS(t, netip.MustParsePrefix(n.peerIP+"/24"))
@@ -48,15 +48,6 @@ func newNode(t *testing.T) *node {
 	}
 	t.Cleanup(func() { xdp.Detach(n.v.HostIndex, xdp.Generic) })
 	return n
-}
-
-func buildDaemon(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "cephdpdkd")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/cephdpdkd").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	return bin
 }
 
 // config writes the node's af_xdp configuration: an echo listener on

@@ -4,13 +4,13 @@ import (
 	"errors"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv"
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv/netcmd"
 	"github.com/cephdpdkd/cephdpdkd/internal/xdp"
 	"github.com/cephdpdkd/cephdpdkd/pmd"
 )
@@ -67,22 +67,13 @@ func TestInspect(t *testing.T) {
 		t.Errorf("Inspect(%s) = %+v", v.HostIf, ifc)
 	}
 	br := "cddxbr-" + strconv.Itoa(os.Getpid()%100000)
-	if out, err := exec.Command("ip", "link", "add", br, "type", "bridge").CombinedOutput(); err != nil {
-		t.Fatalf("%v: %s", err, out)
+	if err := netcmd.IP("link", "add", br, "type", "bridge"); err != nil {
+		t.Fatal(err)
 	}
-	t.Cleanup(func() { exec.Command("ip", "link", "del", br).Run() })
+	t.Cleanup(func() { netcmd.IP("link", "del", br) })
 	if _, err := Inspect(br); err == nil || !strings.Contains(err.Error(), "a bridge") {
 		t.Errorf("Inspect(bridge) = %v, want a refusal", err)
 	}
-}
-
-func object(t *testing.T) []byte {
-	t.Helper()
-	obj, err := xdp.Object()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return obj
 }
 
 func TestTakeReuseRelease(t *testing.T) {
@@ -92,7 +83,7 @@ func TestTakeReuseRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	p, reused, err := Take(pmd.AttachXDP, object(t), dir, ifc, xdp.Generic)
+	p, reused, err := Take(pmd.AttachXDP, dir, ifc, xdp.Generic)
 	if err != nil || reused {
 		t.Fatalf("first Take: reused %v, %v", reused, err)
 	}
@@ -101,17 +92,17 @@ func TestTakeReuseRelease(t *testing.T) {
 	t.Cleanup(func() { xdp.Detach(ifc.Index, xdp.Generic) })
 
 	// A restart takes the same program back.
-	p, reused, err = Take(pmd.AttachXDP, object(t), dir, ifc, xdp.Generic)
+	p, reused, err = Take(pmd.AttachXDP, dir, ifc, xdp.Generic)
 	if err != nil || !reused || p.ID() != id {
 		t.Fatalf("second Take: reused %v, id %d (want %d), %v", reused, p.ID(), id, err)
 	}
 	p.Close()
 	// Another mode would mean detaching: refused.
-	if _, _, err := Take(pmd.AttachXDP, object(t), dir, ifc, xdp.Native); err == nil || !strings.Contains(err.Error(), "restore-nic") {
+	if _, _, err := Take(pmd.AttachXDP, dir, ifc, xdp.Native); err == nil || !strings.Contains(err.Error(), "restore-nic") {
 		t.Errorf("Take in native mode = %v, want a refusal pointing at restore-nic", err)
 	}
 	// Another run directory does not know it: foreign, and kept.
-	_, _, err = Take(pmd.AttachXDP, object(t), t.TempDir(), ifc, xdp.Generic)
+	_, _, err = Take(pmd.AttachXDP, t.TempDir(), ifc, xdp.Generic)
 	var fe *xdp.ForeignError
 	if !errors.As(err, &fe) || fe.ID != id || !fe.Unrecorded || !strings.Contains(err.Error(), "does not record it") {
 		t.Errorf("Take from another run directory = %v, want a ForeignError for %d", err, id)

@@ -23,13 +23,13 @@ type Record struct {
 
 func recordPath(dir, iface string) string { return statefile.Path(dir, iface, "xdp") }
 
-// Take attaches the program to ifc in mode m, or takes back the one this
+// Take attaches the program (xdp.Object) to ifc in mode m, or takes back the one this
 // daemon's earlier run left attached (reused), which keeps the NIC's
 // rings untouched across a restart. An attached program that the run
 // directory does not record as ours is refused with *xdp.ForeignError,
 // never replaced; ours in another mode is refused too, since changing
 // modes means detaching.
-func Take(load xdp.Loader, object []byte, dir string, ifc Interface, m xdp.Mode) (p *xdp.Program, reused bool, err error) {
+func Take(load xdp.Loader, dir string, ifc Interface, m xdp.Mode) (p *xdp.Program, reused bool, err error) {
 	a, err := xdp.Attached(ifc.Index)
 	if err != nil {
 		return nil, false, err
@@ -52,6 +52,10 @@ func Take(load xdp.Loader, object []byte, dir string, ifc Interface, m xdp.Mode)
 			return nil, false, err
 		}
 		return p, true, nil
+	}
+	object, err := xdp.Object()
+	if err != nil {
+		return nil, false, err
 	}
 	p, err = xdp.Attach(load, object, ifc.Index, m)
 	if err != nil {

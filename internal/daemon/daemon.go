@@ -76,7 +76,6 @@ type Daemon struct {
 	manual bool
 	serviceTable
 	pollers []*dispatch.Poller
-	wakers  []*pmd.Waker  // the idle loops' sleeps (idle_sleep)
 	exited  chan loopExit // one value per poll loop that returned
 	running int
 	tmpDir  string
@@ -307,11 +306,11 @@ func (d *Daemon) buildPollers() error {
 	for pi := range cfg.Pollers {
 		pc := d.pollerConfig(cfg, pi, d.plan.Classifier, d.services, true)
 		if pc.Idle.Max > 0 {
+			// The poller closes it.
 			w, err := pmd.NewWaker()
 			if err != nil {
 				return err
 			}
-			d.wakers = append(d.wakers, w)
 			pc.Idle.Waiter = w
 		}
 		p, err := dispatch.NewPoller(pc)
@@ -646,10 +645,6 @@ func (d *Daemon) teardown() error {
 		p.Free()
 	}
 	d.pollers = nil
-	for _, w := range d.wakers {
-		w.Close()
-	}
-	d.wakers = nil
 	freed := 0
 	for i, s := range d.services {
 		if p := d.procs[i]; p != nil {

@@ -26,7 +26,7 @@ import (
 
 // Defaults for the zero System.
 const (
-	DefaultSysfs  = "/sys"
+	DefaultSysfs  = sysfs.Default
 	DefaultMounts = "/proc/self/mounts"
 	DefaultRunDir = statefile.DefaultDir
 )
@@ -71,12 +71,7 @@ type State struct {
 	Time       time.Time `json:"time"`
 }
 
-func (s *System) sysfs() string {
-	if s.Sysfs == "" {
-		return DefaultSysfs
-	}
-	return s.Sysfs
-}
+func (s *System) sysfs() string { return sysfs.Root(s.Sysfs) }
 
 func (s *System) mounts() string {
 	if s.Mounts == "" {

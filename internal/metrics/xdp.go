@@ -21,16 +21,14 @@ var _ prometheus.Collector = (*XDPCollector)(nil)
 
 // NewXDPCollector returns a collector for the program on iface.
 func NewXDPCollector(iface string, stats func() (xdp.Stats, error)) *XDPCollector {
-	return &XDPCollector{
-		iface: iface,
-		stats: stats,
-		redirected: prometheus.NewDesc("cephdpdkd_xdp_redirected_total",
-			"Frames the XDP program redirected to the daemon's AF_XDP sockets (RoCEv2 to the RoCE address).",
-			[]string{"interface"}, nil),
-		pass: prometheus.NewDesc("cephdpdkd_xdp_passed_total",
-			"Frames the XDP program passed to the kernel stack, by reason: no_socket counts RoCE for the daemon that found no socket on its queue (daemon down, or a queue without a socket).",
-			[]string{"interface", "reason"}, nil),
-	}
+	c := &XDPCollector{iface: iface, stats: stats}
+	c.redirected = prometheus.NewDesc("cephdpdkd_xdp_redirected_total",
+		"Frames the XDP program redirected to the daemon's AF_XDP sockets (RoCEv2 to the RoCE address).",
+		[]string{"interface"}, nil)
+	c.pass = prometheus.NewDesc("cephdpdkd_xdp_passed_total",
+		"Frames the XDP program passed to the kernel stack, by reason: no_socket counts RoCE for the daemon that found no socket on its queue (daemon down, or a queue without a socket).",
+		[]string{"interface", "reason"}, nil)
+	return c
 }
 
 // Describe implements prometheus.Collector.

@@ -34,7 +34,7 @@ const (
 
 // Defaults for the zero System.
 const (
-	DefaultSysfs   = "/sys"
+	DefaultSysfs   = sysfs.Default
 	DefaultRunDir  = statefile.DefaultDir
 	DefaultTimeout = 10 * time.Second
 )
@@ -92,12 +92,7 @@ type State struct {
 	Time       time.Time `json:"time"`
 }
 
-func (s *System) root() string {
-	if s.Sysfs == "" {
-		return DefaultSysfs
-	}
-	return s.Sysfs
-}
+func (s *System) root() string { return sysfs.Root(s.Sysfs) }
 
 func (s *System) path(elem ...string) string {
 	return filepath.Join(append([]string{s.root()}, elem...)...)

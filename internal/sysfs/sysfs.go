@@ -17,3 +17,15 @@ func Write(path string, data []byte) error {
 	}
 	return err
 }
+
+// Default is where sysfs is mounted.
+const Default = "/sys"
+
+// Root is the sysfs root dir names, Default when dir is "" (a test
+// passes a fake tree's).
+func Root(dir string) string {
+	if dir == "" {
+		return Default
+	}
+	return dir
+}

@@ -50,23 +50,21 @@ const (
 	Generic
 )
 
+var modeNames = [...]string{Native: "native", Generic: "generic"}
+
 // ParseMode reads a mode's config name.
 func ParseMode(s string) (Mode, error) {
-	switch s {
-	case "native":
-		return Native, nil
-	case "generic":
-		return Generic, nil
+	for m, name := range modeNames {
+		if name == s && name != "" {
+			return Mode(m), nil
+		}
 	}
 	return 0, fmt.Errorf("xdp: attach mode %q: want native or generic", s)
 }
 
 func (m Mode) String() string {
-	switch m {
-	case Native:
-		return "native"
-	case Generic:
-		return "generic"
+	if m > 0 && int(m) < len(modeNames) {
+		return modeNames[m]
 	}
 	return fmt.Sprintf("Mode(%d)", int(m))
 }
