@@ -243,7 +243,7 @@ type roceNode struct {
 	d      *daemonProc
 	cl     *cephcluster.Cluster
 	g      *rxeguest.Guest
-	br     *rxeguest.Bridge
+	br     *rxeguest.Switch
 	node   *testenv.NetNS
 	ifname string
 	ctx    context.Context

@@ -130,7 +130,7 @@ func TestSystemdNIC(t *testing.T) {
 	done()
 	t.Logf("image %s (script ran %v)", im.Dir, im.Took.Round(time.Millisecond))
 
-	b := qemuvm.NewBridge(t, "cddsys-", "cddsyv", netip.Prefix{})
+	b := qemuvm.NewSwitch(t, "cddsys-", "cddsyv", netip.Prefix{})
 	peer, err := b.AddPeer(t, peerAddr)
 	if err != nil {
 		t.Fatal(err)

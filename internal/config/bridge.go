@@ -6,12 +6,12 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/roce/bridge"
 )
 
-// Bridge configures the RoCE⇄TCP bridge: each rdma_cm connection to one
+// RoCEBridge configures the RoCE⇄TCP bridge: each rdma_cm connection to one
 // of Ports on roce.address becomes a kernel TCP connection to the same
 // address and port, where ceph-mon or ceph-osd listens on the kernel
 // interface. roce.address is then the node's own address, one of
 // kernel.addresses.
-type Bridge struct {
+type RoCEBridge struct {
 	Ports []PortRange `yaml:"ports"`
 	// Chunks of roce.buffer_size bytes buffer each direction of a
 	// connection between RoCE and TCP.
@@ -84,7 +84,7 @@ func (c *Config) validateBridge(bad func(string, string, ...any)) {
 }
 
 // BridgePorts lists every bridged port.
-func (b *Bridge) BridgePorts() []uint16 {
+func (b *RoCEBridge) BridgePorts() []uint16 {
 	var out []uint16
 	seen := map[uint16]bool{}
 	for _, r := range b.Ports {

@@ -142,7 +142,7 @@ type RoCE struct {
 	CephTCP []CephTCPListener `yaml:"ceph_tcp"`
 	// Bridge relays Ceph's own RoCE clients (async+rdma in rdma_cm mode)
 	// to the Ceph daemons' TCP endpoints at the same address.
-	Bridge *Bridge `yaml:"bridge"`
+	Bridge *RoCEBridge `yaml:"bridge"`
 
 	BufferSize  int `yaml:"buffer_size"`  // registered buffer and largest SEND
 	SendBuffers int `yaml:"send_buffers"` // per session

@@ -831,7 +831,7 @@ func (d *Daemon) Snapshot() metrics.Snapshot {
 	}
 	for i, svc := range d.services {
 		c := d.consumerCounts(i)
-		s.Services = append(s.Services, metrics.Service{
+		s.Services = append(s.Services, metrics.ServiceSnapshot{
 			Name: svc.Name, Packets: svc.Stats.Packets.Load(), Bytes: svc.Stats.Bytes.Load(), Drops: svc.Stats.Drops.Load(),
 			RingCount: svc.Queued(), RingCapacity: svc.Capacity(),
 			Consumer: d.kinds[i], Consumed: c.Packets, ConsumedBytes: c.Bytes, ConsumerDrops: c.Drops,
@@ -843,7 +843,7 @@ func (d *Daemon) Snapshot() metrics.Snapshot {
 			continue
 		}
 		attached, pid := p.Attached()
-		s.Processes = append(s.Processes, metrics.Process{
+		s.Processes = append(s.Processes, metrics.ProcessSnapshot{
 			Service: d.services[i].Name, Attached: attached, PID: pid, HeartbeatAge: p.HeartbeatAge(now),
 			SentPackets: p.Sent.Packets.Load(), SentBytes: p.Sent.Bytes.Load(), Recovered: p.Recovered.Load(),
 		})

@@ -11,12 +11,12 @@ import (
 type Snapshot struct {
 	Ports     []Port
 	Queues    []Queue
-	Services  []Service
+	Services  []ServiceSnapshot
 	Pools     []Pool
 	Malformed []Malformed
 	Pollers   []Poller
 	Kernel    []Kernel
-	Processes []Process
+	Processes []ProcessSnapshot
 	// Gate is set while the poll loops pass an interrupt-thread gate
 	// (net_memif ports); Capture while DPDK's capture tools are served.
 	Gate    *Gate
@@ -37,8 +37,8 @@ type Capture struct {
 	Waited             time.Duration
 }
 
-// Process is the session of a service left to a service process.
-type Process struct {
+// ProcessSnapshot is the session of a service left to a service process.
+type ProcessSnapshot struct {
 	Service                string
 	Attached               bool
 	PID                    int           // 0 when none is attached
@@ -78,8 +78,8 @@ type Queue struct {
 	Errors             uint64
 }
 
-// Service holds a service's dispatch and consumer counters.
-type Service struct {
+// ServiceSnapshot holds a service's dispatch and consumer counters.
+type ServiceSnapshot struct {
 	Name                    string
 	Packets, Bytes, Drops   uint64 // dispatched into its ring; drops: ring full
 	RingCount, RingCapacity int

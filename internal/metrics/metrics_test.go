@@ -13,7 +13,7 @@ func sample(rx, osd uint64) Snapshot {
 	return Snapshot{
 		Ports:     []Port{{Name: "p0", Up: true, SpeedMbps: 10000, RxPackets: rx, TxPackets: osd / 3, RxMissed: 3}},
 		Queues:    []Queue{{Port: "p0", Queue: 0, RxPackets: rx}},
-		Services:  []Service{{Name: "osd", Packets: osd, Drops: 2, RingCount: 5, RingCapacity: 1023, Consumer: "count", Consumed: osd}},
+		Services:  []ServiceSnapshot{{Name: "osd", Packets: osd, Drops: 2, RingCount: 5, RingCapacity: 1023, Consumer: "count", Consumed: osd}},
 		Pools:     []Pool{{Name: "pool", Size: 100, Available: 60, InUse: 40}},
 		Malformed: []Malformed{{Reason: "truncated_ipv4", Count: 7}},
 		Pollers:   []Poller{{Lcore: 1, BusyNanos: 250, TotalNanos: 1000}},

@@ -8,7 +8,7 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/roce/app"
 )
 
-// AppSource is anything with RoCE service counters: every app.Service
+// AppSource is anything with RoCE service counters: every app.Server
 // and app.SessionService.
 type AppSource interface {
 	Stats() app.Stats

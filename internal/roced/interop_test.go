@@ -89,7 +89,7 @@ func TestRxeInterop(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	b := rxeguest.NewBridge(t, netip.MustParsePrefix("10.77.0.1/24"))
+	b := rxeguest.NewSwitch(t, netip.MustParsePrefix("10.77.0.1/24"))
 	hostIf, err := b.AddVeth(t)
 	if err != nil {
 		t.Fatal(err)

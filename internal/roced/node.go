@@ -53,8 +53,8 @@ type Node struct {
 	ep       *roce.Endpoint
 	cm       *cm.Manager
 	mem      *mempool.Memory
-	services map[uint16]app.Service
-	order    []app.Service
+	services map[uint16]app.Server
+	order    []app.Server
 	clients  []*ping.Client
 	// session is the configuration's session template: buffers, MTU,
 	// timers.
@@ -85,7 +85,7 @@ func New(cfg Config) (_ *Node, err error) {
 	} else {
 		copy(mac[:], cfg.PortMAC)
 	}
-	n := &Node{log: cfg.Log, services: map[uint16]app.Service{}}
+	n := &Node{log: cfg.Log, services: map[uint16]app.Server{}}
 	if n.log == nil {
 		n.log = slog.Default()
 	}
@@ -152,7 +152,7 @@ func New(cfg Config) (_ *Node, err error) {
 	return n, nil
 }
 
-func (n *Node) newService(r *config.RoCE, l config.RoCEListener) (app.Service, error) {
+func (n *Node) newService(r *config.RoCE, l config.RoCEListener) (app.Server, error) {
 	stall := app.DefaultStallTimeout
 	switch l.App {
 	case config.AppEcho, config.AppDiscard:

@@ -8,7 +8,7 @@ import "github.com/cephdpdkd/cephdpdkd/roce/cm"
 // reports a connection done has it disconnected, and the connection's
 // QP and buffers are freed when it ends in any way. svc must serve m's
 // endpoint; the daemon polls it besides m.
-func Listen(m *cm.Manager, port uint16, svc Service) error {
+func Listen(m *cm.Manager, port uint16, svc Server) error {
 	return m.Listen(port, func(req *cm.ConnRequest) (cm.Accept, error) {
 		c := req.Conn
 		qp, err := svc.Accept(func(error) {

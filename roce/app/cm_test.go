@@ -39,7 +39,7 @@ func (n *testNet) cmDial(tb testing.TB, port uint16, p *peerQP) *cmClient {
 
 // listen serves svc, which its constructor has just returned with err,
 // behind app.Listen on port of the server's connection manager.
-func (n *testNet) listen(svc app.Service, err error, port uint16) {
+func (n *testNet) listen(svc app.Server, err error, port uint16) {
 	n.TB.Helper()
 	n.Serve(svc, err)
 	if err := app.Listen(n.SrvM, port, svc); err != nil {

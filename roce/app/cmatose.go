@@ -46,7 +46,7 @@ type CMATose struct {
 	*server // Established, Close, Poll, Stats, Shutdown
 }
 
-var _ Service = (*CMATose)(nil)
+var _ Server = (*CMATose)(nil)
 
 // NewCMATose returns a CMATose server for connections on ep.
 func NewCMATose(ep *roce.Endpoint, cfg CMAToseConfig) (*CMATose, error) {

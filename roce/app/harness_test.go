@@ -166,7 +166,7 @@ func fill(b []byte, seed int) {
 	}
 }
 
-// acceptor is a service that takes connections: app.Service's Poll and
+// acceptor is a service that takes connections: app.Server's Poll and
 // Accept.
 type acceptor interface {
 	Poll(now time.Time) int

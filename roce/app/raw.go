@@ -43,7 +43,7 @@ type RawEcho struct {
 	*server // Established, Close, Poll, Stats, Shutdown
 }
 
-var _ Service = (*RawEcho)(nil)
+var _ Server = (*RawEcho)(nil)
 
 // NewRawEcho returns a RawEcho serving connections on ep.
 func NewRawEcho(ep *roce.Endpoint, cfg RawConfig) (*RawEcho, error) {

@@ -78,7 +78,7 @@ type RPingServer struct {
 	*server // Established, Close, Poll, Stats, Shutdown
 }
 
-var _ Service = (*RPingServer)(nil)
+var _ Server = (*RPingServer)(nil)
 
 // NewRPingServer returns an rping server for connections on ep.
 func NewRPingServer(ep *roce.Endpoint, cfg RPingConfig) (*RPingServer, error) {

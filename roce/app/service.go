@@ -22,14 +22,14 @@ var (
 	ErrUnknown = errors.New("app: unknown connection")
 )
 
-// Service serves connections at the QP level on one endpoint, in a
+// Server serves connections at the QP level on one endpoint, in a
 // protection domain of its own. The connection manager's accept handler
 // calls Accept for each connection request it takes; the daemon then
 // calls Established when the connection manager reports the connection
 // established, and Close once the connection is over (the peer
 // disconnected, the connection manager gave up, or the service reported
 // done and the daemon disconnected).
-type Service interface {
+type Server interface {
 	// Accept creates a QP for a new connection, with its completion
 	// queues and buffers, moves it to INIT and posts its receives, so
 	// that the connection manager can take it to RTR and RTS. done is

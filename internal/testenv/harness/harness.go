@@ -1,6 +1,6 @@
 // Package harness defines TB, the part of testing.TB that the test
 // environment's set-up functions (testenv.NewNetNS, cephcluster.Start,
-// qemuvm.NewBridge, rxeguest.Boot, ...) use. A *testing.T satisfies it,
+// qemuvm.NewSwitch, rxeguest.Boot, ...) use. A *testing.T satisfies it,
 // and so can a program that drives the same set-up outside a test (see
 // internal/tools/tryceph): testing.TB itself cannot be implemented
 // outside package testing. RequireCommands is the check for the commands

@@ -17,15 +17,15 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/netcmd"
 )
 
-// Bridge is a Linux bridge alone in a network namespace of its own: guests
+// Switch is a Linux bridge alone in a network namespace of its own: guests
 // attach through taps, the root namespace through veth pairs (AddVeth), and
 // namespaces of their own through others (AddPeer).
-type Bridge struct {
+type Switch struct {
 	// NS is the namespace name, as in `ip netns exec NS`.
 	NS string
 	// Name is the bridge device inside NS.
 	Name string
-	// Addr is the bridge's own address, if NewBridge was given one: the
+	// Addr is the bridge's own address, if NewSwitch was given one: the
 	// namespace's kernel answers ARP and ICMP there (but not RoCE).
 	Addr netip.Prefix
 
@@ -38,17 +38,17 @@ type Bridge struct {
 	peers int
 }
 
-// NewBridge creates namespace nsPrefix+"XXXXXX" holding bridge br0 (up, no
+// NewSwitch creates namespace nsPrefix+"XXXXXX" holding bridge br0 (up, no
 // STP, forward delay 0, no multicast snooping) and registers a cleanup that
 // deletes the namespace and everything in it. If hostAddr is valid it is
 // assigned to br0. IPv6 is off on every device in the namespace unless
 // hostAddr is an IPv6 prefix. The root-namespace ends of AddVeth's pairs
-// are named vethPrefix+"XXXXXXN", at most 15 bytes. NewBridge fails the
+// are named vethPrefix+"XXXXXXN", at most 15 bytes. NewSwitch fails the
 // test on any error.
-func NewBridge(t harness.TB, nsPrefix, vethPrefix string, hostAddr netip.Prefix) *Bridge {
+func NewSwitch(t harness.TB, nsPrefix, vethPrefix string, hostAddr netip.Prefix) *Switch {
 	t.Helper()
 	suffix := netcmd.Suffix(t)
-	b := &Bridge{
+	b := &Switch{
 		NS:         nsPrefix + suffix,
 		Name:       "br0",
 		Addr:       hostAddr,
@@ -67,7 +67,7 @@ func NewBridge(t harness.TB, nsPrefix, vethPrefix string, hostAddr netip.Prefix)
 	return b
 }
 
-func (b *Bridge) create() error {
+func (b *Switch) create() error {
 	if err := netcmd.IP("netns", "add", b.NS); err != nil {
 		return err
 	}
@@ -102,7 +102,7 @@ func (b *Bridge) create() error {
 // namespace ends of its veth pairs, which takes the root-namespace ends
 // too). Guests must be gone: a process inside the namespace keeps it, and
 // its devices, alive.
-func (b *Bridge) destroy() error {
+func (b *Switch) destroy() error {
 	if _, err := os.Stat("/run/netns/" + b.NS); err != nil {
 		return nil
 	}
@@ -111,7 +111,7 @@ func (b *Bridge) destroy() error {
 
 // AddTap creates a tap device named name inside the namespace, enslaved to
 // the bridge and up, for a guest to attach to.
-func (b *Bridge) AddTap(name string) error {
+func (b *Switch) AddTap(name string) error {
 	for _, s := range [][]string{
 		{"-n", b.NS, "tuntap", "add", "dev", name, "mode", "tap"},
 		{"-n", b.NS, "link", "set", "dev", name, "master", b.Name},
@@ -125,7 +125,7 @@ func (b *Bridge) AddTap(name string) error {
 }
 
 // DelTap removes a tap created by AddTap, if it is still there.
-func (b *Bridge) DelTap(name string) error {
+func (b *Switch) DelTap(name string) error {
 	if err := exec.Command("ip", "-n", b.NS, "link", "show", "dev", name).Run(); err != nil {
 		return nil
 	}
@@ -134,7 +134,7 @@ func (b *Bridge) DelTap(name string) error {
 
 // NewTapName returns a name for a tap in the namespace no other call has
 // returned.
-func (b *Bridge) NewTapName() string {
+func (b *Switch) NewTapName() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.taps++
@@ -148,7 +148,7 @@ func (b *Bridge) NewTapName() string {
 // to the bridge with checksum and segmentation offloads off, so that what
 // the guests send leaves through the root-namespace end as complete,
 // MTU-sized frames. t's cleanup removes the pair.
-func (b *Bridge) AddVeth(t harness.TB) (hostIf string, err error) {
+func (b *Switch) AddVeth(t harness.TB) (hostIf string, err error) {
 	t.Helper()
 	b.mu.Lock()
 	b.veths++
@@ -173,7 +173,7 @@ func (b *Bridge) AddVeth(t harness.TB) (hostIf string, err error) {
 	return hostIf, nil
 }
 
-func (b *Bridge) addVeth(hostIf, peer string) error {
+func (b *Switch) addVeth(hostIf, peer string) error {
 	if err := netcmd.IP("link", "add", "dev", hostIf, "type", "veth", "peer", "name", peer, "netns", b.NS); err != nil {
 		return err
 	}
@@ -201,7 +201,7 @@ func (b *Bridge) addVeth(hostIf, peer string) error {
 }
 
 // Exec runs a command inside the bridge's namespace.
-func (b *Bridge) Exec(name string, args ...string) error { return nsExec(b.NS, name, args...) }
+func (b *Switch) Exec(name string, args ...string) error { return nsExec(b.NS, name, args...) }
 
 // Peer is a network namespace of its own joined to the bridge by a veth
 // pair: a host on the guests' network, with a kernel that answers ARP and
@@ -221,7 +221,7 @@ type Peer struct {
 // off) is a veth pair's end, the other end enslaved to the bridge. t's
 // cleanup deletes the namespace, and the pair with it; register it after
 // the bridge, so that it runs first.
-func (b *Bridge) AddPeer(t harness.TB, addr netip.Prefix) (*Peer, error) {
+func (b *Switch) AddPeer(t harness.TB, addr netip.Prefix) (*Peer, error) {
 	t.Helper()
 	b.mu.Lock()
 	b.peers++
@@ -242,7 +242,7 @@ func (b *Bridge) AddPeer(t harness.TB, addr netip.Prefix) (*Peer, error) {
 	return p, nil
 }
 
-func (b *Bridge) addPeer(p *Peer, brEnd string) error {
+func (b *Switch) addPeer(p *Peer, brEnd string) error {
 	if err := netcmd.IP("netns", "add", p.NS); err != nil {
 		return err
 	}

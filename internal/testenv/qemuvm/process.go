@@ -37,10 +37,10 @@ func CheckHost() error {
 	return nil
 }
 
-// Process is a running qemu whose standard input and output (the guest's
+// VM is a running qemu whose standard input and output (the guest's
 // first serial port, with -serial stdio) are pipes: Console collects what
 // the guest writes there, Stdin types to it.
-type Process struct {
+type VM struct {
 	// Console is what qemu's standard output carries: with -serial stdio,
 	// the guest's first serial port.
 	Console *Console
@@ -61,7 +61,7 @@ type Process struct {
 // exec`, so that it opens its taps there). qemu gets a process group of its
 // own, so that Kill ends whatever it started, and SIGKILL when the test
 // binary dies first.
-func Start(ns string, args []string) (*Process, error) {
+func Start(ns string, args []string) (*VM, error) {
 	qemu, err := exec.LookPath(Binary)
 	if err != nil {
 		return nil, err
@@ -76,7 +76,7 @@ func Start(ns string, args []string) (*Process, error) {
 		inW.Close()
 		return nil, err
 	}
-	p := &Process{Console: NewConsole(), exited: make(chan struct{})}
+	p := &VM{Console: NewConsole(), exited: make(chan struct{})}
 	cmd := exec.Command("ip", append([]string{"netns", "exec", ns, qemu}, args...)...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, &p.stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -117,7 +117,7 @@ func Start(ns string, args []string) (*Process, error) {
 // Kill sends SIGKILL to qemu's process group (there is nothing in a test
 // guest to save), waits for qemu to exit and closes Stdin. Later calls
 // return the first's result.
-func (p *Process) Kill() error {
+func (p *VM) Kill() error {
 	p.killOnce.Do(func() {
 		// Negative pid: the whole process group.
 		if err := syscall.Kill(-p.Pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
@@ -134,7 +134,7 @@ func (p *Process) Kill() error {
 }
 
 // Exited is closed when qemu has exited.
-func (p *Process) Exited() <-chan struct{} { return p.exited }
+func (p *VM) Exited() <-chan struct{} { return p.exited }
 
 // Stderr returns what qemu itself printed so far.
-func (p *Process) Stderr() string { return p.stderr.String() }
+func (p *VM) Stderr() string { return p.stderr.String() }

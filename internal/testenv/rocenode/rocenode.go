@@ -46,7 +46,7 @@ type Node struct {
 	Cluster *cephcluster.Cluster
 	// Bridge is the network the daemon's port is on; TCP clients run in
 	// Bridge.NS (Cluster.Command(ctx, Bridge.NS, ...)).
-	Bridge *rxeguest.Bridge
+	Bridge *rxeguest.Switch
 	// NS is the node namespace, where the cluster runs and the daemon
 	// puts its kernel interface Ifname.
 	NS     *testenv.NetNS
@@ -63,9 +63,9 @@ type Node struct {
 // binaries or root are missing.
 func Start(t harness.TB, bin string, logf func(format string, args ...any)) *Node {
 	t.Helper()
-	// Not rxeguest.NewBridge: the node works for TCP clients on a machine
+	// Not rxeguest.NewSwitch: the node works for TCP clients on a machine
 	// that cannot run guests.
-	br := qemuvm.NewBridge(t, rxeguest.NSPrefix, rxeguest.VethPrefix, netip.MustParsePrefix(BridgeIP+"/24"))
+	br := qemuvm.NewSwitch(t, rxeguest.NSPrefix, rxeguest.VethPrefix, netip.MustParsePrefix(BridgeIP+"/24"))
 	hostIf, err := br.AddVeth(t)
 	if err != nil {
 		t.Fatal(err)

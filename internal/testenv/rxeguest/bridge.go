@@ -17,19 +17,19 @@ const NSPrefix = "cddrxe-"
 // Bridge.AddVeth creates.
 const VethPrefix = "cddrxv"
 
-// Bridge is a Linux bridge alone in a network namespace of its own: guests
+// Switch is a Linux bridge alone in a network namespace of its own: guests
 // attach through taps, the root namespace through veth pairs.
-type Bridge = qemuvm.Bridge
+type Switch = qemuvm.Switch
 
-// NewBridge creates namespace "cddrxe-XXXXXX" holding bridge br0 (see
-// qemuvm.NewBridge) and registers a cleanup that deletes the namespace and
-// everything in it. If hostAddr is valid it is assigned to br0. NewBridge
+// NewSwitch creates namespace "cddrxe-XXXXXX" holding bridge br0 (see
+// qemuvm.NewSwitch) and registers a cleanup that deletes the namespace and
+// everything in it. If hostAddr is valid it is assigned to br0. NewSwitch
 // skips the test when Available reports guests cannot run, and fails it on
 // any other error.
-func NewBridge(t harness.TB, hostAddr netip.Prefix) *Bridge {
+func NewSwitch(t harness.TB, hostAddr netip.Prefix) *Switch {
 	t.Helper()
 	if err := Available(); err != nil {
 		t.Skip(err)
 	}
-	return qemuvm.NewBridge(t, NSPrefix, VethPrefix, hostAddr)
+	return qemuvm.NewSwitch(t, NSPrefix, VethPrefix, hostAddr)
 }

@@ -14,7 +14,7 @@
 //	if err := rxeguest.Available(); err != nil {
 //		t.Skip(err)
 //	}
-//	b := rxeguest.NewBridge(t, netip.Prefix{}) // or an address for the namespace's kernel
+//	b := rxeguest.NewSwitch(t, netip.Prefix{}) // or an address for the namespace's kernel
 //	hostIf, err := b.AddVeth(t)                // --vdev=net_af_packet0,iface=<hostIf>
 //	g, err := rxeguest.Boot(ctx, t, b, "g1", netip.MustParsePrefix("10.77.0.11/24"))
 //	out, code, err := g.Run(ctx, "time -p rdma_client -s 10.77.0.2") // our endpoint's address
@@ -45,7 +45,7 @@
 // uses kernel TCP (CephTCP) or async+rdma in rdma_cm mode on rxe0
 // (CephRDMA, see CephRDMASettings):
 //
-//	b := rxeguest.NewBridge(t, netip.MustParsePrefix("10.77.0.1/24")) // the cluster's address
+//	b := rxeguest.NewSwitch(t, netip.MustParsePrefix("10.77.0.1/24")) // the cluster's address
 //	c := cephcluster.Start(t, cephcluster.Options{NetNS: b.NS, IP: b.Addr.Addr()})
 //	g, err := rxeguest.Boot(ctx, t, b, "c1", netip.MustParsePrefix("10.77.0.11/24"), rxeguest.WithCeph())
 //	cl, err := rxeguest.CephClientFromFiles(c.ConfPath(), c.KeyringPath(), rxeguest.CephTCP)

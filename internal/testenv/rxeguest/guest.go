@@ -43,10 +43,10 @@ type Guest struct {
 	// BootTime is the time from starting qemu to rxe0 being up.
 	BootTime time.Duration
 
-	bridge   *Bridge
-	shareDir string          // host side of GuestShareDir; "" without WithShare
-	proc     *qemuvm.Process // nil until started
-	sh       *qemuvm.Shell   // the console's shell
+	bridge   *Switch
+	shareDir string        // host side of GuestShareDir; "" without WithShare
+	proc     *qemuvm.VM    // nil until started
+	sh       *qemuvm.Shell // the console's shell
 
 	xfers atomic.Int64 // numbers the files passed through the share
 
@@ -117,7 +117,7 @@ var guestName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]{0,31}$`)
 // also gets SIGKILL if the test process dies first. Register the bridge
 // before booting, so that the guests are gone before its namespace is
 // deleted.
-func Boot(ctx context.Context, t harness.TB, b *Bridge, name string, addr netip.Prefix, opts ...Option) (*Guest, error) {
+func Boot(ctx context.Context, t harness.TB, b *Switch, name string, addr netip.Prefix, opts ...Option) (*Guest, error) {
 	t.Helper()
 	if !guestName.MatchString(name) {
 		return nil, fmt.Errorf("rxeguest: guest name %q: want letters, digits and dashes", name)

@@ -97,7 +97,7 @@ func leftovers() []string {
 // (why says what the test boots) or unless available passes or, for a
 // Ceph test, the host lacks one of cephTools; then it makes the guests'
 // bridge, which TestMain checks is gone at the end, and says when.
-func guestTest(t *testing.T, why string, available func() error, cephTools ...string) (start time.Time, b *Bridge) {
+func guestTest(t *testing.T, why string, available func() error, cephTools ...string) (start time.Time, b *Switch) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip(why)
@@ -107,7 +107,7 @@ func guestTest(t *testing.T, why string, available func() error, cephTools ...st
 	}
 	harness.RequireCommands(t, "apt-get install ceph-mon ceph-osd ceph-common", cephTools...)
 	start = time.Now()
-	b = NewBridge(t, bridgeAddr)
+	b = NewSwitch(t, bridgeAddr)
 	ours.add("namespace " + b.NS)
 	return start, b
 }
@@ -153,7 +153,7 @@ type guestSpec struct {
 }
 
 // bootAll boots the guests at the same time: each takes 8-20 s of TCG.
-func bootAll(ctx context.Context, t *testing.T, b *Bridge, specs ...guestSpec) []*Guest {
+func bootAll(ctx context.Context, t *testing.T, b *Switch, specs ...guestSpec) []*Guest {
 	t.Helper()
 	var wg sync.WaitGroup
 	gs := make([]*Guest, len(specs))
@@ -173,7 +173,7 @@ func bootAll(ctx context.Context, t *testing.T, b *Bridge, specs ...guestSpec) [
 }
 
 // testOptions checks g3's Boot options, then closes it early.
-func testOptions(ctx context.Context, t *testing.T, b *Bridge, g *Guest) {
+func testOptions(ctx context.Context, t *testing.T, b *Switch, g *Guest) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	tests := []struct {
@@ -315,7 +315,7 @@ func testBackground(ctx context.Context, t *testing.T, g *Guest) {
 // guests, as DPDK's net_af_packet will: an ARP request sent from it gets
 // g's reply. It returns the interface name so that the caller can check
 // the cleanup removed it.
-func testVeth(ctx context.Context, t *testing.T, b *Bridge, g *Guest) string {
+func testVeth(ctx context.Context, t *testing.T, b *Switch, g *Guest) string {
 	hostIf, err := b.AddVeth(t)
 	ours.add("interface " + hostIf)
 	if err != nil {

@@ -10,12 +10,12 @@
 // the e1000, e1000e, virtio-net, uio_pci_generic and vfio-pci modules. It
 // runs under TCG (no KVM), boots in about 15 s, and has its NIC (E1000 by
 // default, or E1000E or Virtio) at PCI address NICAddr (interface ens5)
-// on a tap of a qemuvm.Bridge, where a qemuvm.Peer reaches it:
+// on a tap of a qemuvm.Switch, where a qemuvm.Peer reaches it:
 //
 //	if err := sysguest.Available(); err != nil {
 //		t.Skip(err)
 //	}
-//	b := qemuvm.NewBridge(t, "cddsys-", "cddsyv", netip.Prefix{})
+//	b := qemuvm.NewSwitch(t, "cddsys-", "cddsyv", netip.Prefix{})
 //	peer, err := b.AddPeer(t, netip.MustParsePrefix("10.99.0.1/24"))
 //	g, err := sysguest.Boot(ctx, t, b, sysguest.Options{Hugepages: 128,
 //		Files: []sysguest.File{{Path: "/usr/local/bin/cephdpdkd", Mode: 0o755, Data: bin}}})

@@ -52,7 +52,7 @@ type Options struct {
 }
 
 // Guest is a running qemu guest whose PID 1 is systemd, with an emulated
-// PCI NIC at NICAddr on a tap of a qemuvm.Bridge.
+// PCI NIC at NICAddr on a tap of a qemuvm.Switch.
 type Guest struct {
 	// Tap is the NIC's tap device in the bridge's namespace.
 	Tap string
@@ -69,9 +69,9 @@ type Guest struct {
 	// the system state (running, or degraded with failed units).
 	Ready string
 
-	bridge *qemuvm.Bridge
+	bridge *qemuvm.Switch
 	dir    string // initrd and control socket
-	proc   *qemuvm.Process
+	proc   *qemuvm.VM
 	ctl    net.Conn
 	ctlLog *qemuvm.Console
 	sh     *qemuvm.Shell
@@ -95,7 +95,7 @@ const (
 // removes the tap and the run's files; qemu also gets SIGKILL if the test
 // process dies first. Register the bridge before booting, so that the
 // guest is gone before its namespace is deleted.
-func Boot(ctx context.Context, t testing.TB, b *qemuvm.Bridge, opts Options) (*Guest, error) {
+func Boot(ctx context.Context, t testing.TB, b *qemuvm.Switch, opts Options) (*Guest, error) {
 	t.Helper()
 	if opts.NIC == "" {
 		opts.NIC = E1000
