@@ -76,6 +76,9 @@ type Daemon struct {
 	manual bool
 	serviceTable
 	pollers []*dispatch.Poller
+	// wakers end the idle sleeps of the poll loops (idle_sleep), indexed
+	// as cfg.Pollers; the RoCE bridge wakes its loop's.
+	wakers  []*loop.Waker
 	exited  chan loopExit // one value per poll loop that returned
 	running int
 	tmpDir  string
@@ -134,6 +137,7 @@ func Start(plan *Plan, opts Options) (_ *Daemon, err error) {
 	if err != nil {
 		return nil, err
 	}
+	d.newWakers()
 	if err := d.buildServices(); err != nil {
 		return nil, err
 	}
@@ -305,19 +309,32 @@ func (d *Daemon) buildPollers() error {
 	cfg := d.plan.Config
 	for pi := range cfg.Pollers {
 		pc := d.pollerConfig(cfg, pi, d.plan.Classifier, d.services, true)
-		if pc.Idle.Max > 0 {
-			// The poller closes it.
-			w, err := pmd.NewWaker()
-			if err != nil {
-				return err
-			}
-			pc.Idle.Waiter = w
-		}
+		pc.Idle.Wake = d.wakers[pi]
 		p, err := dispatch.NewPoller(pc)
 		if err != nil {
 			return err
 		}
 		d.pollers = append(d.pollers, p)
+	}
+	return nil
+}
+
+// newWakers makes the waker of each poll loop that sleeps when idle.
+func (d *Daemon) newWakers() {
+	cfg := d.plan.Config
+	d.wakers = make([]*loop.Waker, len(cfg.Pollers))
+	if cfg.IdleSleep.Max == 0 {
+		return
+	}
+	for pi := range d.wakers {
+		d.wakers[pi] = loop.NewWaker()
+	}
+}
+
+// wakerOf is the waker of the poll loop that owns service, or nil.
+func (d *Daemon) wakerOf(service string) *loop.Waker {
+	if o := d.plan.Config.Owner(service); o >= 0 && o < len(d.wakers) {
+		return d.wakers[o]
 	}
 	return nil
 }
@@ -668,6 +685,7 @@ func (d *Daemon) teardown() error {
 	}
 	d.services, d.procs = nil, nil
 	d.roce = nil
+	d.wakers = nil
 	if d.dialer != nil {
 		d.dialer.Close()
 		d.dialer = nil
@@ -876,7 +894,9 @@ func (d *Daemon) Snapshot() metrics.Snapshot {
 	}
 	for _, p := range d.pollers {
 		busy, total := p.BusyRatio()
-		s.Pollers = append(s.Pollers, metrics.Poller{Lcore: p.Lcore(), BusyNanos: busy, TotalNanos: total})
+		n, slept := p.Sleeps()
+		s.Pollers = append(s.Pollers, metrics.Poller{Lcore: p.Lcore(), BusyNanos: busy, TotalNanos: total,
+			Sleeps: n, SleepNanos: uint64(slept)})
 	}
 	return s
 }

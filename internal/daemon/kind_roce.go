@@ -33,6 +33,9 @@ func (roceKind) drain(d *Daemon, cfg *config.Config, _ config.Service, lanes *di
 		}
 		rc.Dial = d.dialer.Dial
 	}
+	if w := d.wakerOf(cfg.RoCE.Service); w != nil {
+		rc.Wake = w.Wake
+	}
 	node, err := roced.New(rc)
 	if err != nil {
 		return drainer{}, err

@@ -104,6 +104,8 @@ type Malformed struct {
 type Poller struct {
 	Lcore                 uint
 	BusyNanos, TotalNanos uint64
+	// Sleeps and SleepNanos are the loop's idle sleeps (idle_sleep).
+	Sleeps, SleepNanos uint64
 }
 
 // Collector is a prometheus.Collector over a snapshot function.
@@ -119,7 +121,7 @@ type descs struct {
 	svcPkts, svcBytes, svcDrops, svcRing, svcRingCap, svcConsumed, svcConsumedBytes, svcConsumerDrops *prometheus.Desc
 	poolSize, poolAvail, poolInUse                                                                    *prometheus.Desc
 	malformed                                                                                         *prometheus.Desc
-	busy, loop, busyRatio                                                                             *prometheus.Desc
+	busy, loop, busyRatio, sleeps, slept                                                              *prometheus.Desc
 	kFromPkts, kFromBytes, kFromDrops, kIfRx, kIfTx, kIfErr                                           *prometheus.Desc
 	procAttached, procBeat, procSentPkts, procSentBytes, procRecovered                                *prometheus.Desc
 	gateWindows, gateHeld, capRemovals, capWaited, capTimedOut                                        *prometheus.Desc
@@ -165,6 +167,8 @@ func NewCollector(snapshot func() Snapshot) *Collector {
 
 		busy:      d("poller_busy_seconds_total", "Time the poll loop spent in iterations that handled packets.", "lcore"),
 		loop:      d("poller_seconds_total", "Time the poll loop has run.", "lcore"),
+		sleeps:    d("poller_idle_sleeps_total", "Sleeps the poll loop took when idle (idle_sleep).", "lcore"),
+		slept:     d("poller_idle_sleep_seconds_total", "Time the poll loop slept when idle (idle_sleep), part of poller_seconds_total.", "lcore"),
 		busyRatio: d("poller_busy_ratio", "Busy time over run time since start.", "lcore"),
 
 		kFromPkts:  d("kernel_tx_packets_total", "Frames the kernel sent on the exception-path interface that went out the port.", "interface"),
@@ -244,6 +248,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		l := strconv.FormatUint(uint64(p.Lcore), 10)
 		ch <- prometheus.MustNewConstMetric(d.busy, prometheus.CounterValue, float64(p.BusyNanos)/1e9, l)
 		ch <- prometheus.MustNewConstMetric(d.loop, prometheus.CounterValue, float64(p.TotalNanos)/1e9, l)
+		counter(d.sleeps, p.Sleeps, l)
+		ch <- prometheus.MustNewConstMetric(d.slept, prometheus.CounterValue, float64(p.SleepNanos)/1e9, l)
 		ratio := 0.0
 		if p.TotalNanos > 0 {
 			ratio = float64(p.BusyNanos) / float64(p.TotalNanos)

@@ -44,6 +44,9 @@ type Config struct {
 	// Dial connects the bridge to the Ceph daemons (in the kernel
 	// interface's namespace); needed with roce.bridge.
 	Dial bridge.Dialer
+	// Wake, when set, ends the idle sleep of the poll loop that polls
+	// the node: the bridge calls it when its TCP side has work.
+	Wake func()
 }
 
 // Node is the RoCE termination of one port.
@@ -144,7 +147,7 @@ func New(cfg Config) (_ *Node, err error) {
 		}
 	}
 	if r.Bridge != nil {
-		if err := n.startBridge(r, cfg.Dial); err != nil {
+		if err := n.startBridge(r, cfg.Dial, cfg.Wake); err != nil {
 			return nil, err
 		}
 	}
@@ -216,14 +219,14 @@ func (n *Node) startCeph(r *config.RoCE) error {
 
 // startBridge relays rdma_cm connections to the bridged ports to the
 // Ceph daemons' TCP endpoints at the same address.
-func (n *Node) startBridge(r *config.RoCE, dial bridge.Dialer) error {
+func (n *Node) startBridge(r *config.RoCE, dial bridge.Dialer, wake func()) error {
 	if dial == nil {
 		return errors.New("roced: roce.bridge without a dialer")
 	}
 	var err error
 	n.bridge, err = bridge.New(n.cm, bridge.Config{
 		Session: n.session, Dial: dial, MaxConns: r.MaxSessions, Chunks: r.Bridge.Chunks, Log: n.log,
-		RecvPool: r.Bridge.RecvPool, SendPool: r.Bridge.SendPool,
+		RecvPool: r.Bridge.RecvPool, SendPool: r.Bridge.SendPool, Wake: wake,
 	})
 	if err != nil {
 		return fmt.Errorf("roced: bridge: %w", err)

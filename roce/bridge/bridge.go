@@ -109,6 +109,10 @@ type Config struct {
 	// connection between RoCE and TCP.
 	Chunks int
 	Log    *slog.Logger
+	// Wake, when set, is called when a TCP side leaves work for Poll (a
+	// dial ended, bytes read, a chunk written out), from the goroutine
+	// that did it: it ends the poll loop's idle sleep.
+	Wake func()
 }
 
 // Bridge serves the bridged ports of one connection manager.
@@ -221,6 +225,7 @@ func (b *Bridge) accept(req *cm.ConnRequest) (cm.Accept, error) {
 		cancel()
 		// Never blocks: room for every dial in flight.
 		b.dialed <- d
+		b.wake()
 	}()
 	return cm.Accept{}, cm.ErrDeferred
 }
@@ -638,6 +643,7 @@ func (c *conn) read() {
 		n, err := c.tcp.Read(buf)
 		if n > 0 {
 			c.in <- buf[:n]
+			c.b.wake()
 		} else {
 			c.b.chunks.put(buf)
 			c.inFree <- nil
@@ -667,8 +673,16 @@ func (c *conn) write() {
 		}
 		c.b.chunks.put(buf)
 		c.toFree <- nil
+		c.b.wake()
 	}
 	c.tcp.Close()
+}
+
+// wake tells the poll loop that a TCP side left it work (Config.Wake).
+func (b *Bridge) wake() {
+	if b.cfg.Wake != nil {
+		b.cfg.Wake()
+	}
 }
 
 // waitReadable blocks until the TCP socket has data, EOF or an error,
