@@ -17,7 +17,6 @@ import (
 
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/daemonproc"
-	"github.com/cephdpdkd/cephdpdkd/internal/testenv/netcmd"
 	"github.com/cephdpdkd/cephdpdkd/internal/xdp"
 )
 
@@ -36,15 +35,8 @@ func newNode(t *testing.T) *node {
 	sub := 100 + os.Getpid()%100
 	n.ip, n.peerIP = fmt.Sprintf("10.79.%d.1", sub), fmt.Sprintf("10.79.%d.2", sub)
 	n.v = testenv.NewVethNS(t, netip.MustParsePrefix(n.peerIP+"/24"))
-	// The node's end is a kernel interface like any other: ARP on, its
-	// address, not promiscuous.
-	for _, args := range [][]string{
-		{"link", "set", "dev", n.v.HostIf, "arp", "on", "promisc", "off"},
-		{"addr", "add", n.ip + "/24", "dev", n.v.HostIf},
-	} {
-		if err := netcmd.IP(args...); err != nil {
-			t.Fatal(err)
-		}
+	if err := n.v.HostAddr(netip.MustParsePrefix(n.ip + "/24")); err != nil {
+		t.Fatal(err)
 	}
 	t.Cleanup(func() { xdp.Detach(n.v.HostIndex, xdp.Generic) })
 	return n

@@ -36,8 +36,8 @@ func (c *Config) validateBind(bad func(string, string, ...any)) {
 	default:
 		bad("port.bind.driver", "%q: want %q or %q", b.Driver, BindVFIO, BindUIO)
 	}
-	if b.Interface != "" && (len(b.Interface) > MaxInterfaceName || !ifnameRE.MatchString(b.Interface)) {
-		bad("port.bind.interface", "%q: a Linux interface name is 1..%d letters, digits, '-', '_' or '.'", b.Interface, MaxInterfaceName)
+	if b.Interface != "" {
+		checkIfName(bad, "port.bind.interface", b.Interface)
 	}
 	dev, devErr := devargs.Parse(c.Port.Device)
 	bindPCI, pciErr := devargs.ParsePCI(b.PCI)

@@ -124,9 +124,7 @@ func (c *Config) validateKernel(bad func(string, string, ...any)) {
 	if users == 0 {
 		bad("kernel", "no service has consumer type %q: the interface would receive nothing", ConsumerKernel)
 	}
-	if len(k.Interface) > MaxInterfaceName || !ifnameRE.MatchString(k.Interface) {
-		bad("kernel.interface", "%q: a Linux interface name is 1..%d letters, digits, '-', '_' or '.'", k.Interface, MaxInterfaceName)
-	}
+	checkIfName(bad, "kernel.interface", k.Interface)
 	switch k.Driver {
 	case KernelTap, KernelVirtioUser:
 	default:
@@ -208,5 +206,12 @@ func (c *Config) validateKernel(bad func(string, string, ...any)) {
 					"service %q transmits on tx queue %d, which the kernel path on pollers[%d] uses; tx queues are not shared between lcores", name, k.TxQueue, owner)
 			}
 		}
+	}
+}
+
+// checkIfName reports an interface name Linux would refuse at path.
+func checkIfName(bad func(path, format string, args ...any), path, name string) {
+	if len(name) > MaxInterfaceName || !ifnameRE.MatchString(name) {
+		bad(path, "%q: a Linux interface name is 1..%d letters, digits, '-', '_' or '.'", name, MaxInterfaceName)
 	}
 }

@@ -50,8 +50,6 @@ const (
 	// XSK_RING_PROD__DEFAULT_NUM_DESCS); its close does not give them
 	// back.
 	AFXDPFillRing = 2048
-	// maxIfNameLen is IFNAMSIZ less the NUL.
-	maxIfNameLen = 15
 )
 
 // IsAFXDP reports whether the port is taken in the af_xdp mode.
@@ -118,8 +116,8 @@ func (v *validation) afxdp() {
 	p := &c.Port
 	if p.AFXDP == nil || p.AFXDP.Interface == "" {
 		v.bad("port.af_xdp.interface", "required with port.mode: %s: the kernel interface whose RoCEv2 the daemon takes", PortAFXDP)
-	} else if n := p.AFXDP.Interface; len(n) > maxIfNameLen || !ifNameOK(n) {
-		v.bad("port.af_xdp.interface", "%q is not an interface name (at most %d characters, no '/', ':' or white space)", n, maxIfNameLen)
+	} else {
+		checkIfName(v.bad, "port.af_xdp.interface", p.AFXDP.Interface)
 	}
 	if p.AFXDP != nil {
 		if _, err := xdp.ParseMode(p.AFXDP.Attach); err != nil {
@@ -161,15 +159,6 @@ const afxdpHeadroom = 128 + 256
 // maxRoCEHeaders is the most header bytes around a RoCE payload in a
 // frame: Ethernet with two VLAN tags (22), and roceHeaders.
 const maxRoCEHeaders = 22 + roceHeaders
-
-func ifNameOK(n string) bool {
-	for _, r := range n {
-		if r == '/' || r == ':' || r <= ' ' || r == 0x7f {
-			return false
-		}
-	}
-	return n != "." && n != ".."
-}
 
 // checkAFXDPHost checks the interface the af_xdp mode takes: that it
 // exists and is of a kind it can take, that port.rx_queues covers every

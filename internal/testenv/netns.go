@@ -92,6 +92,16 @@ func NewVethNS(t harness.TB, peerAddr netip.Prefix) *VethNS {
 	return v
 }
 
+// HostAddr makes the root end an ordinary kernel interface with the
+// address addr, as a node's NIC is: ARP on, not promiscuous (NewVethNS
+// leaves it deaf, for DPDK).
+func (v *VethNS) HostAddr(addr netip.Prefix) error {
+	if err := netcmd.IP("link", "set", "dev", v.HostIf, "arp", "on", "promisc", "off"); err != nil {
+		return err
+	}
+	return netcmd.IP("addr", "add", addr.String(), "dev", v.HostIf)
+}
+
 func (v *VethNS) nsPath() string { return "/run/netns/" + v.NS }
 
 func (v *VethNS) create() error {

@@ -1,35 +1,27 @@
 package xdp
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"fmt"
-	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/logbuf"
 	"github.com/cephdpdkd/cephdpdkd/pmd"
 )
 
-// link is a veth pair: host in the root namespace, 10.231.N.1/24, and
-// its peer in a namespace of the test's, 10.231.N.2/24.
+// link is a veth pair (testenv.VethNS): host in the root namespace,
+// 10.231.N.1/24, and its peer in a namespace of the test's, 10.231.N.2/24.
 type link struct {
-	ns, host, peer     string
+	ns, host           string
 	hostAddr, peerAddr string
 	hostIndex          int
-}
-
-func ipcmd(args ...string) error {
-	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-		return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, bytes.TrimSpace(out))
-	}
-	return nil
 }
 
 func newLink(t *testing.T) *link {
@@ -37,34 +29,14 @@ func newLink(t *testing.T) *link {
 	if err := requireBPF(); err != nil {
 		t.Fatal(err)
 	}
-	var id [2]byte
+	var id [1]byte
 	rand.Read(id[:])
-	sfx := hex.EncodeToString(id[:])
 	subnet := fmt.Sprintf("10.231.%d.", id[0])
-	l := &link{ns: "cddx-" + sfx, host: "cddxh-" + sfx, peer: "cddxp-" + sfx,
-		hostAddr: subnet + "1", peerAddr: subnet + "2"}
-	t.Cleanup(func() {
-		ipcmd("link", "del", "dev", l.host)
-		ipcmd("netns", "del", l.ns)
-	})
-	for _, args := range [][]string{
-		{"netns", "add", l.ns},
-		{"link", "add", l.host, "type", "veth", "peer", "name", l.peer, "netns", l.ns},
-		{"addr", "add", l.hostAddr + "/24", "dev", l.host},
-		{"-n", l.ns, "addr", "add", l.peerAddr + "/24", "dev", l.peer},
-		{"link", "set", l.host, "up"},
-		{"-n", l.ns, "link", "set", l.peer, "up"},
-	} {
-		if err := ipcmd(args...); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ifi, err := net.InterfaceByName(l.host)
-	if err != nil {
+	v := testenv.NewVethNS(t, netip.MustParsePrefix(subnet+"2/24"))
+	if err := v.HostAddr(netip.MustParsePrefix(subnet + "1/24")); err != nil {
 		t.Fatal(err)
 	}
-	l.hostIndex = ifi.Index
-	return l
+	return &link{ns: v.NS, host: v.HostIf, hostIndex: v.HostIndex, hostAddr: subnet + "1", peerAddr: subnet + "2"}
 }
 
 // sendUDP sends n datagrams from the peer's namespace to the host.
@@ -118,9 +90,6 @@ func TestAttachRefuseDetach(t *testing.T) {
 // other traffic the kernel, and after testpmd exits the program must
 // still be attached, passing RoCE to the kernel (no_socket).
 func TestTestpmdAdopts(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs dpdk-testpmd: in the full packages step")
-	}
 	if _, err := exec.LookPath("dpdk-testpmd"); err != nil {
 		t.Fatal("dpdk-testpmd is missing: run scripts/deps.sh")
 	}
@@ -128,7 +97,7 @@ func TestTestpmdAdopts(t *testing.T) {
 	if err := p.SetAddress(mustAddr(t, l.hostAddr)); err != nil {
 		t.Fatal(err)
 	}
-	prefix := "cddx-" + l.host[len("cddxh-"):]
+	prefix := "cddx-" + l.host[len("cddh-"):]
 	t.Cleanup(func() { os.RemoveAll("/var/run/dpdk/" + prefix) })
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -11,6 +11,7 @@ import (
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
 
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv/netcmd"
 	"github.com/cephdpdkd/cephdpdkd/pmd"
 )
 
@@ -108,7 +109,7 @@ func TestReasons(t *testing.T) {
 	p, l := load(t)
 	// Down, the interface feeds the program nothing of its own: only the
 	// test's frames are counted.
-	if err := ipcmd("link", "set", l.host, "down"); err != nil {
+	if err := netcmd.IP("link", "set", l.host, "down"); err != nil {
 		t.Fatal(err)
 	}
 	udp, tcp := layers.IPProtocolUDP, layers.IPProtocolTCP
