@@ -28,6 +28,7 @@ import (
 type Proc struct {
 	cmd     *exec.Cmd
 	metrics string
+	client  *http.Client
 	mu      sync.Mutex
 	log     strings.Builder
 	exited  chan struct{}
@@ -41,8 +42,24 @@ type Proc struct {
 // dies.
 func Start(t harness.TB, bin, cfg, metricsAddr string) *Proc {
 	t.Helper()
-	d := &Proc{metrics: "http://" + metricsAddr + "/metrics", exited: make(chan struct{})}
-	d.cmd = exec.Command(bin, "run", "--config", cfg, "--status=off")
+	return StartIn(t, "", bin, cfg, metricsAddr)
+}
+
+// StartIn is Start with the daemon in network namespace netns (a name from
+// `ip netns list`; "" is this process's own), where the af_xdp mode's
+// interface and the Ceph daemons its bridge dials are. Its metrics are
+// scraped inside netns too.
+func StartIn(t harness.TB, netns, bin, cfg, metricsAddr string) *Proc {
+	t.Helper()
+	d := &Proc{metrics: "http://" + metricsAddr + "/metrics", exited: make(chan struct{}),
+		client: &http.Client{Timeout: 5 * time.Second}}
+	args := []string{bin, "run", "--config", cfg, "--status=off"}
+	if netns != "" {
+		// ip execs the daemon in place: it keeps the pid and Pdeathsig.
+		args = append([]string{"ip", "netns", "exec", netns}, args...)
+		d.client.Transport = &http.Transport{DialContext: dialIn("/run/netns/" + netns)}
+	}
+	d.cmd = exec.Command(args[0], args[1:]...)
 	// Pdeathsig: a test binary killed by its timeout (or by hand) must not
 	// leave a poll loop spinning behind it.
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -143,8 +160,7 @@ func (d *Proc) Stop(timeout time.Duration) (string, error) {
 // Metrics scrapes the daemon: "name{label=value,...}" → value, for the
 // cephdpdkd_ series and process_open_fds and go_goroutines.
 func (d *Proc) Metrics() (map[string]float64, error) {
-	c := http.Client{Timeout: 5 * time.Second}
-	resp, err := c.Get(d.metrics)
+	resp, err := d.client.Get(d.metrics)
 	if err != nil {
 		return nil, err
 	}
