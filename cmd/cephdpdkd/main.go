@@ -9,7 +9,7 @@
 //	cephdpdkd status [--url URL]     print a running daemon's status line
 //	cephdpdkd reload --config FILE   check FILE, then have the daemon running it reload it (SIGHUP)
 //	cephdpdkd pcap-check FILE        verify every RoCEv2 frame of a capture
-//	cephdpdkd roce-ping --config FILE --target IP [--port P] [-n N] [-s S]
+//	cephdpdkd roce-ping --config FILE --target IP [--port P] [-n N] [-s S] [--run-dir DIR]
 //	cephdpdkd nic-status [--sysfs DIR] [--run-dir DIR]
 //	cephdpdkd restore-nic --config FILE [--sysfs DIR] [--run-dir DIR]
 //	cephdpdkd --version
@@ -110,7 +110,7 @@ func usage(w io.Writer) {
                                  on its metrics endpoint; rules, services and their consumers and
                                  priorities change live, the port, EAL, lcores and pool do not
   cephdpdkd pcap-check FILE      decode and verify every RoCEv2 frame of a pcap/pcapng
-  cephdpdkd roce-ping --config FILE --target IP [--port P] [-n N] [-s S] [--mode echo|reply|tose]
+  cephdpdkd roce-ping --config FILE --target IP [--port P] [-n N] [-s S] [--mode echo|reply|tose|stream] [--run-dir DIR]
                                  connect to an rdma_cm listener over the config's RoCE endpoint,
                                  send N messages of S bytes, check them, print latency and throughput
   cephdpdkd nic-status [--sysfs DIR] [--run-dir DIR]

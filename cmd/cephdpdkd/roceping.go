@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/cephdpdkd/cephdpdkd/internal/daemon"
+	"github.com/cephdpdkd/cephdpdkd/internal/nicbind"
+	"github.com/cephdpdkd/cephdpdkd/internal/xdp"
 	"github.com/cephdpdkd/cephdpdkd/roce/ping"
 )
 
@@ -26,6 +28,7 @@ func cmdRoCEPing(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	size := fs.Int("s", 64, "bytes per message")
 	mode := fs.String("mode", "echo", "echo: each message must come back unchanged (cephdpdkd's echo); reply: each gets a reply of its size (rdma_server: -n 1 -s 16); tose: n messages each way (ucmatose); stream: n×s bytes as one flow-controlled byte stream with the configuration's session buffers, as Ceph sends (a bridged port's sink)")
 	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
+	runDir := fs.String("run-dir", nicbind.DefaultRunDir, "directory of the state files (a port.bind, eal.hugepages or the af_xdp mode's program)")
 	if err := fs.Parse(args); err != nil {
 		return errUsage
 	}
@@ -60,12 +63,27 @@ func cmdRoCEPing(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	d, err := daemon.Start(plan, daemon.Options{Logger: newLogger(cfg, stderr)})
-	if err != nil {
-		return err
+	log := newLogger(cfg, stderr)
+	// The data path takes the machine as `run` does: in the af_xdp mode
+	// without the daemon's program, net_af_xdp would load libxdp's,
+	// which hands every frame of the queue to the socket, ARP included.
+	h := &host{
+		nic:    nicSystem(nicbind.DefaultSysfs, *runDir),
+		huge:   hugeSystem(nicbind.DefaultSysfs, *runDir),
+		runDir: *runDir,
+		log:    log,
 	}
-	res, err := runPing(ctx, d, addr, uint16(*port), pc, *timeout)
-	stopErr := d.Stop(context.Background())
+	var res ping.Result
+	var stopErr error
+	err = h.with(cfg, func(*xdp.Program) error {
+		d, err := daemon.Start(plan, daemon.Options{Logger: log})
+		if err != nil {
+			return err
+		}
+		res, err = runPing(ctx, d, addr, uint16(*port), pc, *timeout)
+		stopErr = d.Stop(context.Background())
+		return err
+	})
 	if err != nil {
 		return errors.Join(err, stopErr)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/internal/config"
 	"github.com/cephdpdkd/cephdpdkd/internal/devargs"
 	"github.com/cephdpdkd/cephdpdkd/internal/kernelif"
+	"github.com/cephdpdkd/cephdpdkd/internal/kneigh"
 	"github.com/cephdpdkd/cephdpdkd/internal/metrics"
 	"github.com/cephdpdkd/cephdpdkd/internal/roced"
 	"github.com/cephdpdkd/cephdpdkd/mempool"
@@ -99,6 +100,7 @@ type Daemon struct {
 	// closes superviseDone.
 	superviseStop, superviseDone chan struct{}
 	dialer                       *kernelif.Dialer // the RoCE bridge's, in the kernel interface's namespace
+	kneigh                       *kneigh.Resolver // the RoCE endpoint's neighbours, in the af_xdp mode
 }
 
 // Options are run-time settings that are not part of the configuration.
@@ -689,6 +691,10 @@ func (d *Daemon) teardown() error {
 	if d.dialer != nil {
 		d.dialer.Close()
 		d.dialer = nil
+	}
+	if d.kneigh != nil {
+		d.kneigh.Close()
+		d.kneigh = nil
 	}
 	if err := d.closeKernel(); err != nil {
 		errs = append(errs, err)

@@ -4,6 +4,7 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/dispatch"
 	"github.com/cephdpdkd/cephdpdkd/internal/config"
 	"github.com/cephdpdkd/cephdpdkd/internal/kernelif"
+	"github.com/cephdpdkd/cephdpdkd/internal/kneigh"
 	"github.com/cephdpdkd/cephdpdkd/internal/roced"
 )
 
@@ -32,6 +33,14 @@ func (roceKind) drain(d *Daemon, cfg *config.Config, _ config.Service, lanes *di
 			return drainer{}, err
 		}
 		rc.Dial = d.dialer.Dial
+	}
+	if cfg.Port.IsAFXDP() {
+		// The kernel shares the address and gets the ARP replies: the
+		// endpoint asks the kernel's table for its peers.
+		if d.kneigh, err = kneigh.Start(cfg.Port.AFXDP.Interface); err != nil {
+			return drainer{}, err
+		}
+		rc.Kernel = d.kneigh
 	}
 	if w := d.wakerOf(cfg.RoCE.Service); w != nil {
 		rc.Wake = w.Wake

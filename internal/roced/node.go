@@ -23,6 +23,7 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/roce/bridge"
 	"github.com/cephdpdkd/cephdpdkd/roce/cephrdma"
 	"github.com/cephdpdkd/cephdpdkd/roce/cm"
+	"github.com/cephdpdkd/cephdpdkd/roce/neigh"
 	"github.com/cephdpdkd/cephdpdkd/roce/ping"
 	"github.com/cephdpdkd/cephdpdkd/roce/session"
 )
@@ -47,6 +48,9 @@ type Config struct {
 	// Wake, when set, ends the idle sleep of the poll loop that polls
 	// the node: the bridge calls it when its TCP side has work.
 	Wake func()
+	// Kernel, when set, resolves the endpoint's peers in place of its
+	// own who-has (the af_xdp mode, where the kernel gets the replies).
+	Kernel neigh.Kernel
 }
 
 // Node is the RoCE termination of one port.
@@ -120,10 +124,18 @@ func New(cfg Config) (_ *Node, err error) {
 	}
 	// The MAD retransmission interval and the largest path MTU a REQ
 	// may ask for are the Manager's defaults.
+	var nt *neigh.Table
+	if cfg.Kernel != nil {
+		nt, err = neigh.New(neigh.Config{MAC: mac, IP: r.Address.Addr(), Send: n.ep.SendFrame, Kernel: cfg.Kernel})
+		if err != nil {
+			return nil, fmt.Errorf("roced: neighbours: %w", err)
+		}
+	}
 	n.cm, err = cm.New(n.ep, cm.Config{
 		PathMTU: r.MTU, MinRNRTimer: r.RNRTimer, Timeout: r.Timeout,
 		RetryCount: r.RetryCount, RNRRetry: r.RNRRetry, MaxConns: 4 * r.MaxSessions,
 		MaxRetries: cm.LANMaxRetries,
+		Neigh:      nt,
 		Log:        n.log,
 	})
 	if err != nil {

@@ -457,3 +457,80 @@ func BenchmarkHandleWhoHas(b *testing.B) {
 		tb.HandleFrame(req, t0)
 	}
 }
+
+// kernel is a Config.Kernel that answers what the test tells it to.
+type kernel struct {
+	asked   []netip.Addr
+	answers []struct {
+		ip  netip.Addr
+		mac [6]byte
+	}
+}
+
+func (k *kernel) Request(ip netip.Addr) bool { k.asked = append(k.asked, ip); return true }
+
+func (k *kernel) Next() (netip.Addr, [6]byte, bool) {
+	if len(k.answers) == 0 {
+		return netip.Addr{}, [6]byte{}, false
+	}
+	a := k.answers[0]
+	k.answers = k.answers[1:]
+	return a.ip, a.mac, true
+}
+
+func (k *kernel) answer(ip netip.Addr, mac [6]byte) {
+	k.answers = append(k.answers, struct {
+		ip  netip.Addr
+		mac [6]byte
+	}{ip, mac})
+}
+
+// With a kernel table, a resolution asks the kernel at each
+// retransmission instead of broadcasting, takes its answer, and still
+// fails after MaxProbes unanswered asks.
+func TestResolveThroughKernel(t *testing.T) {
+	k := &kernel{}
+	tb, s := newTable(t, func(c *Config) { c.Kernel = k })
+	var got [6]byte
+	var gotErr error
+	calls := 0
+	done := func(mac [6]byte, err error) { got, gotErr = mac, err; calls++ }
+	if err := tb.Resolve(peerIP, t0, done); err != nil {
+		t.Fatal(err)
+	}
+	tb.Poll(t0.Add(DefaultRetransTime))
+	if len(s.frames) != 0 {
+		t.Fatalf("sent %d frames: want none, the kernel resolves", len(s.frames))
+	}
+	if len(k.asked) != 2 || k.asked[0] != peerIP {
+		t.Fatalf("asked the kernel %v: want %v twice (first ask, one retransmission)", k.asked, peerIP)
+	}
+	k.answer(netip.MustParseAddr("10.77.0.99"), [6]byte{0x52, 0, 0, 0, 0, 0x99}) // another address: learned, not ours
+	k.answer(peerIP, peerMAC)
+	tb.Poll(t0.Add(DefaultRetransTime + time.Millisecond))
+	if calls != 1 || gotErr != nil || got != peerMAC {
+		t.Fatalf("resolve: %d calls, %v %v; want one with %v", calls, got, gotErr, peerMAC)
+	}
+	if mac, ok := tb.Lookup(peerIP, t0.Add(2*time.Second)); !ok || mac != peerMAC {
+		t.Fatalf("lookup after the kernel's answer: %v %v", mac, ok)
+	}
+	if st := tb.Stats(); st.KernelRequests != 2 || st.RequestsSent != 0 || st.Learned != 2 {
+		t.Fatalf("stats %+v: want 2 kernel requests, no who-has, 2 learned", st)
+	}
+
+	// Unanswered: fails after MaxProbes asks, as a broadcast would.
+	other := netip.MustParseAddr("10.77.0.12")
+	calls, gotErr = 0, nil
+	if err := tb.Resolve(other, t0, done); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= DefaultMaxProbes; i++ {
+		tb.Poll(t0.Add(time.Duration(i) * DefaultRetransTime))
+	}
+	if calls != 1 || !errors.Is(gotErr, ErrUnreachable) {
+		t.Fatalf("unanswered: %d calls, err %v; want ErrUnreachable", calls, gotErr)
+	}
+	if len(s.frames) != 0 {
+		t.Fatalf("sent %d frames: want none", len(s.frames))
+	}
+}

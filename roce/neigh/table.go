@@ -45,6 +45,21 @@ type Config struct {
 	MaxPending    int           // callers waiting in Resolve, in total (DefaultMaxPending if 0)
 	// Announce sends a gratuitous ARP for IP on the first Poll.
 	Announce bool
+	// Kernel, when set, resolves addresses in place of who-has
+	// broadcasts: the kernel's own table, where IP is also the kernel's
+	// and ARP replies reach the kernel, not the table (the af_xdp mode;
+	// package kneigh). MaxProbes and RetransTime still bound a
+	// resolution: each retransmission asks the kernel again.
+	Kernel Kernel
+}
+
+// Kernel is a neighbour table the Table can ask without blocking.
+type Kernel interface {
+	// Request asks for ip's MAC address; false when it could not be
+	// queued.
+	Request(ip netip.Addr) bool
+	// Next returns an answer to an earlier request, if one is waiting.
+	Next() (ip netip.Addr, mac [6]byte, ok bool)
 }
 
 // Stats counts a table's work. Counters only grow.
@@ -55,6 +70,7 @@ type Stats struct {
 	RepliesReceived  uint64
 	RepliesSent      uint64 // answers to who-has for our address
 	RequestsSent     uint64 // who-has probes and announcements
+	KernelRequests   uint64 // resolutions asked of Config.Kernel
 	Ignored          uint64 // ARP frames neither for us nor about a known neighbour
 	Malformed        uint64 // ARP frames that failed to parse
 	SendErrors       uint64 // frames Send refused
@@ -111,7 +127,7 @@ type Table struct {
 		entries, pending                               atomic.Int64
 		reqRx, repRx, repTx, reqTx, ignored, malformed atomic.Uint64
 		sendErr, learned, changed, expired, evicted    atomic.Uint64
-		resolved, failed                               atomic.Uint64
+		resolved, failed, kernelReq                    atomic.Uint64
 	}
 }
 
@@ -155,7 +171,7 @@ func (t *Table) Stats() Stats {
 	return Stats{
 		Entries: int(c.entries.Load()), Pending: int(c.pending.Load()),
 		RequestsReceived: c.reqRx.Load(), RepliesReceived: c.repRx.Load(),
-		RepliesSent: c.repTx.Load(), RequestsSent: c.reqTx.Load(),
+		RepliesSent: c.repTx.Load(), RequestsSent: c.reqTx.Load(), KernelRequests: c.kernelReq.Load(),
 		Ignored: c.ignored.Load(), Malformed: c.malformed.Load(), SendErrors: c.sendErr.Load(),
 		Learned: c.learned.Load(), Changed: c.changed.Load(), Expired: c.expired.Load(),
 		Evicted: c.evicted.Load(), Resolved: c.resolved.Load(), Failed: c.failed.Load(),
@@ -368,7 +384,13 @@ func (t *Table) advance(ip netip.Addr, p *pending, now time.Time) {
 		t.finish(ip, p, [6]byte{}, fmt.Errorf("neigh: resolve %v: no reply to %d requests: %w", ip, p.probes, ErrUnreachable))
 		return
 	}
-	t.probe(ip)
+	if t.cfg.Kernel != nil {
+		if t.cfg.Kernel.Request(ip) {
+			t.cnt.kernelReq.Add(1)
+		}
+	} else {
+		t.probe(ip)
+	}
 	p.probes++
 	p.next = now.Add(t.cfg.RetransTime)
 }
@@ -395,6 +417,18 @@ func (t *Table) Poll(now time.Time) int {
 		if t.cfg.Announce {
 			t.probe(t.ip)
 			work++
+		}
+	}
+	if t.cfg.Kernel != nil {
+		for {
+			ip, mac, ok := t.cfg.Kernel.Next()
+			if !ok {
+				break
+			}
+			if ip != t.ip && usable(ip) && mac[0]&1 == 0 {
+				t.learn(ip, mac, now, true)
+				work++
+			}
 		}
 	}
 	for ip, p := range t.pending {
