@@ -11,10 +11,12 @@ type fakeWaiter struct {
 	wake map[int]bool // by call number
 }
 
-func (w *fakeWaiter) Wait(d time.Duration) bool {
+func (w *fakeWaiter) Sleep(d time.Duration) bool {
 	w.got = append(w.got, d)
 	return w.wake[len(w.got)-1]
 }
+
+func (w *fakeWaiter) Wake() {}
 
 func TestIdleSleep(t *testing.T) {
 	us := time.Microsecond
@@ -31,7 +33,7 @@ func TestIdleSleep(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := &fakeWaiter{wake: tc.wake}
-			s := sleeper{IdleSleep: IdleSleep{After: 3, Min: 10 * us, Max: 50 * us}, wait: w.Wait}
+			s := sleeper{IdleSleep: IdleSleep{After: 3, Min: 10 * us, Max: 50 * us, Sleeper: w}}
 			for _, n := range tc.work {
 				if s.due(n) {
 					s.sleep()
@@ -59,24 +61,32 @@ func TestIdleSleep(t *testing.T) {
 	}
 }
 
-// TestWaker: a Wake ends a sleep at once, and one Wake before a sleep
-// ends the next one; without Wake the timer does.
-func TestWaker(t *testing.T) {
-	w := NewWaker()
-	s := sleeper{IdleSleep: IdleSleep{After: 1, Min: time.Hour, Max: time.Hour, Wake: w}}
+// TestTimerSleeper: a Wake ends a sleep at once, and one Wake before a
+// sleep ends the next one; without Wake the timer does.
+func TestTimerSleeper(t *testing.T) {
+	testSleeper(t, NewTimerSleeper())
+}
+
+// testSleeper checks a Sleeper's contract.
+func testSleeper(t *testing.T, s Sleeper) {
+	t.Helper()
 	go func() {
 		time.Sleep(10 * time.Millisecond)
-		w.Wake()
+		s.Wake()
 	}()
-	if !s.timerWait(time.Hour) {
+	if !s.Sleep(time.Hour) {
 		t.Fatal("a Wake did not end the sleep")
 	}
-	w.Wake()
-	w.Wake() // never blocks
-	if !s.timerWait(time.Hour) {
+	s.Wake()
+	s.Wake() // never blocks
+	if !s.Sleep(time.Hour) {
 		t.Fatal("a Wake before the sleep did not end it")
 	}
-	if s.timerWait(time.Millisecond) {
+	start := time.Now()
+	if s.Sleep(2 * time.Millisecond) {
 		t.Fatal("a second Wake before the sleep was kept")
+	}
+	if d := time.Since(start); d < 2*time.Millisecond {
+		t.Fatalf("slept %v, want 2ms", d)
 	}
 }

@@ -39,38 +39,61 @@ type Config[R Lane, N any] struct {
 type IdleSleep struct {
 	After    int
 	Min, Max time.Duration
-	Wake     *Waker
+	// Sleeper blocks the loop for each step, and ends a sleep early on
+	// its Wake; nil: a Go timer (NewTimerSleeper).
+	Sleeper Sleeper
 }
 
-// Waker ends a poll loop's idle sleep. The zero value is not usable:
-// NewWaker.
-type Waker struct{ c chan struct{} }
+// Sleeper blocks a poll loop's thread while it is idle.
+type Sleeper interface {
+	// Sleep blocks for d or until Wake, and reports whether Wake ended
+	// it (or one was pending).
+	Sleep(d time.Duration) bool
+	// Wake ends the current or next Sleep. Any goroutine may call it;
+	// it never blocks.
+	Wake()
+}
 
-// NewWaker returns a Waker.
-func NewWaker() *Waker { return &Waker{c: make(chan struct{}, 1)} }
+// TimerSleeper is a Sleeper on a Go timer. pmd.IdleSleeper costs a poll
+// loop locked to its thread far less: this one hands the goroutine
+// between threads at each wake-up.
+type TimerSleeper struct {
+	c     chan struct{}
+	timer *time.Timer
+}
 
-// Wake ends the loop's current or next sleep. Any goroutine may call it;
-// it never blocks.
-func (w *Waker) Wake() {
+// NewTimerSleeper returns a TimerSleeper.
+func NewTimerSleeper() *TimerSleeper { return &TimerSleeper{c: make(chan struct{}, 1)} }
+
+// Wake ends the current or next Sleep.
+func (s *TimerSleeper) Wake() {
 	select {
-	case w.c <- struct{}{}:
+	case s.c <- struct{}{}:
 	default: // a wake-up is pending already
 	}
 }
 
-// A Go timer, not a sleep in C: the loop's goroutine blocks and gives
-// its P back, where a thread blocked in a cgo call keeps it and has
-// sysmon poll it every 20 µs, which cost an idle loop on net_af_xdp
-// three times the CPU (20% of a core at a 200 µs sleep, against 7%).
+// Sleep blocks for d or until Wake.
+func (s *TimerSleeper) Sleep(d time.Duration) bool {
+	if s.timer == nil {
+		s.timer = time.NewTimer(d)
+	} else {
+		s.timer.Reset(d)
+	}
+	select {
+	case <-s.timer.C:
+		return false
+	case <-s.c:
+		s.timer.Stop()
+		return true
+	}
+}
 
 // sleeper is a loop's IdleSleep state.
 type sleeper struct {
 	IdleSleep
-	idle  int           // iterations in a row without work
-	next  time.Duration // the next sleep
-	timer *time.Timer
-	// wait, when set, sleeps in timerWait's place (tests).
-	wait func(time.Duration) bool
+	idle int           // iterations in a row without work
+	next time.Duration // the next sleep
 	// Slept counts sleeps, and their time; the loop publishes them.
 	sleeps, slept uint64
 }
@@ -93,36 +116,14 @@ func (s *sleeper) due(work int) bool {
 func (s *sleeper) sleep() {
 	s.next = min(max(2*s.next, s.Min, time.Microsecond), s.Max)
 	start := time.Now()
-	wait := s.wait
-	if wait == nil {
-		wait = s.timerWait
+	if s.Sleeper == nil {
+		s.Sleeper = NewTimerSleeper()
 	}
-	if wait(s.next) {
+	if s.Sleeper.Sleep(s.next) {
 		s.next = 0
 	}
 	s.sleeps++
 	s.slept += uint64(time.Since(start))
-}
-
-// timerWait blocks for d or until Wake, and reports whether Wake ended
-// it.
-func (s *sleeper) timerWait(d time.Duration) bool {
-	if s.timer == nil {
-		s.timer = time.NewTimer(d)
-	} else {
-		s.timer.Reset(d)
-	}
-	var wake chan struct{}
-	if s.Wake != nil {
-		wake = s.Wake.c
-	}
-	select {
-	case <-s.timer.C:
-		return false
-	case <-wake:
-		s.timer.Stop()
-		return true
-	}
 }
 
 // Wiring is what a table is built from: the classifier and the services

@@ -79,7 +79,7 @@ type Daemon struct {
 	pollers []*dispatch.Poller
 	// wakers end the idle sleeps of the poll loops (idle_sleep), indexed
 	// as cfg.Pollers; the RoCE bridge wakes its loop's.
-	wakers  []*loop.Waker
+	wakers  []*pmd.IdleSleeper
 	exited  chan loopExit // one value per poll loop that returned
 	running int
 	tmpDir  string
@@ -311,7 +311,9 @@ func (d *Daemon) buildPollers() error {
 	cfg := d.plan.Config
 	for pi := range cfg.Pollers {
 		pc := d.pollerConfig(cfg, pi, d.plan.Classifier, d.services, true)
-		pc.Idle.Wake = d.wakers[pi]
+		if w := d.wakers[pi]; w != nil {
+			pc.Idle.Sleeper = w
+		}
 		p, err := dispatch.NewPoller(pc)
 		if err != nil {
 			return err
@@ -321,20 +323,21 @@ func (d *Daemon) buildPollers() error {
 	return nil
 }
 
-// newWakers makes the waker of each poll loop that sleeps when idle.
+// newWakers makes the sleeper of each poll loop that sleeps when idle,
+// which the loop's consumers' other goroutines wake.
 func (d *Daemon) newWakers() {
 	cfg := d.plan.Config
-	d.wakers = make([]*loop.Waker, len(cfg.Pollers))
+	d.wakers = make([]*pmd.IdleSleeper, len(cfg.Pollers))
 	if cfg.IdleSleep.Max == 0 {
 		return
 	}
 	for pi := range d.wakers {
-		d.wakers[pi] = loop.NewWaker()
+		d.wakers[pi] = pmd.NewIdleSleeper()
 	}
 }
 
-// wakerOf is the waker of the poll loop that owns service, or nil.
-func (d *Daemon) wakerOf(service string) *loop.Waker {
+// wakerOf is the sleeper of the poll loop that owns service, or nil.
+func (d *Daemon) wakerOf(service string) *pmd.IdleSleeper {
 	if o := d.plan.Config.Owner(service); o >= 0 && o < len(d.wakers) {
 		return d.wakers[o]
 	}

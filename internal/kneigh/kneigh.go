@@ -108,9 +108,11 @@ func (r *Resolver) Close() {
 func (r *Resolver) run(ctx context.Context, h *netlink.Handle) {
 	// wanted holds the addresses asked for and not yet answered, each
 	// until its deadline: the neighbour table gives up on its own clock
-	// and asks again if it still wants one.
+	// and asks again if it still wants one. The ticker runs only while
+	// one is wanted: an idle node's resolver never wakes.
 	wanted := map[netip.Addr]time.Time{}
 	tick := time.NewTicker(Poll)
+	tick.Stop()
 	defer tick.Stop()
 	for {
 		select {
@@ -122,18 +124,21 @@ func (r *Resolver) run(ctx context.Context, h *netlink.Handle) {
 				// were sent to it), then look at once: most are known.
 				r.note(r.use(h, ip))
 			}
+			if len(wanted) == 0 {
+				tick.Reset(Poll)
+			}
 			wanted[ip] = time.Now().Add(2 * time.Second)
 			r.lookup(h, wanted)
 		case now := <-tick.C:
-			if len(wanted) == 0 {
-				continue
-			}
 			for ip, until := range wanted {
 				if now.After(until) {
 					delete(wanted, ip)
 				}
 			}
 			r.lookup(h, wanted)
+		}
+		if len(wanted) == 0 {
+			tick.Stop()
 		}
 	}
 }
