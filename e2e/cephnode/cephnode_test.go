@@ -307,14 +307,11 @@ func (n *node) bench(ctx context.Context, mode string, extra ...string) benchRes
 	if err != nil {
 		n.t.Fatalf("%v", err)
 	}
-	bw, lat := bwRE.FindSubmatch(out), latRE.FindSubmatch(out)
-	if bw == nil || lat == nil {
-		n.t.Fatalf("rados bench %s: no figures in\n%s", mode, out)
+	b, err := cephcluster.ParseBench(out)
+	if err != nil {
+		n.t.Fatalf("%s: %v", mode, err)
 	}
-	var r benchResult
-	r.mbps, _ = strconv.ParseFloat(string(bw[1]), 64)
-	r.lat, _ = strconv.ParseFloat(string(lat[1]), 64)
-	return r
+	return benchResult{mbps: b.MBps, lat: b.Lat}
 }
 
 // cleanup removes the bench objects: the OSD keeps everything in RAM.
