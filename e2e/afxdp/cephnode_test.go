@@ -272,18 +272,7 @@ func TestCephNodeXDP(t *testing.T) {
 	n.putGet(ctx, "direct")
 	dir := n.measure(ctx, "direct")
 
-	xcfg, xmetrics := n.config("x", fmt.Sprintf(`port:
-  name: xnode
-  mode: af_xdp
-  af_xdp: {interface: %s, attach: generic}
-services:
-  - {name: roce, ring_size: 4096, consumer: {type: roce}}
-  - {name: other}
-default_service: other
-roce:
-  service: roce
-  address: %s
-  bridge: {}`, n.nodeIf, cephNodeIP))
+	xcfg, xmetrics := n.config("x", xdpNodeYAML(n.nodeIf, cephNodeIP)+"\n  bridge: {}")
 	restoreNIC := func() ([]byte, error) {
 		return exec.Command("ip", "netns", "exec", n.node.Name, n.bin, "restore-nic", "--config", xcfg).CombinedOutput()
 	}
@@ -330,13 +319,10 @@ roce:
   device: "net_af_packet0,iface=%s,blocksz=4096,framesz=2048,framecnt=2048"
   rx_descriptors: 1024
   tx_descriptors: 1024
-services:
-  - {name: mon, ring_size: 1024, priority: 200, consumer: {type: kernel}}
-  - {name: osd, ring_size: 2048, priority: 100, consumer: {type: kernel}}
-  - {name: other, ring_size: 1024, priority: 150, consumer: {type: kernel}}
+%s
 %s
 kernel: {interface: cddk%s, netns: %s, addresses: [%s/24]}`,
-		n.client.HostIf, cephcluster.ClassifyYAML, sfx, n.node.Name, cephNodeIP))
+		n.client.HostIf, cephcluster.KernelServicesYAML, cephcluster.ClassifyYAML, sfx, n.node.Name, cephNodeIP))
 	d = daemonproc.Start(t, n.bin, rcfg, rmetrics)
 	n.healthOK(ctx)
 	n.putGet(ctx, "rebind")
