@@ -348,6 +348,11 @@ func (n *cephNode) killDuringBench(ctx context.Context, d *daemonproc.Proc) {
 		done <- result{b, err}
 	}()
 	time.Sleep(2 * time.Second)
+	select {
+	case r := <-done:
+		n.t.Fatalf("the bench ended before the kill: %v", r.err)
+	default:
+	}
 	if err := syscall.Kill(d.Pid(), syscall.SIGKILL); err != nil {
 		n.t.Fatal(err)
 	}
