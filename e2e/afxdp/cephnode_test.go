@@ -344,7 +344,9 @@ func (n *cephNode) killDuringBench(ctx context.Context, d *daemonproc.Proc) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		b, err := n.bench(ctx, 8, "write", "--no-cleanup", "--max-objects", benchObjects)
+		// More objects than the measuring rounds write: a fast node must
+		// not reach the cap before the kill.
+		b, err := n.bench(ctx, 8, "write", "--no-cleanup", "--max-objects", "600")
 		done <- result{b, err}
 	}()
 	time.Sleep(2 * time.Second)
