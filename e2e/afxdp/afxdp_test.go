@@ -50,7 +50,19 @@ func (n *node) config(t *testing.T, metrics string) string {
 	sfx := n.v.HostIf[len("cddh-"):]
 	write(t, path, fmt.Sprintf(`
 eal: {lcores: "0-1", no_huge: true, memory_mb: 512, file_prefix: cdd-xn-%s}
-port:
+%s
+  listen: [{port: 7471, app: echo}]
+metrics: {listen: "%s"}
+shutdown: {drain_timeout: 1s}
+`, sfx, xdpNodeYAML(n.v.HostIf, n.ip), metrics))
+	return path
+}
+
+// xdpNodeYAML is the port, services and roce sections of a node in the
+// af_xdp mode on iface (generic attach), its RoCE endpoint at addr; the
+// roce section's last, so that the caller can add to it.
+func xdpNodeYAML(iface, addr string) string {
+	return fmt.Sprintf(`port:
   name: xnode
   mode: af_xdp
   af_xdp: {interface: %s, attach: generic}
@@ -60,12 +72,7 @@ services:
 default_service: other
 roce:
   service: roce
-  address: %s
-  listen: [{port: 7471, app: echo}]
-metrics: {listen: "%s"}
-shutdown: {drain_timeout: 1s}
-`, sfx, n.v.HostIf, n.ip, metrics))
-	return path
+  address: %s`, iface, addr)
 }
 
 func write(t *testing.T, path, s string) {

@@ -90,10 +90,7 @@ port:
   device: "net_af_packet0,iface=%[2]s,blocksz=4096,framesz=2048,framecnt=2048"
   rx_descriptors: 1024
   tx_descriptors: 1024
-services:
-  - {name: mon, ring_size: 1024, priority: 200, consumer: {type: kernel}}
-  - {name: osd, ring_size: 2048, priority: 100, consumer: {type: kernel}}
-  - {name: other, ring_size: 1024, priority: 150, consumer: {type: kernel}}
+%[8]s
 %[7]s
 kernel:
   interface: %[3]s
@@ -101,7 +98,7 @@ kernel:
   addresses: [%[5]s/24]
 metrics: {listen: "%[6]s"}
 shutdown: {drain_timeout: 1s}
-`, sfx, n.client.HostIf, n.ifname, n.ns.Name, nodeIP, n.metrics, cephcluster.ClassifyYAML))
+`, sfx, n.client.HostIf, n.ifname, n.ns.Name, nodeIP, n.metrics, cephcluster.ClassifyYAML, cephcluster.KernelServicesYAML))
 }
 
 func (n *node) startDaemon() {
@@ -307,14 +304,11 @@ func (n *node) bench(ctx context.Context, mode string, extra ...string) benchRes
 	if err != nil {
 		n.t.Fatalf("%v", err)
 	}
-	bw, lat := bwRE.FindSubmatch(out), latRE.FindSubmatch(out)
-	if bw == nil || lat == nil {
-		n.t.Fatalf("rados bench %s: no figures in\n%s", mode, out)
+	b, err := cephcluster.ParseBench(out)
+	if err != nil {
+		n.t.Fatalf("%s: %v", mode, err)
 	}
-	var r benchResult
-	r.mbps, _ = strconv.ParseFloat(string(bw[1]), 64)
-	r.lat, _ = strconv.ParseFloat(string(lat[1]), 64)
-	return r
+	return benchResult{mbps: b.MBps, lat: b.Lat}
 }
 
 // cleanup removes the bench objects: the OSD keeps everything in RAM.

@@ -52,6 +52,14 @@ rules:
   - {service: osd, protocol: tcp, dst_ports: ["6800-7568"]}
   - {service: osd, protocol: tcp, src_ports: ["6800-7568"]}`
 
+// KernelServicesYAML declares, in a cephdpdkd configuration's services
+// section, the three services ClassifyYAML sorts into, each handed to the
+// kernel path, mon first and OSD last when they compete.
+const KernelServicesYAML = `services:
+  - {name: mon, ring_size: 1024, priority: 200, consumer: {type: kernel}}
+  - {name: osd, ring_size: 2048, priority: 100, consumer: {type: kernel}}
+  - {name: other, ring_size: 1024, priority: 150, consumer: {type: kernel}}`
+
 // Options configure a cluster. Only IP is required.
 type Options struct {
 	// NetNS is the network namespace the daemons run in, as in
