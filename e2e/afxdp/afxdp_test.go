@@ -75,6 +75,16 @@ roce:
   address: %s`, iface, addr)
 }
 
+// daemonConfig is config with free metrics address, for a test that
+// runs the daemon: restore-nic detaches its program when the test ends.
+func (n *node) daemonConfig(t *testing.T) (cfg, metrics string) {
+	t.Helper()
+	metrics = daemonproc.FreeAddr(t)
+	cfg = n.config(t, metrics)
+	t.Cleanup(func() { exec.Command(n.bin, "restore-nic", "--config", cfg).Run() })
+	return cfg, metrics
+}
+
 func write(t *testing.T, path, s string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
@@ -87,6 +97,17 @@ func write(t *testing.T, path, s string) {
 // node's kernel (ARP passes the program).
 func (n *node) ping(t *testing.T, count int) string {
 	t.Helper()
+	out, err := n.pingCmd(t, count).CombinedOutput()
+	if err := pingResult(count, out, err); err != nil {
+		t.Fatal(err)
+	}
+	return string(out)
+}
+
+// pingCmd is ping's roce-ping command, for a test that runs it alongside
+// something else.
+func (n *node) pingCmd(t *testing.T, count int) *exec.Cmd {
+	t.Helper()
 	sfx := n.v.HostIf[len("cddh-"):]
 	cfg := filepath.Join(n.dir, "ping.yaml")
 	write(t, cfg, fmt.Sprintf(`
@@ -98,15 +119,19 @@ services:
 default_service: other
 roce: {service: roce, address: %s, max_sessions: 2, memory_mb: 64}
 `, sfx, n.v.PeerIf, n.peerIP))
-	out, err := exec.Command("ip", "netns", "exec", n.v.NS, n.bin, "roce-ping", "--config", cfg,
-		"--target", n.ip, "--port", "7471", "-n", strconv.Itoa(count), "-s", "1000", "--timeout", "30s").CombinedOutput()
+	return exec.Command("ip", "netns", "exec", n.v.NS, n.bin, "roce-ping", "--config", cfg,
+		"--target", n.ip, "--port", "7471", "-n", strconv.Itoa(count), "-s", "1000", "--timeout", "30s")
+}
+
+// pingResult checks roce-ping's output: every message answered.
+func pingResult(count int, out []byte, err error) error {
 	if err != nil {
-		t.Fatalf("roce-ping: %v\n%s", err, out)
+		return fmt.Errorf("roce-ping: %v\n%s", err, out)
 	}
 	if want := fmt.Sprintf("%d sent, %d received", count, count); !strings.Contains(string(out), want) {
-		t.Fatalf("roce-ping: want %q:\n%s", want, out)
+		return fmt.Errorf("roce-ping: want %q:\n%s", want, out)
 	}
-	return string(out)
+	return nil
 }
 
 // kernelPing checks that the node's kernel still answers: ICMP and ARP
@@ -134,9 +159,7 @@ func (n *node) attached(t *testing.T) xdp.Attachment {
 func TestRoCEXDP(t *testing.T) {
 	testenv.RequireRoot(t)
 	n := newNode(t)
-	metrics := daemonproc.FreeAddr(t)
-	cfg := n.config(t, metrics)
-	t.Cleanup(func() { exec.Command(n.bin, "restore-nic", "--config", cfg).Run() })
+	cfg, metrics := n.daemonConfig(t)
 
 	d := daemonproc.Start(t, n.bin, cfg, metrics)
 	first := n.attached(t)
@@ -217,5 +240,38 @@ func TestForeignProgramXDP(t *testing.T) {
 	}
 	if a := n.attached(t); a != foreign {
 		t.Errorf("after the refusals: %+v, want the foreign %+v left alone", a, foreign)
+	}
+}
+
+// TestNativeMTUXDP: a native attach on an interface whose MTU the
+// program (not frags-aware) cannot take is refused by check-config and
+// run, naming the limit and the ways out, before anything is attached.
+func TestNativeMTUXDP(t *testing.T) {
+	testenv.RequireRoot(t)
+	n := newNode(t)
+	// Both ends, as a node's veth pair has them: veth refuses native
+	// XDP on its peer's MTU.
+	mtu := strconv.Itoa(xdp.NativeMaxMTU + 1)
+	if out, err := exec.Command("ip", "link", "set", "dev", n.v.HostIf, "mtu", mtu).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if out, err := exec.Command("ip", "netns", "exec", n.v.NS, "ip", "link", "set", "dev", n.v.PeerIf, "mtu", mtu).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	b, err := os.ReadFile(n.config(t, daemonproc.FreeAddr(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(n.dir, "native.yaml")
+	write(t, cfg, strings.Replace(string(b), "attach: generic", "attach: native", 1))
+	want := fmt.Sprintf("port.af_xdp.attach: native: %s's MTU is %s, but native XDP without frags support cannot take frames over MTU %d", n.v.HostIf, mtu, xdp.NativeMaxMTU)
+	for _, args := range [][]string{{"check-config", cfg}, {"run", "--config", cfg, "--status=off", "--duration", "5s"}} {
+		out, err := exec.Command(n.bin, args...).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), want) || !strings.Contains(string(out), "set port.af_xdp.attach: generic") {
+			t.Errorf("%s: %v, want a refusal with %q:\n%s", args[0], err, want, out)
+		}
+	}
+	if a := n.attached(t); a.ID != 0 {
+		t.Errorf("after the refusals: program %d attached", a.ID)
 	}
 }

@@ -19,10 +19,13 @@ func TestCheckKind(t *testing.T) {
 	for _, tc := range []struct{ kind, want string }{
 		{"device", ""},
 		{"veth", ""},
-		{"bond", "a bond"},
-		{"vlan", "name its parent"},
-		{"bridge", "name the NIC enslaved"},
-		{"tun", `kind "tun", which is not supported`},
+		{"bond", "interface if0 is a bond: AF_XDP binds to one device's queues"},
+		{"team", "interface if0 is a team device: AF_XDP binds to one device's queues"},
+		{"vlan", "interface if0 is a VLAN sub-interface: name its parent"},
+		{"macvlan", "interface if0 is a macvlan: name the NIC it sits on"},
+		{"ipvlan", "interface if0 is an ipvlan: name the NIC it sits on"},
+		{"bridge", "interface if0 is a bridge: name the NIC enslaved to it"},
+		{"tun", `interface if0 is of kind "tun", which is not supported`},
 	} {
 		err := checkKind("if0", tc.kind)
 		if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {

@@ -124,7 +124,7 @@ func (v *validation) afxdp() {
 			v.bad("port.af_xdp.attach", "%q: want native or generic", p.AFXDP.Attach)
 		}
 	}
-	if !p.deviceDerived {
+	if p.Device != "" && !p.deviceDerived {
 		v.bad("port.device", "not with port.mode: %s: the daemon derives net_af_xdp's device from port.af_xdp.interface", PortAFXDP)
 	}
 	if p.ownMTU != 0 {
@@ -163,7 +163,8 @@ const maxRoCEHeaders = 22 + roceHeaders
 // checkAFXDPHost checks the interface the af_xdp mode takes: that it
 // exists and is of a kind it can take, that port.rx_queues covers every
 // receive queue (RoCE arriving on a queue without a socket goes to the
-// kernel, which drops it), and that roce.mtu fits its MTU. Whether a
+// kernel, which drops it), that a native attach can take its MTU, and
+// that roce.mtu fits its MTU. Whether a
 // program attached to it is ours is the run directory's to say: cmd's
 // host check.
 func (c *Config) checkAFXDPHost(bad func(path, format string, args ...any)) {
@@ -176,6 +177,10 @@ func (c *Config) checkAFXDPHost(bad func(path, format string, args ...any)) {
 	if ifc.RxQueues != p.RxQueues {
 		bad("port.rx_queues", "%d, but %s has %d receive queues: each needs a socket, or RoCE arriving on the others goes to the kernel; set port.rx_queues: %d (or lower the interface's channels with ethtool -L)",
 			p.RxQueues, ifc.Name, ifc.RxQueues, ifc.RxQueues)
+	}
+	if p.XDPMode() == xdp.Native && ifc.MTU > xdp.NativeMaxMTU {
+		bad("port.af_xdp.attach", "native: %s's MTU is %d, but native XDP without frags support cannot take frames over MTU %d (the daemon's program is not frags-aware): set port.af_xdp.attach: generic (a RoCE frame is at most %d bytes and its headers; larger frames pass to the kernel) or lower the MTU to %d",
+			ifc.Name, ifc.MTU, xdp.NativeMaxMTU, MaxAFXDPRoCEMTU, xdp.NativeMaxMTU)
 	}
 	if r := c.RoCE; r != nil && r.MTU+roceHeaders > ifc.MTU {
 		bad("roce.mtu", "path MTU %d does not fit %s's MTU %d with RoCEv2 headers (%d)", r.MTU, ifc.Name, ifc.MTU, roceHeaders)

@@ -1,12 +1,15 @@
 package config
 
 import (
+	"fmt"
 	"net/netip"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/netcmd"
+	"github.com/cephdpdkd/cephdpdkd/internal/xdp"
 )
 
 // TestAFXDPHost checks the af_xdp mode's interface on a real veth: its
@@ -21,9 +24,9 @@ func TestAFXDPHost(t *testing.T) {
 		name, iface, port, roce, want string
 	}{
 		{"fits", v.HostIf, "  rx_queues: 1\n", "", ""},
-		{"queues", v.HostIf, "  rx_queues: 2\n", "", "port.rx_queues: 2, but " + v.HostIf + " has 1 receive queues"},
-		{"mtu", v.HostIf, "", "  mtu: 2048\n", "roce.mtu: path MTU 2048 does not fit " + v.HostIf + "'s MTU 1500"},
-		{"missing", "cddx-nothere", "", "", "no such interface"},
+		{"queues", v.HostIf, "  rx_queues: 2\n", "", "line 5: port.rx_queues: 2, but " + v.HostIf + " has 1 receive queues"},
+		{"mtu", v.HostIf, "", "  mtu: 2048\n", "line 12: roce.mtu: path MTU 2048 does not fit " + v.HostIf + "'s MTU 1500"},
+		{"missing", "cddx-nothere", "", "", "line 4: port.af_xdp.interface: af_xdp: interface cddx-nothere: no such interface"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := Parse([]byte(afxdpConfig("  mode: af_xdp\n  af_xdp: {interface: "+tc.iface+"}\n"+tc.port, tc.roce+"eal: {no_huge: true}\n")))
@@ -40,6 +43,78 @@ func TestAFXDPHost(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		checkErr(t, "CheckHost", c.CheckHost(), "roce.address: 192.0.2.99 is not an address of "+v.HostIf+" ([192.0.2.10])")
+		checkErr(t, "CheckHost", c.CheckHost(), "line 11: roce.address: 192.0.2.99 is not an address of "+v.HostIf+" ([192.0.2.10])")
 	})
+}
+
+// TestAFXDPHostNativeMTU: a native attach is refused on an interface
+// whose MTU the program, not frags-aware, cannot take; a generic one
+// takes any MTU.
+func TestAFXDPHostNativeMTU(t *testing.T) {
+	v := testenv.NewVethNS(t, netip.Prefix{})
+	if err := netcmd.IP("addr", "add", "192.0.2.10/24", "dev", v.HostIf); err != nil {
+		t.Fatal(err)
+	}
+	refusal := fmt.Sprintf("line 4: port.af_xdp.attach: native: %s's MTU is %d, but native XDP without frags support cannot take frames over MTU %d",
+		v.HostIf, xdp.NativeMaxMTU+1, xdp.NativeMaxMTU)
+	for _, tc := range []struct {
+		name   string
+		mtu    int
+		attach string
+		want   string
+	}{
+		{"native at the limit", xdp.NativeMaxMTU, "native", ""},
+		{"native by default at the limit", xdp.NativeMaxMTU, "", ""},
+		{"native over the limit", xdp.NativeMaxMTU + 1, "native", refusal},
+		{"native by default over the limit", xdp.NativeMaxMTU + 1, "", refusal},
+		{"native at 9000", 9000, "native", "MTU is 9000, but native XDP without frags support cannot take frames over MTU 3506"},
+		{"generic at 9000", 9000, "generic", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := netcmd.IP("link", "set", "dev", v.HostIf, "mtu", strconv.Itoa(tc.mtu)); err != nil {
+				t.Fatal(err)
+			}
+			attach := ""
+			if tc.attach != "" {
+				attach = ", attach: " + tc.attach
+			}
+			c, err := Parse([]byte(afxdpConfig("  mode: af_xdp\n  af_xdp: {interface: "+v.HostIf+attach+"}\n", "eal: {no_huge: true}\n")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			advice := ""
+			if tc.want != "" {
+				advice = fmt.Sprintf("set port.af_xdp.attach: generic (a RoCE frame is at most 2048 bytes and its headers; larger frames pass to the kernel) or lower the MTU to %d", xdp.NativeMaxMTU)
+			}
+			checkErr(t, "CheckHost", c.CheckHost(), tc.want, advice)
+		})
+	}
+}
+
+// TestAFXDPHostKinds: the interface kinds the af_xdp mode cannot take,
+// on real links of the kinds this kernel can make, are refused at the
+// interface's line; the others are TestCheckKind's in internal/afxdp.
+func TestAFXDPHostKinds(t *testing.T) {
+	v := testenv.NewVethNS(t, netip.Prefix{})
+	sfx := v.HostIf[len("cddh-"):]
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"cddbr-" + sfx, []string{"type", "bridge"}, "is a bridge: name the NIC enslaved to it"},
+		{"cddmv-" + sfx, []string{"link", v.HostIf, "type", "macvlan"}, "is a macvlan: name the NIC it sits on"},
+	} {
+		t.Run(tc.args[len(tc.args)-1], func(t *testing.T) {
+			if err := netcmd.IP(append([]string{"link", "add", "name", tc.name}, tc.args...)...); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { netcmd.IP("link", "del", tc.name) })
+			c, err := Parse([]byte(afxdpConfig("  mode: af_xdp\n  af_xdp: {interface: "+tc.name+"}\n", "eal: {no_huge: true}\n")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkErr(t, "CheckHost", c.CheckHost(), "line 4: port.af_xdp.interface: af_xdp: interface "+tc.name+" "+tc.want)
+		})
+	}
 }

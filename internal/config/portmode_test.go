@@ -23,28 +23,37 @@ func TestPortMode(t *testing.T) {
 		{"af_xdp", afxdpConfig(mode, ""), ""},
 		{"generic, four queues", afxdpConfig("  mode: af_xdp\n  af_xdp: {interface: veth0, attach: generic}\n  rx_queues: 4\n", ""), ""},
 		{"bad mode", afxdpConfig("  mode: xdp\n  device: net_null0\n", ""), `line 3: port.mode: "xdp": want rebind or af_xdp`},
-		{"no interface", afxdpConfig("  mode: af_xdp\n", ""), "port.af_xdp.interface: required with port.mode: af_xdp"},
-		{"bad interface", afxdpConfig("  mode: af_xdp\n  af_xdp: {interface: a/b}\n", ""), `port.af_xdp.interface: "a/b": a Linux interface name is 1..15`},
+		{"no interface", afxdpConfig("  mode: af_xdp\n", ""), "line 1: port.af_xdp.interface: required with port.mode: af_xdp"},
+		{"bad interface", afxdpConfig("  mode: af_xdp\n  af_xdp: {interface: a/b}\n", ""), `line 4: port.af_xdp.interface: "a/b": a Linux interface name is 1..15`},
 		{"long interface", afxdpConfig("  mode: af_xdp\n  af_xdp: {interface: sixteen-chars-xx}\n", ""), `"sixteen-chars-xx": a Linux interface name is 1..15`},
 		{"bad attach", afxdpConfig("  mode: af_xdp\n  af_xdp:\n    interface: ens1f0\n    attach: skb\n", ""), `line 6: port.af_xdp.attach: "skb": want native or generic`},
 		{"device given", afxdpConfig(mode+"  device: net_af_xdp0,iface=ens1f0\n", ""), "line 5: port.device: not with port.mode: af_xdp"},
 		{"bind", afxdpConfig(mode+"  bind: {driver: vfio-pci, interface: ens1f0}\n", ""), "line 5: port.bind: not with port.mode: af_xdp: the NIC stays on its kernel driver"},
-		{"kernel", afxdpConfig(mode, "kernel: {addresses: [192.0.2.10/24]}\n"), "kernel: not with port.mode: af_xdp"},
+		{"kernel", afxdpConfig(mode, "kernel: {addresses: [192.0.2.10/24]}\n"), "line 12: kernel: not with port.mode: af_xdp"},
 		{"no roce", "port:\n  name: p\n" + mode + "services: [{name: a}]\ndefault_service: a\n", "roce: required with port.mode: af_xdp"},
-		{"roce mtu 4096", afxdpConfig(mode, "  mtu: 4096\n"), "roce.mtu: 4096: at most 2048 with port.mode: af_xdp"},
+		{"roce mtu 4096", afxdpConfig(mode, "  mtu: 4096\n"), "line 12: roce.mtu: 4096: at most 2048 with port.mode: af_xdp"},
 		{"roce mtu 2048", afxdpConfig(mode, "  mtu: 2048\n"), ""},
 		{"port mtu", afxdpConfig(mode+"  mtu: 9000\n", ""), "line 5: port.mtu: not with port.mode: af_xdp"},
 		{"promiscuous", afxdpConfig(mode+"  promiscuous: true\n", ""), "line 5: port.promiscuous: not with port.mode: af_xdp"},
-		{"queues unpaired", afxdpConfig(mode+"  rx_queues: 2\n  tx_queues: 1\n", ""), "port.tx_queues: 1: with port.mode: af_xdp as many as port.rx_queues (2)"},
-		{"data room small", afxdpConfig(mode, "  mtu: 2048\nmempool: {data_room: 2176}\n"), "mempool.data_room: 2176 leaves 1792 bytes"},
+		{"queues unpaired", afxdpConfig(mode+"  rx_queues: 2\n  tx_queues: 1\n", ""), "line 6: port.tx_queues: 1: with port.mode: af_xdp as many as port.rx_queues (2)"},
+		{"data room small", afxdpConfig(mode, "  mtu: 2048\nmempool: {data_room: 2176}\n"), "line 13: mempool.data_room: 2176 leaves 1792 bytes"},
 		{"af_xdp section in rebind mode", "port:\n  name: p\n  device: net_null0\n  af_xdp: {interface: ens1f0}\nservices: [{name: a}]\ndefault_service: a\n", "line 4: port.af_xdp: only with port.mode: af_xdp"},
-		{"raw net_af_xdp device", "port:\n  name: p\n  device: net_af_xdp0,iface=ens1f0\nservices: [{name: a}]\ndefault_service: a\n", "port.device: net_af_xdp0 is the af_xdp mode's device: set port.mode: af_xdp"},
+		{"raw net_af_xdp device", "port:\n  name: p\n  device: net_af_xdp0,iface=ens1f0\nservices: [{name: a}]\ndefault_service: a\n", "line 3: port.device: net_af_xdp0 is the af_xdp mode's device: set port.mode: af_xdp"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := Parse([]byte(tt.yaml))
 			checkErr(t, "Parse", err, tt.want)
 		})
+	}
+}
+
+// TestPortModeNoInterface: a missing port.af_xdp.interface is the one
+// error, not followed by complaints about the device derived from it.
+func TestPortModeNoInterface(t *testing.T) {
+	_, err := Parse([]byte(afxdpConfig("  mode: af_xdp\n", "")))
+	if err == nil || strings.Count(err.Error(), "\n") != 0 || !strings.Contains(err.Error(), "line 1: port.af_xdp.interface: required") {
+		t.Errorf("Parse = %v, want only the missing interface", err)
 	}
 }
 

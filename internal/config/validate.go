@@ -275,9 +275,13 @@ func (v *validation) port() {
 	v.portNameOK = v.c.validatePortName(v.bad)
 	v.portMode()
 	v.c.validateBind(v.bad)
-	if p.Device == "" {
+	switch _, err := devargs.Parse(p.Device); {
+	case p.Device == "" && p.IsAFXDP():
+		// Derived from port.af_xdp.interface, whose absence portMode
+		// reports.
+	case p.Device == "":
 		v.bad("port.device", "required: a PCI address or vdev devargs such as net_af_packet0,iface=veth0")
-	} else if _, err := devargs.Parse(p.Device); err != nil {
+	case err != nil:
 		v.bad("port.device", "%v", err)
 	}
 	v.inRange("port.rx_queues", p.RxQueues, 1, 64)

@@ -7,12 +7,14 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/logbuf"
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv/netcmd"
 	"github.com/cephdpdkd/cephdpdkd/pmd"
 )
 
@@ -149,5 +151,46 @@ func TestTestpmdAdopts(t *testing.T) {
 	}
 	if err := Detach(l.hostIndex, Generic); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestNativeMaxMTU attaches the program natively to a veth at
+// NativeMaxMTU, which works, and finds the kernel refusing it one byte
+// above: the limit the af_xdp mode's host check holds a native attach
+// to is the kernel's, not a guess on either side.
+func TestNativeMaxMTU(t *testing.T) {
+	if err := requireBPF(); err != nil {
+		t.Fatal(err)
+	}
+	obj, err := Object()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := testenv.NewVethNS(t, netip.Prefix{})
+	// veth checks its peer's MTU; a node's veth pair has one MTU.
+	setMTU := func(mtu int) {
+		t.Helper()
+		if err := netcmd.IP("link", "set", "dev", v.HostIf, "mtu", strconv.Itoa(mtu)); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := v.Exec(context.Background(), "ip", "link", "set", "dev", v.PeerIf, "mtu", strconv.Itoa(mtu)); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+	}
+	setMTU(NativeMaxMTU + 1)
+	if p, err := Attach(pmd.AttachXDP, obj, v.HostIndex, Native); err == nil {
+		p.Close()
+		Detach(v.HostIndex, Native)
+		t.Fatalf("native attach at MTU %d succeeded; want the kernel's refusal", NativeMaxMTU+1)
+	}
+	setMTU(NativeMaxMTU)
+	p, err := Attach(pmd.AttachXDP, obj, v.HostIndex, Native)
+	if err != nil {
+		t.Fatalf("native attach at MTU %d: %v", NativeMaxMTU, err)
+	}
+	defer p.Close()
+	defer Detach(v.HostIndex, Native)
+	if a, err := Attached(v.HostIndex); err != nil || a.ID != p.ID() || a.Mode != Native {
+		t.Fatalf("Attached = %+v, %v; want program %d native", a, err, p.ID())
 	}
 }

@@ -38,6 +38,16 @@ func Object() ([]byte, error) {
 	return b, err
 }
 
+// NativeMaxMTU is the largest interface MTU on which the program, which
+// is not frags-aware (no xdp.frags section), attaches natively: in the
+// driver a frame must fit one page with the XDP headroom and the
+// skb_shared_info after it. It is veth's limit (veth_xdp_set: PAGE_SIZE
+// 4096 - XDP_PACKET_HEADROOM 256 - SKB_DATA_ALIGN(sizeof(struct
+// skb_shared_info)) 320 - ETH_HLEN 14; "Peer MTU is too large to set
+// XDP" above it), and about what NIC drivers allow without multi-buffer
+// XDP. Generic mode, on the skb, takes any MTU.
+const NativeMaxMTU = 4096 - 256 - 320 - 14
+
 // Mode is how the program is attached to an interface.
 type Mode int
 
