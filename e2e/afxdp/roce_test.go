@@ -41,7 +41,7 @@ func TestCephOverRoCEXDP(t *testing.T) {
 		t.Fatal(err)
 	}
 	logf("guest c1 (%s) up with the rdma_cm client conf", rocenode.GuestIP)
-	c := &rocenode.Client{Ctx: ctx, G: g, D: n.Daemon, NetState: func() string {
+	c := &rocenode.Client{Ctx: ctx, G: g, D: n.Daemon, Timeout: 90 * time.Second, NetState: func() string {
 		return rocenode.NetState(ctx, g, n.NS.Name, n.Ifname, n.Bridge.NS)
 	}}
 	pool := n.Cluster.Pool()

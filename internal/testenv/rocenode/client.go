@@ -31,6 +31,9 @@ type Client struct {
 	// NetState says what the network looks like, for a failure report
 	// (NetState, the function, for a node's).
 	NetState func() string
+	// Timeout, if set, bounds each rados (Ctx alone otherwise), so that a
+	// stuck client fails its step with time left for the report.
+	Timeout time.Duration
 }
 
 // Rados runs Debian's rados in the guest and fails the test, with the
@@ -39,7 +42,13 @@ type Client struct {
 func (c *Client) Rados(t harness.TB, logf func(string, ...any), args ...string) string {
 	t.Helper()
 	start := time.Now()
-	out, code, err := c.G.Rados(c.Ctx, args...)
+	ctx := c.Ctx
+	if c.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.Timeout)
+		defer cancel()
+	}
+	out, code, err := c.G.Rados(ctx, args...)
 	if err != nil || code != 0 {
 		tailLog, _, _ := c.G.Run(c.Ctx, "tail -n 30 /tmp/ceph/log/*.log")
 		t.Fatalf("guest: rados %s: exit %d, %v\n%s\nclient log:\n%s\nnetwork:\n%s\ndaemon log:\n%s\ndaemon's metrics:\n%s",

@@ -25,12 +25,15 @@ package rocenode
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
 
+	"github.com/cephdpdkd/cephdpdkd/internal/statefile"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/cephcluster"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/daemonproc"
@@ -134,11 +137,16 @@ services:
 default_service: other`, n.Ifname))
 	// After the daemon's stop (its cleanup, registered later, runs
 	// first), before the namespace goes: detach the program and remove
-	// its run-directory records, as the unit's ExecStopPost does.
+	// its run-directory records, as the unit's ExecStopPost does. The
+	// lock file stays for the next daemon on the interface; this one's
+	// interface goes with the test.
 	t.Cleanup(func() {
 		out, err := node.Exec(context.Background(), bin, "restore-nic", "--config", n.ConfigPath)
 		if err != nil {
 			t.Errorf("restore-nic: %v\n%s", err, out)
+		}
+		if err := os.Remove(statefile.Path("", n.Ifname, "lock")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			t.Error(err)
 		}
 	})
 	n.Daemon = daemonproc.StartIn(t, node.Name, bin, n.ConfigPath, n.MetricsAddr)
