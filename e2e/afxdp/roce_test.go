@@ -14,7 +14,7 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/internal/xdp"
 )
 
-var bwRE = regexp.MustCompile(`Bandwidth \(MB/sec\):\s+([0-9.]+)`)
+var radosBWRE = regexp.MustCompile(`Bandwidth \(MB/sec\):\s+([0-9.]+)`)
 
 // TestCephOverRoCEXDP: Debian's unmodified rados, in a Soft-RoCE guest in
 // rdma_cm mode, reads and writes a real cluster through the daemon in the
@@ -56,7 +56,7 @@ func TestCephOverRoCEXDP(t *testing.T) {
 
 	bw := func(out string) string {
 		t.Helper()
-		m := bwRE.FindStringSubmatch(out)
+		m := radosBWRE.FindStringSubmatch(out)
 		if m == nil {
 			t.Fatalf("rados bench: no figures in\n%s", out)
 		}
@@ -66,7 +66,7 @@ func TestCephOverRoCEXDP(t *testing.T) {
 	seq := bw(c.Rados(t, logf, "-p", pool, "bench", "5", "seq"))
 	t.Logf("roce-bench af_xdp-generic %s %s", write, seq)
 
-	checkIdle(t, n.Daemon, n.Ifname)
+	checkRoCEIdle(t, n.Daemon, n.Ifname)
 	logf("the client gone: no QP or bridged connection left, no RNR NAK")
 
 	// A crash: the program stays, passing the guest's RoCE to the kernel
@@ -87,7 +87,7 @@ func TestCephOverRoCEXDP(t *testing.T) {
 	}
 	logf("daemon killed (SIGKILL) and started again: program %d kept and taken back", first.ID)
 	putGet("xdp-after-kill", 4<<20)
-	checkIdle(t, c.D, n.Ifname)
+	checkRoCEIdle(t, c.D, n.Ifname)
 
 	log, err := c.D.Stop(20 * time.Second)
 	if err != nil || !strings.Contains(log, "all mbufs returned") {
@@ -96,10 +96,10 @@ func TestCephOverRoCEXDP(t *testing.T) {
 	logf("daemon stopped: all mbufs returned")
 }
 
-// checkIdle checks that the daemon, its client gone, holds nothing for
+// checkRoCEIdle checks that the daemon, its client gone, holds nothing for
 // it (no bridged connection or QP), that it sent no RNR NAK, and that the
 // guest's RoCE reached it through the program with a socket bound.
-func checkIdle(t *testing.T, d *daemonproc.Proc, ifname string) {
+func checkRoCEIdle(t *testing.T, d *daemonproc.Proc, ifname string) {
 	t.Helper()
 	d.WaitMetric(t, "cephdpdkd_roce_bridge_connections", func(v float64) bool { return v == 0 }, 60*time.Second)
 	m, err := d.Metrics()
