@@ -20,6 +20,7 @@ import (
 
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/cephcluster"
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv/daemonproc"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/harness"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/netcmd"
 )
@@ -525,13 +526,7 @@ func (n *node) directReference(ctx context.Context) {
 	n.logf("FIGURES | ratio | %.2f | | %.2f | | | ", n.write.mbps/w.mbps, n.seq.mbps/s.mbps)
 }
 
-func tail(s string) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	if len(lines) > 30 {
-		lines = lines[len(lines)-30:]
-	}
-	return strings.Join(lines, "\n")
-}
+func tail(s string) string { return daemonproc.LogTail(s) }
 
 func lastLines(b []byte, k int) string {
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")

@@ -2,9 +2,7 @@ package cephnode
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -19,6 +17,7 @@ import (
 
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/cephcluster"
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv/daemonproc"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/qemuvm"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/rocenode"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/rxeguest"
@@ -270,21 +269,10 @@ func startRoCENode(ctx context.Context, t *testing.T, logf func(string, ...any))
 		t.Fatal(err)
 	}
 	logf("guest c1 (%s) up with the rdma_cm client conf", roceGuestIP)
-	// The guest's kernel traces its neighbour entries and every ARP frame
-	// it queues, sends or frees, for a failure report: RoCE traffic never
-	// confirms a neighbour, so the guest probes the node every half
-	// minute or so, and a probe that goes unanswered cuts the client off.
-	for _, c := range []string{"mount -t tracefs nodev /sys/kernel/tracing",
-		"echo 1 > /sys/kernel/tracing/events/neigh/enable",
-		"echo 'protocol == 2054' > /sys/kernel/tracing/events/skb/kfree_skb/filter",
-		"echo 1 > /sys/kernel/tracing/events/skb/kfree_skb/enable",
-		"echo 'len == 42' > /sys/kernel/tracing/events/net/net_dev_queue/filter",
-		"echo 1 > /sys/kernel/tracing/events/net/net_dev_queue/enable",
-		"echo 'protocol == 2054' > /sys/kernel/tracing/events/net/net_dev_start_xmit/filter",
-		"echo 1 > /sys/kernel/tracing/events/net/net_dev_start_xmit/enable"} {
-		if out, code, err := g.Run(ctx, c); err != nil || code != 0 {
-			t.Fatalf("guest: %s: exit %d, %v\n%s", c, code, err, out)
-		}
+	// The guest's kernel traces its neighbour entries and ARP frames, for a
+	// failure report.
+	if err := rocenode.TraceNeighbours(ctx, g); err != nil {
+		t.Fatal(err)
 	}
 	return &roceNode{d: n.Daemon, cl: n.Cluster, g: g, br: n.Bridge, node: n.NS, ifname: n.Ifname, ctx: ctx,
 		t: t, bin: n.Bin, cfgPath: n.ConfigPath, metricsAddr: n.MetricsAddr, base: base}
@@ -359,60 +347,39 @@ func (rn *roceNode) finish(t *testing.T, logf func(string, ...any)) {
 }
 
 // netState is what the guest and the node's side of the link say of a
-// failure: the guest's rxe counters, neighbours and links, and the node
-// namespace's kernel interface and neighbours (did the kernel answer the
-// guest's ARP?).
+// failure (rocenode.NetState).
 func (rn *roceNode) netState() string {
-	return "guest:\n" + guestNetState(rn.ctx, rn.g) + "node namespace:\n" + nsNetState(rn.node.Name, rn.ifname) +
-		"bridge namespace:\n" + nsNetState(rn.br.NS, "")
+	return rocenode.NetState(rn.ctx, rn.g, rn.node.Name, rn.ifname, rn.br.NS)
+}
+
+// client is the guest as rocenode drives it, reaching the daemon running
+// now.
+func (rn *roceNode) client() *rocenode.Client {
+	return &rocenode.Client{Ctx: rn.ctx, G: rn.g, D: rn.d, NetState: rn.netState}
 }
 
 // stepLog returns t.Logf with each line prefixed by the seconds since
-// the call: a RoCE test's steps take seconds to minutes under TCG.
-func stepLog(t *testing.T) func(string, ...any) {
-	t0 := time.Now()
-	return func(format string, args ...any) {
-		t.Helper()
-		t.Logf("[%6.1fs] %s", time.Since(t0).Seconds(), fmt.Sprintf(format, args...))
-	}
-}
+// the call (rocenode.StepLog).
+func stepLog(t *testing.T) func(string, ...any) { return rocenode.StepLog(t) }
 
-// rados runs Debian's rados in the guest and fails the test, with the
-// client's log, both sides' network state and the daemon's, if it fails.
+// rados runs Debian's rados in the guest (rocenode.Client.Rados).
 func (rn *roceNode) rados(t *testing.T, logf func(string, ...any), args ...string) string {
 	t.Helper()
-	start := time.Now()
-	out, code, err := rn.g.Rados(rn.ctx, args...)
-	if err != nil || code != 0 {
-		tailLog, _, _ := rn.g.Run(rn.ctx, "tail -n 30 /tmp/ceph/log/*.log")
-		t.Fatalf("guest: rados %s: exit %d, %v\n%s\nclient log:\n%s\nnetwork:\n%s\ndaemon log:\n%s\ndaemon's metrics:\n%s",
-			strings.Join(args, " "), code, err, out, tailLog, rn.netState(), tail(rn.d.Log()), failureMetrics(rn.d))
-	}
-	logf("guest: rados %s: %.2f s", strings.Join(args, " "), time.Since(start).Seconds())
-	return out
+	return rn.client().Rados(t, logf, args...)
 }
 
 // shareObject writes size random bytes to the guest's share as name (the
 // guest's /mnt/host/name) and returns their sha256.
 func (rn *roceNode) shareObject(t *testing.T, name string, size int) [sha256.Size]byte {
 	t.Helper()
-	data := make([]byte, size)
-	rand.Read(data)
-	if err := os.WriteFile(filepath.Join(rn.g.ShareDir(), name), data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return sha256.Sum256(data)
+	return rn.client().ShareObject(t, name, size)
 }
 
 // guestGet gets object name over RoCE into the guest's /tmp and fails the
 // test unless it reads back with the sha256 want.
 func (rn *roceNode) guestGet(t *testing.T, logf func(string, ...any), name string, want [sha256.Size]byte) {
 	t.Helper()
-	rn.rados(t, logf, "-p", rn.cl.Pool(), "get", name, "/tmp/"+name)
-	if sum, err := rn.g.SHA256(rn.ctx, "/tmp/"+name); err != nil || sum != hex.EncodeToString(want[:]) {
-		t.Fatalf("%s: sha256 in the guest %s (%v); want %x", name, sum, err, want)
-	}
-	rn.g.Run(rn.ctx, "rm -f /tmp/"+name)
+	rn.client().Get(t, logf, rn.cl.Pool(), name, want)
 }
 
 // tcpGet gets object name through a TCP client in the bridge namespace
@@ -430,95 +397,13 @@ func (rn *roceNode) tcpGet(ctx context.Context, t *testing.T, name string) (sum 
 // waitMetric polls the daemon's metrics until name satisfies ok.
 func waitMetric(t *testing.T, d *daemonProc, name string, ok func(float64) bool, within time.Duration) {
 	t.Helper()
-	var last float64
-	for end := time.Now().Add(within); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
-		m, err := d.Metrics()
-		if err != nil {
-			continue
-		}
-		if last = sum(m, name); ok(last) {
-			return
-		}
-	}
-	t.Fatalf("%s stayed at %v for %v", name, last, within)
+	d.WaitMetric(t, name, ok, within)
 }
 
-func countSeries(m map[string]float64, prefix string) int {
-	n := 0
-	for k := range m {
-		if strings.HasPrefix(k, prefix) {
-			n++
-		}
-	}
-	return n
-}
-
-// failureMetrics returns the daemon's non-zero metrics for a failure
-// report, each with its change over two seconds: what still moves (the
-// poll loop's time, the port's counters) tells a stalled loop from a
-// silent link or peer.
-func failureMetrics(d *daemonProc) string {
-	const window = 2 * time.Second
-	m0, err := d.Metrics()
-	if err != nil {
-		return err.Error()
-	}
-	time.Sleep(window)
-	m1, err := d.Metrics()
-	if err != nil {
-		return err.Error()
-	}
-	var lines []string
-	for k, v := range m1 {
-		if v == 0 && m0[k] == 0 {
-			continue
-		}
-		line := fmt.Sprintf("%s %v", k, v)
-		if dv := v - m0[k]; dv != 0 {
-			line += fmt.Sprintf(" (%+g in %v)", dv, window)
-		}
-		lines = append(lines, line)
-	}
-	slices.Sort(lines)
-	return strings.Join(lines, "\n")
-}
-
-// nsNetState returns a network namespace's links (dev, when set, alone)
-// with their counters, and its neighbours with their probe counts.
-func nsNetState(ns, dev string) string {
-	link := []string{"-n", ns, "-s", "-s", "link", "show"}
-	if dev != "" {
-		link = append(link, "dev", dev)
-	}
-	var b strings.Builder
-	for _, args := range [][]string{link, {"-n", ns, "-s", "neigh", "show"}} {
-		out, err := exec.Command("ip", args...).CombinedOutput()
-		b.Write(out)
-		if err != nil {
-			fmt.Fprintf(&b, "ip %s: %v\n", strings.Join(args, " "), err)
-		}
-	}
-	return b.String()
-}
-
-// guestNetState returns what the guest's network and Soft-RoCE device
-// say of the failure: rxe's counters (retries, sequence errors, ...),
-// its neighbour table with probe counts, its interfaces' counters, the
-// neighbour cache's statistics (unresolved discards), eth0's qdisc (a
-// backlog that does not drain is a transmit queue that stopped), its
-// transmit timeouts, the kernel's last messages, its clock (uptime
-// against the test's own time), and the last of its neighbour and ARP
-// trace (startRoCENode turns it on).
-func guestNetState(ctx context.Context, g *rxeguest.Guest) string {
-	out, _, err := g.Run(ctx, "grep -H . /sys/class/infiniband/*/ports/1/hw_counters/* | sed 's|.*/||' | grep -v ':0$'; ip -s neigh; ip -s link; cat /proc/net/stat/arp_cache; "+
-		"/usr/sbin/tc -s qdisc show dev eth0; echo tx_timeout $(cat /sys/class/net/eth0/queues/tx-0/tx_timeout); dmesg | tail -n 20; "+
-		"echo uptime $(cat /proc/uptime) clocksource $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource); "+
-		"grep -v '^#' /sys/kernel/tracing/trace | tail -n 60")
-	if err != nil {
-		return err.Error()
-	}
-	return out
-}
+var (
+	countSeries    = daemonproc.CountSeries
+	failureMetrics = rocenode.FailureMetrics
+)
 
 func benchRepeat() int {
 	n, _ := strconv.Atoi(os.Getenv("CDD_BENCH_REPEAT"))

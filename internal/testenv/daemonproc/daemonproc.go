@@ -229,3 +229,41 @@ func FreeAddr(t harness.TB) string {
 	defer ln.Close()
 	return ln.Addr().String()
 }
+
+// LogTail returns the last 30 lines of a log, for a failure report.
+func LogTail(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > 30 {
+		lines = lines[len(lines)-30:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// CountSeries returns how many series of m (as Metrics returns it) have
+// a key that starts with prefix ("cephdpdkd_roce_qp_state{").
+func CountSeries(m map[string]float64, prefix string) int {
+	n := 0
+	for k := range m {
+		if strings.HasPrefix(k, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// WaitMetric polls the daemon's metrics until the sum of metric name's
+// series satisfies ok, and fails t if it does not within the time given.
+func (d *Proc) WaitMetric(t harness.TB, name string, ok func(float64) bool, within time.Duration) {
+	t.Helper()
+	var last float64
+	for end := time.Now().Add(within); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		m, err := d.Metrics()
+		if err != nil {
+			continue
+		}
+		if last = Sum(m, name); ok(last) {
+			return
+		}
+	}
+	t.Fatalf("%s stayed at %v for %v", name, last, within)
+}

@@ -200,6 +200,35 @@ func (b *Switch) addVeth(hostIf, peer string) error {
 	return netcmd.IP("-n", b.NS, "link", "set", "dev", peer, "up")
 }
 
+// AddNSVeth joins namespace ns to the bridge with a veth pair whose end
+// in ns, named name, is an ordinary kernel interface with the address
+// addr (ARP on, not promiscuous): a node's own NIC, which the af_xdp mode
+// leaves to the kernel. The bridge's end has the offloads off as AddVeth's
+// has, so that what the guests send reaches ns as complete, MTU-sized
+// frames. The pair goes with either namespace.
+func (b *Switch) AddNSVeth(ns, name string, addr netip.Prefix) error {
+	b.mu.Lock()
+	b.veths++
+	peer := fmt.Sprintf("veth%d", b.veths)
+	b.mu.Unlock()
+	if err := netcmd.IP("-n", ns, "link", "add", "dev", name, "type", "veth", "peer", "name", peer, "netns", b.NS); err != nil {
+		return fmt.Errorf("qemuvm: veth %s: %w", name, err)
+	}
+	if err := b.Exec("ethtool", "-K", peer, "rx", "off", "tx", "off", "tso", "off", "gso", "off", "gro", "off"); err != nil {
+		return fmt.Errorf("qemuvm: veth %s: %w", name, err)
+	}
+	for _, s := range [][]string{
+		{"-n", b.NS, "link", "set", "dev", peer, "master", b.Name, "up"},
+		{"-n", ns, "addr", "add", addr.String(), "dev", name},
+		{"-n", ns, "link", "set", "dev", name, "up"},
+	} {
+		if err := netcmd.IP(s...); err != nil {
+			return fmt.Errorf("qemuvm: veth %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
 // Exec runs a command inside the bridge's namespace.
 func (b *Switch) Exec(name string, args ...string) error { return nsExec(b.NS, name, args...) }
 

@@ -15,22 +15,32 @@
 //	  └─ veth ── root namespace: cephdpdkd's net_af_packet port
 //	                             └─ kernel interface ── node namespace (NodeIP): ceph-mon, ceph-osd
 //
+// StartXDP sets up the same node with the daemon in the af_xdp port
+// mode instead: the node's own interface stays the kernel's, and the
+// daemon takes only the RoCE to NodeIP off it. Client drives a booted
+// guest's rados and reports a failure.
+//
 // Everything it makes is removed by t's cleanup.
 package rocenode
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
 
+	"github.com/cephdpdkd/cephdpdkd/internal/statefile"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/cephcluster"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/daemonproc"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/harness"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/qemuvm"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/rxeguest"
+	"github.com/cephdpdkd/cephdpdkd/internal/xdp"
 )
 
 // The node's addresses, on a /24 of their own.
@@ -48,11 +58,16 @@ type Node struct {
 	// Bridge.NS (Cluster.Command(ctx, Bridge.NS, ...)).
 	Bridge *rxeguest.Switch
 	// NS is the node namespace, where the cluster runs and the daemon
-	// puts its kernel interface Ifname.
+	// puts its kernel interface Ifname (StartXDP: where the node's own
+	// interface Ifname is).
 	NS     *testenv.NetNS
 	Ifname string
-	// PortIf is the veth end the daemon's net_af_packet port binds.
+	// PortIf is the veth end the daemon's net_af_packet port binds
+	// (StartXDP: Ifname, whose AF_XDP sockets the daemon opens).
 	PortIf string
+	// DaemonNS is the namespace the daemon runs in: "" (this process's)
+	// for Start, NS.Name for StartXDP.
+	DaemonNS string
 
 	// What the daemon was started with, to start it again.
 	Bin, ConfigPath, MetricsAddr string
@@ -74,46 +89,132 @@ func Start(t harness.TB, bin string, logf func(format string, args ...any)) *Nod
 	sfx := node.Name[len(node.Name)-6:]
 	n := &Node{Bridge: br, NS: node, Ifname: "cddr" + sfx, PortIf: hostIf, Bin: bin,
 		MetricsAddr: daemonproc.FreeAddr(t), ConfigPath: filepath.Join(t.TempDir(), "roce-node.yaml")}
-	cfg := fmt.Sprintf(`
-eal: {lcores: "0-1", no_huge: true, memory_mb: 1024, file_prefix: cdd-roce-%[1]s}
-port:
+	n.writeConfig(t, sfx, fmt.Sprintf(`port:
   name: rnode
-  device: "net_af_packet1,iface=%[2]s,blocksz=4096,framesz=2048,framecnt=2048"
+  device: "net_af_packet1,iface=%[1]s,blocksz=4096,framesz=2048,framecnt=2048"
 services:
   - {name: mon, ring_size: 1024, priority: 200, consumer: {type: kernel}}
   - {name: osd, ring_size: 2048, priority: 100, consumer: {type: kernel}}
   - {name: roce, ring_size: 4096, consumer: {type: roce}}
   - {name: other, ring_size: 1024, priority: 150, consumer: {type: kernel}}
-%[7]s
-kernel: {interface: %[3]s, netns: %[4]s, addresses: [%[5]s/24]}
+%[5]s
+kernel: {interface: %[2]s, netns: %[3]s, addresses: [%[4]s/24]}`, hostIf, n.Ifname, node.Name, NodeIP, cephcluster.ClassifyYAML))
+	n.Daemon = daemonproc.Start(t, bin, n.ConfigPath, n.MetricsAddr)
+	logf("daemon up: net_af_packet on %s (bridge %s), kernel interface %s in %s", hostIf, br.NS, n.Ifname, node.Name)
+	n.startCluster(t, logf)
+	return n
+}
+
+// StartXDP is Start with the daemon in the af_xdp port mode: the node
+// namespace's own interface Ifname (= PortIf), with NodeIP, is a veth
+// whose other end is on the bridge; the kernel keeps it, and the daemon,
+// running in the node namespace (DaemonNS), attaches its XDP program to it
+// in generic mode and takes only the RoCEv2 to NodeIP. t's cleanup runs
+// restore-nic, which detaches the program.
+//
+//	bridge namespace (BridgeIP)
+//	  ├─ tap ── qemu guest: rxe0, rados in rdma_cm mode (GuestIP)
+//	  └─ veth ── node namespace: Ifname (NodeIP), XDP ── cephdpdkd's AF_XDP socket
+//	                                              └─ kernel: ceph-mon, ceph-osd
+func StartXDP(t harness.TB, bin string, logf func(format string, args ...any)) *Node {
+	t.Helper()
+	br := qemuvm.NewSwitch(t, rxeguest.NSPrefix, rxeguest.VethPrefix, netip.MustParsePrefix(BridgeIP+"/24"))
+	node := testenv.NewNetNS(t)
+	sfx := node.Name[len(node.Name)-6:]
+	n := &Node{Bridge: br, NS: node, Ifname: "cddx" + sfx, DaemonNS: node.Name, Bin: bin,
+		MetricsAddr: daemonproc.FreeAddr(t), ConfigPath: filepath.Join(t.TempDir(), "roce-node.yaml")}
+	n.PortIf = n.Ifname
+	if err := br.AddNSVeth(node.Name, n.Ifname, netip.MustParsePrefix(NodeIP+"/24")); err != nil {
+		t.Fatal(err)
+	}
+	n.writeConfig(t, sfx, fmt.Sprintf(`port:
+  name: rnode
+  mode: af_xdp
+  af_xdp: {interface: %s, attach: generic}
+services:
+  - {name: roce, ring_size: 4096, consumer: {type: roce}}
+  - {name: other}
+default_service: other`, n.Ifname))
+	// After the daemon's stop (its cleanup, registered later, runs
+	// first), before the namespace goes: detach the program and remove
+	// its run-directory records, as the unit's ExecStopPost does. The
+	// lock file stays for the next daemon on the interface; this one's
+	// interface goes with the test.
+	t.Cleanup(func() {
+		out, err := node.Exec(context.Background(), bin, "restore-nic", "--config", n.ConfigPath)
+		if err != nil {
+			t.Errorf("restore-nic: %v\n%s", err, out)
+		}
+		if err := os.Remove(statefile.Path("", n.Ifname, "lock")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			t.Error(err)
+		}
+	})
+	n.Daemon = daemonproc.StartIn(t, node.Name, bin, n.ConfigPath, n.MetricsAddr)
+	logf("daemon up: af_xdp (generic) on %s in %s, bridged to %s", n.Ifname, node.Name, br.NS)
+	n.startCluster(t, logf)
+	return n
+}
+
+// writeConfig writes the daemon's configuration: port, the port's part
+// (port, services, classification, kernel), and the rest, common to
+// both modes.
+func (n *Node) writeConfig(t harness.TB, sfx, port string) {
+	t.Helper()
+	cfg := fmt.Sprintf(`
+eal: {lcores: "0-1", no_huge: true, memory_mb: 1024, file_prefix: cdd-roce-%[1]s}
+%[2]s
 roce:
   service: roce
-  address: %[5]s
+  address: %[3]s
   send_buffers: 32
   recv_buffers: 64
   max_sessions: 16
   memory_mb: 256
   bridge: {}
-metrics: {listen: "%[6]s"}
+metrics: {listen: "%[4]s"}
 shutdown: {drain_timeout: 1s}
-`, sfx, hostIf, n.Ifname, node.Name, NodeIP, n.MetricsAddr, cephcluster.ClassifyYAML)
+`, sfx, port, NodeIP, n.MetricsAddr)
 	if err := os.WriteFile(n.ConfigPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	// The EAL leaves its runtime directory (12 MiB on /run) behind
 	// even after a clean stop: remove it once the daemon is gone, which
-	// the daemon's own cleanup, registered next, sees to first.
+	// the daemon's own cleanup, registered later, sees to first.
 	t.Cleanup(func() {
 		if err := os.RemoveAll("/var/run/dpdk/cdd-roce-" + sfx); err != nil {
 			t.Error(err)
 		}
 	})
-	n.Daemon = daemonproc.Start(t, bin, n.ConfigPath, n.MetricsAddr)
-	logf("daemon up: net_af_packet on %s (bridge %s), kernel interface %s in %s", hostIf, br.NS, n.Ifname, node.Name)
+}
 
-	n.Cluster = cephcluster.Start(t, cephcluster.Options{NetNS: node.Name, IP: netip.MustParseAddr(NodeIP)})
+func (n *Node) startCluster(t harness.TB, logf func(format string, args ...any)) {
+	t.Helper()
+	n.Cluster = cephcluster.Start(t, cephcluster.Options{NetNS: n.NS.Name, IP: netip.MustParseAddr(NodeIP)})
 	logf("cluster up on %s in the node namespace, daemons on TCP", NodeIP)
-	return n
+}
+
+// StartDaemon starts the daemon again with what it was started with, in
+// its namespace, as systemd would after it died or was stopped, and sets
+// n.Daemon.
+func (n *Node) StartDaemon(t harness.TB) *daemonproc.Proc {
+	t.Helper()
+	n.Daemon = daemonproc.StartIn(t, n.DaemonNS, n.Bin, n.ConfigPath, n.MetricsAddr)
+	return n.Daemon
+}
+
+// XDPAttached reports the XDP program attached to the daemon's
+// interface, which in the af_xdp mode is in the node namespace.
+func (n *Node) XDPAttached() (xdp.Attachment, error) {
+	var a xdp.Attachment
+	err := n.NS.Do(func() error {
+		ifc, err := net.InterfaceByName(n.PortIf)
+		if err != nil {
+			return err
+		}
+		a, err = xdp.Attached(ifc.Index)
+		return err
+	})
+	return a, err
 }
 
 // BootClient boots a Soft-RoCE guest named name at GuestIP on the
