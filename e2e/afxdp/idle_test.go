@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,19 +12,14 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/daemonproc"
 )
 
-// cpuSeconds is a process's user and system CPU time (/proc/PID/stat).
+// cpuSeconds is a process's user and system CPU time.
 func cpuSeconds(t *testing.T, pid int) float64 {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	d, err := daemonproc.CPUTime(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// After the command's closing parenthesis: state is field 3, utime
-	// and stime fields 14 and 15.
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-	ut, _ := strconv.ParseFloat(f[11], 64)
-	st, _ := strconv.ParseFloat(f[12], 64)
-	return (ut + st) / 100 // USER_HZ
+	return d.Seconds()
 }
 
 var rttMedianRE = regexp.MustCompile(`rtt min/median/max = [^/]+/([^/]+)/`)
