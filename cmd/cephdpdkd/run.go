@@ -363,8 +363,12 @@ func cmdCheckConfig(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "port %s: %s, %d rx / %d tx queues, MTU %s\n", cfg.Port.Name, cfg.Port.Device,
 		cfg.Port.RxQueues, cfg.Port.TxQueues, mtu)
 	if x := cfg.Port.AFXDP; cfg.Port.IsAFXDP() {
-		fmt.Fprintf(stdout, "af_xdp: the kernel keeps %s; RoCEv2 to %v comes to the daemon through an XDP program (%s mode), one AF_XDP socket a receive queue\n",
-			x.Interface, cfg.RoCE.Address.Addr(), x.Attach)
+		addr := "the interface's address"
+		if cfg.RoCE.Address.IsValid() {
+			addr = cfg.RoCE.Address.Addr().String()
+		}
+		fmt.Fprintf(stdout, "af_xdp: the kernel keeps %s; RoCEv2 to %s comes to the daemon through an XDP program (%s mode), one AF_XDP socket a receive queue\n",
+			x.Interface, addr, x.Attach)
 	}
 	if b := cfg.Port.Bind; b != nil {
 		iface, _ := cfg.Port.BindTarget()

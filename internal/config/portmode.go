@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 
@@ -184,6 +185,19 @@ func (c *Config) checkAFXDPHost(bad func(path, format string, args ...any)) {
 	}
 	if r := c.RoCE; r != nil && r.MTU+roceHeaders > ifc.MTU {
 		bad("roce.mtu", "path MTU %d does not fit %s's MTU %d with RoCEv2 headers (%d)", r.MTU, ifc.Name, ifc.MTU, roceHeaders)
+	}
+	if r := c.RoCE; r != nil && !r.Address.IsValid() {
+		var v4 []netip.Addr
+		for _, a := range ifc.Addrs {
+			if a.Is4() {
+				v4 = append(v4, a)
+			}
+		}
+		if len(v4) != 1 {
+			bad("roce.address", "not set, and %s has %d IPv4 addresses %v: set roce.address to the one the Ceph daemons listen on", ifc.Name, len(v4), v4)
+			return
+		}
+		r.Address = Prefix{netip.PrefixFrom(v4[0], 32)}
 	}
 	if r := c.RoCE; r != nil && !slices.Contains(ifc.Addrs, r.Address.Addr()) {
 		bad("roce.address", "%v is not an address of %s (%v): in the af_xdp mode it is the node's own, which the kernel answers ARP for and the Ceph daemons listen on", r.Address.Addr(), ifc.Name, ifc.Addrs)

@@ -45,6 +45,35 @@ func TestAFXDPHost(t *testing.T) {
 		}
 		checkErr(t, "CheckHost", c.CheckHost(), "line 11: roce.address: 192.0.2.99 is not an address of "+v.HostIf+" ([192.0.2.10])")
 	})
+	// Unset, the address is the interface's one IPv4 address; with two,
+	// the operator must choose.
+	unset := strings.Replace(afxdpConfig("  mode: af_xdp\n  af_xdp: {interface: "+v.HostIf+"}\n", "eal: {no_huge: true}\n"),
+		"  address: 192.0.2.10\n", "", 1)
+	t.Run("address from the interface", func(t *testing.T) {
+		c, err := Parse([]byte(unset))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.CheckHost(); err != nil {
+			t.Fatal(err)
+		}
+		if got := c.RoCE.Address.String(); got != "192.0.2.10/32" {
+			t.Fatalf("roce.address %s, want the interface's 192.0.2.10/32", got)
+		}
+		if r := c.RoCERules(); len(r) != 1 || len(r[0].DstCIDRs) != 1 || r[0].DstCIDRs[0] != c.RoCE.Address {
+			t.Fatalf("RoCE rules %+v: want UDP 4791 to the address only", r)
+		}
+	})
+	t.Run("two addresses", func(t *testing.T) {
+		if err := netcmd.IP("addr", "add", "198.51.100.7/24", "dev", v.HostIf); err != nil {
+			t.Fatal(err)
+		}
+		c, err := Parse([]byte(unset))
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkErr(t, "CheckHost", c.CheckHost(), "roce.address: not set, and "+v.HostIf+" has 2 IPv4 addresses [192.0.2.10 198.51.100.7]: set roce.address")
+	})
 }
 
 // TestAFXDPHostNativeMTU: a native attach is refused on an interface

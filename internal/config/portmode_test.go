@@ -33,6 +33,8 @@ func TestPortMode(t *testing.T) {
 		{"no roce", "port:\n  name: p\n" + mode + "services: [{name: a}]\ndefault_service: a\n", "roce: required with port.mode: af_xdp"},
 		{"roce mtu 4096", afxdpConfig(mode, "  mtu: 4096\n"), "line 12: roce.mtu: 4096: at most 2048 with port.mode: af_xdp"},
 		{"roce mtu 2048", afxdpConfig(mode, "  mtu: 2048\n"), ""},
+		{"no roce address (the interface's)", strings.Replace(afxdpConfig(mode, ""), "  address: 192.0.2.10\n", "", 1), ""},
+		{"no roce address in rebind mode", strings.Replace(afxdpConfig("  device: net_null0\n", ""), "  address: 192.0.2.10\n", "", 1), "roce.address: want the endpoint's IPv4 address"},
 		{"port mtu", afxdpConfig(mode+"  mtu: 9000\n", ""), "line 5: port.mtu: not with port.mode: af_xdp"},
 		{"promiscuous", afxdpConfig(mode+"  promiscuous: true\n", ""), "line 5: port.promiscuous: not with port.mode: af_xdp"},
 		{"queues unpaired", afxdpConfig(mode+"  rx_queues: 2\n  tx_queues: 1\n", ""), "line 6: port.tx_queues: 1: with port.mode: af_xdp as many as port.rx_queues (2)"},

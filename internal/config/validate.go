@@ -543,7 +543,11 @@ func (c *Config) validateRoCE(r *RoCE, services map[string]int, bad func(string,
 		bad("roce.service", "service %q must have consumer type %q", r.Service, ConsumerRoCE)
 	}
 	a := r.Address.Addr()
-	if !a.IsValid() || !a.Is4() || r.Address.Bits() != 32 {
+	switch {
+	case !a.IsValid() && c.Port.IsAFXDP():
+		// The host check takes the interface's own address: one
+		// file serves every node (a DaemonSet's ConfigMap).
+	case !a.IsValid() || !a.Is4() || r.Address.Bits() != 32:
 		bad("roce.address", "want the endpoint's IPv4 address, e.g. 10.0.0.5")
 	}
 	if r.MAC != "" {
@@ -654,9 +658,16 @@ func (c *Config) RoCERules() []Rule {
 	if r == nil {
 		return nil
 	}
-	rules := []Rule{
-		{Service: r.Service, EtherType: EtherType(header.EtherTypeIPv4), Protocol: Protocol(header.ProtoUDP),
-			DstPorts: []PortRange{{wire.UDPPort, wire.UDPPort}}, DstCIDRs: []Prefix{r.Address}},
+	roce := Rule{Service: r.Service, EtherType: EtherType(header.EtherTypeIPv4), Protocol: Protocol(header.ProtoUDP),
+		DstPorts: []PortRange{{wire.UDPPort, wire.UDPPort}}}
+	if r.Address.IsValid() {
+		roce.DstCIDRs = []Prefix{r.Address}
+	}
+	rules := []Rule{roce}
+	if c.Port.IsAFXDP() {
+		// The XDP program hands the daemon RoCEv2 to the address and
+		// nothing else: ARP stays with the kernel, which owns the address.
+		return rules
 	}
 	if !c.roceAddressIsKernel() {
 		// A shared address is the kernel's to answer ARP for (with the
