@@ -11,7 +11,7 @@
 //	cephdpdkd pcap-check FILE        verify every RoCEv2 frame of a capture
 //	cephdpdkd roce-ping --config FILE --target IP [--port P] [-n N] [-s S] [--run-dir DIR]
 //	cephdpdkd nic-status [--sysfs DIR] [--run-dir DIR]
-//	cephdpdkd restore-nic --config FILE [--sysfs DIR] [--run-dir DIR]
+//	cephdpdkd restore-nic --config FILE [--sysfs DIR] [--run-dir DIR] [--keep-xdp]
 //	cephdpdkd --version
 package main
 
@@ -115,7 +115,7 @@ func usage(w io.Writer) {
                                  send N messages of S bytes, check them, print latency and throughput
   cephdpdkd nic-status [--sysfs DIR] [--run-dir DIR]
                                  list network PCI devices with their drivers (read-only)
-  cephdpdkd restore-nic --config FILE [--sysfs DIR] [--run-dir DIR]
+  cephdpdkd restore-nic --config FILE [--sysfs DIR] [--run-dir DIR] [--keep-xdp]
                                  give the config's port back to the kernel driver recorded when
                                  port.bind bound it, and the hugepages eal.hugepages added
                                  (after a crash; a no-op when nothing is recorded)

@@ -95,11 +95,12 @@ func cmdRestoreNIC(args []string, stdout, stderr io.Writer) error {
 	path := fs.String("config", "", "configuration file whose port to restore (required)")
 	sysfs := fs.String("sysfs", nicbind.DefaultSysfs, "sysfs mount point")
 	runDir := fs.String("run-dir", nicbind.DefaultRunDir, "directory of the state files")
+	keepXDP := fs.Bool("keep-xdp", false, "leave the af_xdp mode's program attached, for the next run to take back without resetting the NIC's rings (a container's restore before each start)")
 	if err := fs.Parse(args); err != nil {
 		return errUsage
 	}
 	if fs.NArg() != 0 || *path == "" {
-		fmt.Fprintln(stderr, "usage: cephdpdkd restore-nic --config FILE [--sysfs DIR] [--run-dir DIR]")
+		fmt.Fprintln(stderr, "usage: cephdpdkd restore-nic --config FILE [--sysfs DIR] [--run-dir DIR] [--keep-xdp]")
 		return errUsage
 	}
 	// No host check: the device is bound to a DPDK driver, not as the
@@ -111,7 +112,7 @@ func cmdRestoreNIC(args []string, stdout, stderr io.Writer) error {
 	// The NIC first, as the daemon's stop does, then the hugepages;
 	// both are tried whatever the other's outcome.
 	nicErr := restoreNIC(cfg, nicSystem(*sysfs, *runDir), stdout)
-	xdpErr := restoreXDP(cfg, *runDir, stdout)
+	xdpErr := restoreXDP(cfg, *runDir, *keepXDP, stdout)
 	hugeErr := restoreHugepages(cfg, hugeSystem(*sysfs, *runDir), stdout)
 	return errors.Join(nicErr, xdpErr, hugeErr)
 }

@@ -76,11 +76,15 @@ func checkXDP(cfg *config.Config, runDir string) error {
 // restore-nic after a failure that it will restart (SERVICE_RESULT set
 // and not "success"): the program then stays, passing every frame, for
 // the next start to take back without resetting the NIC's rings.
-func restoreXDP(cfg *config.Config, runDir string, stdout io.Writer) error {
+func restoreXDP(cfg *config.Config, runDir string, keep bool, stdout io.Writer) error {
 	if !cfg.Port.IsAFXDP() {
 		return nil
 	}
 	iface := cfg.Port.AFXDP.Interface
+	if keep {
+		fmt.Fprintf(stdout, "restore-nic: port %s: XDP program kept on %s (--keep-xdp): the next run takes it back\n", cfg.Port.Name, iface)
+		return nil
+	}
 	if r := os.Getenv("SERVICE_RESULT"); r != "" && r != "success" {
 		fmt.Fprintf(stdout, "restore-nic: port %s: XDP program kept on %s: the unit failed (SERVICE_RESULT=%s) and systemd restarts it; it passes every frame until then\n", cfg.Port.Name, iface, r)
 		return nil

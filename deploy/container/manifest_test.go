@@ -20,7 +20,6 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/cephdpdkd/cephdpdkd/internal/config"
-	"github.com/cephdpdkd/cephdpdkd/internal/devargs"
 	"github.com/cephdpdkd/cephdpdkd/internal/hugepages"
 	"github.com/cephdpdkd/cephdpdkd/internal/nicbind"
 )
@@ -47,7 +46,7 @@ func restoreThenRun(runDir string) string {
 	if runDir != "" {
 		flag = " --run-dir " + runDir
 	}
-	return fmt.Sprintf("%s restore-nic --config %s%s && exec %s run --config %s%s --status=off",
+	return fmt.Sprintf("%s restore-nic --config %s%s --keep-xdp && exec %s run --config %s%s --status=off",
 		binPath, configPath, flag, binPath, configPath, flag)
 }
 
@@ -151,26 +150,29 @@ func (c podContainer) mounts() map[string]string {
 
 // checkSafeConfig validates a manifest's configuration with the daemon's
 // own validation and checks that it cannot take a node off the network:
-// no rebinding, and a virtual device (af_packet) rather than a PCI NIC.
+// the af_xdp mode, in which the kernel keeps the NIC, and no rebinding.
 func checkSafeConfig(what, text string) (*config.Config, error) {
 	cfg, err := config.Parse([]byte(text))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	if cfg.Port.Bind != nil {
-		return nil, fmt.Errorf("%s: port.bind rebinds the NIC: the shipped default must not (AF_XDP, issue 20, is not there yet)", what)
+		return nil, fmt.Errorf("%s: port.bind rebinds the NIC: the shipped default must not", what)
 	}
-	if _, pci := devargs.CanonicalPCI(devargs.Name(cfg.Port.Device)); pci || !strings.HasPrefix(cfg.Port.Device, "net_af_packet") {
-		return nil, fmt.Errorf("%s: port.device %q: want the af_packet PMD, which leaves the NIC to the kernel", what, cfg.Port.Device)
+	if !cfg.Port.IsAFXDP() {
+		return nil, fmt.Errorf("%s: port.mode %q: want af_xdp, which leaves the NIC and the node's traffic to the kernel", what, cfg.Port.Mode)
+	}
+	if cfg.RoCE.Address.IsValid() {
+		return nil, fmt.Errorf("%s: roce.address %v: leave it unset, so that each node takes its interface's own", what, cfg.RoCE.Address)
 	}
 	return cfg, nil
 }
 
-// checkWarning checks that a manifest says, before anything else, why
-// its default does not rebind the NIC and what will change that.
+// checkWarning checks that a manifest says, before anything else, what
+// its default does to the node's NIC and when rebinding is safe.
 func checkWarning(name string, b []byte) error {
 	head, _, _ := strings.Cut(string(b), "\n---")
-	for _, want := range []string{"READ THIS BEFORE", "port.mode: af_xdp", "issue 20", "does NOT exist yet", "DEDICATED STORAGE NIC", "port.bind"} {
+	for _, want := range []string{"READ THIS BEFORE", "port.mode: af_xdp", "roce.address is", "unset", "DEDICATED STORAGE NIC", "port.bind", "ethtool -l"} {
 		if !strings.Contains(head, want) {
 			return fmt.Errorf("%s: the warning at the top lacks %q", name, want)
 		}
@@ -196,7 +198,7 @@ func checkKube(k *kube) []error {
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	p := k.pod
 	if !p.HostNetwork {
-		bad("hostNetwork is not true: af_packet and port.bind work on the node's own interfaces")
+		bad("hostNetwork is not true: the af_xdp mode and port.bind work on the node's own interfaces")
 	}
 	if p.NodeSelector[nodeLabel] != "true" {
 		bad("nodeSelector %v: want %s: \"true\", the nodes with a dedicated storage NIC", p.NodeSelector, nodeLabel)
@@ -214,7 +216,7 @@ func checkKube(k *kube) []error {
 	if init.Image != main.Image {
 		bad("init container image %q, main %q: want the same", init.Image, main.Image)
 	}
-	if want := []string{binPath, "restore-nic", "--config", configPath}; !slices.Equal(init.Command, want) {
+	if want := []string{binPath, "restore-nic", "--config", configPath, "--keep-xdp"}; !slices.Equal(init.Command, want) {
 		bad("init container command %q, want %q", init.Command, want)
 	}
 	if want := []string{"/bin/sh", "-c", restoreThenRun("")}; !slices.Equal(main.Command, want) {
@@ -472,8 +474,8 @@ func TestManifestChecksFail(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The port.device of both manifests' configurations.
-	const afPacket = "net_af_packet0,iface=storage0,qpairs=1,blocksz=4096,framesz=2048,framecnt=512"
+	// The port mode of both manifests' configurations.
+	const afXDP = "mode: af_xdp\n"
 	for _, tc := range []struct {
 		name      string
 		text      []byte
@@ -485,23 +487,26 @@ func TestManifestChecksFail(t *testing.T) {
 		{"every node", kubeText, kubeErrs, "cephdpdkd.io/storage-nic: \"true\"", "kubernetes.io/os: linux", "nodeSelector"},
 		{"unprivileged", kubeText, kubeErrs, "securityContext: {privileged: true}\n          resources", "securityContext: {privileged: false}\n          resources", "not privileged"},
 		{"init runs run", kubeText, kubeErrs, `"restore-nic", "--config"`, `"run", "--config"`, "init container command"},
-		{"no restore before run", kubeText, kubeErrs, "cephdpdkd.yaml &&\n", "cephdpdkd.yaml ;\n", "main container command"},
+		{"init detaches the program", kubeText, kubeErrs, `cephdpdkd.yaml", "--keep-xdp"]`, `cephdpdkd.yaml"]`, "init container command"},
+		{"no restore before run", kubeText, kubeErrs, "--keep-xdp &&\n", "--keep-xdp ;\n", "main container command"},
 		{"no hugepages limit", kubeText, kubeErrs, "limits: {hugepages-2Mi: 1Gi, ", "limits: {", "hugepages-2Mi request"},
 		{"too few hugepages", kubeText, kubeErrs, "hugepages-2Mi: 1Gi", "hugepages-2Mi: 256Mi", "less than eal.memory_mb"},
 		{"hugepages not hugetlbfs", kubeText, kubeErrs, "medium: HugePages-2Mi", "medium: Memory", "HugePages-2Mi"},
 		{"run dir in the pod", kubeText, kubeErrs, "hostPath: {path: /run/cephdpdkd, type: DirectoryOrCreate}", "emptyDir: {}", "is not the host's /run/cephdpdkd"},
 		{"other ConfigMap", kubeText, kubeErrs, "configMap: {name: cephdpdkd-config}", "configMap: {name: other}", "no ConfigMap cephdpdkd-config"},
-		{"invalid config", kubeText, kubeErrs, "ring_size: 4096}", "ring_size: 4095}", "ConfigMap cephdpdkd-config"},
-		{"rebinding config", kubeText, kubeErrs, `device: "` + afPacket + `"`, `device: "0000:3b:00.0"` + "\n      bind: {driver: vfio-pci, interface: storage0}", "port.bind rebinds"},
-		{"no warning", kubeText, kubeErrs, "does NOT exist yet", "does not exist yet", "warning at the top"},
+		{"invalid config", kubeText, kubeErrs, "ring_size: 4096,", "ring_size: 4095,", "ConfigMap cephdpdkd-config"},
+		{"rebinding config", kubeText, kubeErrs, afXDP, afXDP + "      bind: {driver: vfio-pci, interface: storage0}\n", "port.bind"},
+		{"rebind mode", kubeText, kubeErrs, afXDP, "mode: rebind\n", "ConfigMap cephdpdkd-config"},
+		{"one node's address", kubeText, kubeErrs, "# address: unset", "address: 192.0.2.10 #", "leave it unset"},
+		{"no warning", kubeText, kubeErrs, "DEDICATED STORAGE NIC", "storage NIC", "warning at the top"},
 		{"cephadm unprivileged", cephadmText, cephadmErrs, "privileged: true", "privileged: false", "spec.privileged"},
-		{"cephadm no restore", cephadmText, cephadmErrs, "restore-nic --config /etc/cephdpdkd/cephdpdkd.yaml --run-dir /run/host/cephdpdkd && ", "", "extra_entrypoint_args"},
+		{"cephadm no restore", cephadmText, cephadmErrs, "restore-nic --config /etc/cephdpdkd/cephdpdkd.yaml --run-dir /run/host/cephdpdkd --keep-xdp && ", "", "extra_entrypoint_args"},
 		{"cephadm run dir in the container", cephadmText, cephadmErrs, "'source=/run'", "'source=/var/lib/cephdpdkd'", "bind_mounts: /run/host"},
 		{"cephadm run dir not the host's", cephadmText, cephadmErrs, " --run-dir /run/host/cephdpdkd", "", "extra_entrypoint_args"},
 		{"cephadm config elsewhere", cephadmText, cephadmErrs, "CONFIG_DIR: /etc/cephdpdkd", "CONFIG_DIR: /etc/other", "no directory of spec.dirs"},
 		{"cephadm invalid config", cephadmText, cephadmErrs, "main_lcore: 0", "main_lcore: 7", "spec.files"},
-		{"cephadm rebinding config", cephadmText, cephadmErrs, `device: "` + afPacket + `"`, `device: "0000:3b:00.0"` + "\n        bind: {driver: vfio-pci, interface: storage0}", "port.bind rebinds"},
-		{"cephadm PCI NIC", cephadmText, cephadmErrs, `device: "` + afPacket + `"`, `device: "0000:3b:00.0"`, "want the af_packet PMD"},
+		{"cephadm rebinding config", cephadmText, cephadmErrs, afXDP, afXDP + "        bind: {driver: vfio-pci, interface: storage0}\n", "port.bind"},
+		{"cephadm rebind mode", cephadmText, cephadmErrs, afXDP, "mode: rebind\n", "spec.files"},
 		{"cephadm no warning", cephadmText, cephadmErrs, "DEDICATED STORAGE NIC", "storage NIC", "warning at the top"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
