@@ -535,13 +535,13 @@ func (d *daemon) watchRestart(t *testing.T, kill, probe, want string, limit time
 		`probe() { %s; }; `+
 		`( prev=; while :; do now=$(probe); [ "$now" != "$prev" ] && echo "$(el) $now"; prev=$now; sleep 0.02; done ) & w=$!; `+
 		`%s; prev=; ok=1; `+
-		`for i in $(seq %d); do `+
+		`while :; do read u _ </proc/uptime; [ $(( ${u/./}-${t0/./} )) -gt %d ] && break; `+
 		`s=$(systemctl show -p ActiveState -p SubState -p MainPID %s | sort | paste -sd' '); `+
 		`[ "$s" != "$prev" ] && echo "$(el) $s"; prev=$s; `+
 		`np=${s#*MainPID=}; np=${np%%%% *}; `+
 		`case "$s" in "ActiveState=active "*"SubState=running") [ "$np" != $p ] && [ "$np" != 0 ] && [ "$(probe)" = %s ] && { ok=0; break; };; esac; `+
 		`sleep 0.1; done; sleep 0.1; kill $w; wait $w 2>/dev/null; exit $ok`,
-		pid, probe, kill, int(limit/(100*time.Millisecond)), d.unit, qemuvm.ShellQuote(want))
+		pid, probe, kill, int(limit/(10*time.Millisecond)), d.unit, qemuvm.ShellQuote(want))
 	ctx, cancel := context.WithTimeout(d.ctx, limit+cmdTimeout)
 	defer cancel()
 	out, code, err := d.g.Run(ctx, cmd)
