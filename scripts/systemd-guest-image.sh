@@ -7,8 +7,9 @@
 # from Debian's archive: systemd as PID 1 (the kernel runs it with
 # rdinit=/sbin/init, so the root stays in memory), udev, iproute2, ping,
 # pciutils, python3 and the `dpdk` package (dpdk-devbind.py, the PMDs
-# net_e1000, net_virtio, net_pcap and what they need), plus dpdk-testpmd
-# taken from dpdk-dev. The kernel is Debian's 6.1 (the package
+# net_e1000, net_virtio, net_pcap, net_af_xdp and what they need: libbpf1,
+# and libxdp1, which net_af_xdp loads for the af_xdp port mode), plus
+# dpdk-testpmd taken from dpdk-dev. The kernel is Debian's 6.1 (the package
 # linux-image-amd64 points to, fetched with `apt-get download`), with the
 # modules for e1000, e1000e, virtio-net, uio_pci_generic and vfio-pci.
 #
@@ -67,7 +68,7 @@ R=$work/root
 # packages (whose plugins the EAL loads from pmds-23.0 at start, each with
 # its own dependencies) bring in the rest.
 include=(usr-is-merged systemd systemd-sysv udev kmod iproute2 iputils-ping pciutils procps python3 dpdk
-	librte-net-e1000-23 librte-net-virtio23 librte-net-pcap23 librte-mempool-ring23
+	librte-net-e1000-23 librte-net-virtio23 librte-net-pcap23 librte-net-af-xdp23 libbpf1 libxdp1 librte-mempool-ring23
 	librte-bitratestats23 librte-bpf23 librte-bus-auxiliary23 librte-bus-dpaa23 librte-bus-pci23
 	librte-bus-vdev23 librte-cmdline23 librte-common-dpaax23 librte-common-iavf23 librte-common-mlx5-23
 	librte-crypto-scheduler23 librte-cryptodev23 librte-eventdev23 librte-gro23 librte-gso23 librte-hash23

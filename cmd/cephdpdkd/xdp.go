@@ -50,8 +50,9 @@ func (h *host) takeXDP(cfg *config.Config) (p *xdp.Program, release func() error
 		if a, err := xdp.Attached(ifc.Index); err == nil && a.ID == p.ID() {
 			h.log.Info("XDP program left attached: it passes every frame until the next start", "interface", iface, "program", p.ID())
 		} else {
-			// DPDK 22.11's net_af_xdp detaches a native program when
-			// it closes the port.
+			// DPDK 22.11's net_af_xdp detaches the program of the
+			// interface's default mode when it closes the port:
+			// native, or generic on a driver without native XDP.
 			h.log.Info("XDP program detached by net_af_xdp's close: the next start attaches it again", "interface", iface, "program", p.ID())
 		}
 		return errors.Join(p.Close(), lock.Close())

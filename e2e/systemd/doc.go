@@ -4,5 +4,8 @@
 // the daemon rebinds to uio_pci_generic at start and gives back to e1000
 // at stop), with traffic from a peer namespace on the same bridge, and
 // systemd restarting the daemon after kill -9 and after its watchdog
-// fires on a stopped process.
+// fires on a stopped process. TestSystemdXDP runs the unit in the af_xdp
+// mode on the same NIC, which keeps its kernel driver and address: the
+// XDP program through start, RoCE from the peer, reload, SIGKILL and
+// restart, and stop.
 package systemd

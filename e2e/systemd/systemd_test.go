@@ -83,87 +83,22 @@ metrics:
 // start, traffic, stop, kill -9 and the watchdog; then to vfio-pci, which
 // the guest's emulated IOMMU allows, through start, traffic and stop.
 func TestSystemdNIC(t *testing.T) {
-	if testing.Short() {
-		t.Skip("boots a systemd guest under TCG (two to three minutes)")
-	}
-	if err := sysguest.Available(); err != nil {
-		t.Skip(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	steps := newTimeline(t)
 	defer steps.report()
-	// Registered first, so it runs after every other cleanup: nothing the
-	// test made may outlive it.
-	var (
-		made  []string // namespaces
-		guest *sysguest.Guest
-	)
-	t.Cleanup(func() {
-		for _, ns := range made {
-			if _, err := os.Stat("/run/netns/" + ns); err == nil {
-				t.Errorf("namespace %s left behind", ns)
-			}
-		}
-		if guest != nil {
-			select {
-			case <-guest.Exited():
-			default:
-				t.Error("qemu still running after the cleanup")
-			}
-		}
-	})
-
-	done := steps.begin("build cephdpdkd")
-	bin := buildDaemon(t)
-	done()
-	unitFile, err := os.ReadFile("../../deploy/cephdpdkd@.service")
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	done = steps.begin("guest image")
-	im, err := sysguest.Image(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done()
-	t.Logf("image %s (script ran %v)", im.Dir, im.Took.Round(time.Millisecond))
-
-	b := qemuvm.NewSwitch(t, "cddsys-", "cddsyv", netip.Prefix{})
-	peer, err := b.AddPeer(t, peerAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	made = append(made, b.NS, peer.NS)
-	done = steps.begin("boot (systemd, q35 + intel-iommu)")
-	g, err := sysguest.Boot(ctx, t, b, sysguest.Options{
+	g, peer, _ := bootGuest(ctx, t, steps, "boot (systemd, q35 + intel-iommu)", sysguest.Options{
 		IOMMU: true,
 		Files: []sysguest.File{
-			{Path: "/usr/local/bin/cephdpdkd", Mode: 0o755, Data: bin},
-			{Path: "/etc/systemd/system/cephdpdkd@.service", Data: unitFile},
 			{Path: "/etc/systemd/system/" + unit + ".service.d/test.conf", Data: fmt.Appendf(nil,
 				"[Service]\n# e2e/systemd: a shorter watchdog, so the stopped daemon is found out sooner.\nWatchdogSec=%ds\n", watchdogSec)},
 		},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	guest = g
-	done()
-	// The configuration names the NIC by the interface udev gave it
-	// (predictable naming: enp0s5 on q35).
 	iface := g.Interface
-	if g.Driver != "e1000" || iface == "eth0" {
-		t.Fatalf("guest NIC %s is %q on %q, want a predictable name on e1000", sysguest.NICAddr, iface, g.Driver)
-	}
 	if err := g.WriteFile(ctx, cfgPath, []byte(config(iface, "uio_pci_generic")), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := g.RunOK(ctx, "systemd-analyze time | head -1"); err == nil {
-		t.Logf("guest: %s", strings.TrimSpace(out))
-	}
-	d := &daemon{t: t, g: g, ctx: ctx, driver: "uio_pci_generic"}
+	d := &daemon{t: t, g: g, ctx: ctx, unit: unit, driver: "uio_pci_generic"}
 
 	t.Run("kernel path", func(t *testing.T) {
 		// The bridge and the peer work before DPDK has the NIC; then the
@@ -212,10 +147,91 @@ func TestSystemdNIC(t *testing.T) {
 			t.Fatal("the daemon did not start on vfio-pci: the steps that need it are left out")
 		}
 		t.Logf("IOMMU group of %s: %s", sysguest.NICAddr, strings.TrimSpace(d.run(t, "basename $(readlink /sys/bus/pci/devices/"+sysguest.NICAddr+"/iommu_group); ls /dev/vfio | paste -sd' '")))
-		t.Logf("EAL: %s", strings.TrimSpace(d.run(t, "journalctl -o cat -u "+unit+" | grep 'IOVA mode' | tail -1")))
+		t.Logf("EAL: %s", strings.TrimSpace(d.run(t, "journalctl -o cat -u "+d.unit+" | grep 'IOVA mode' | tail -1")))
 		t.Run("traffic counted", func(t *testing.T) { d.checkTraffic(t, peer) })
 		t.Run("stop restores the NIC", func(t *testing.T) { d.stop(t, steps) })
 	})
+}
+
+// bootGuest boots the systemd guest for a test: cephdpdkd built here (bin:
+// the same Debian 12 and DPDK as the guest's, so it runs there as it is)
+// and installed with the unit (and opts.Files), the NIC on a switch with a
+// peer at peerAddr. It skips in -short runs and where no guest can boot.
+// The NIC must be the guest's e1000 under a predictable name (enp0s5 on
+// q35, ens5 on pc). t's cleanup fails it if a namespace or qemu outlives
+// the test.
+func bootGuest(ctx context.Context, t *testing.T, steps *timeline, step string, opts sysguest.Options) (g *sysguest.Guest, peer *qemuvm.Peer, bin string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("boots a systemd guest under TCG (one to three minutes)")
+	}
+	if err := sysguest.Available(); err != nil {
+		t.Skip(err)
+	}
+	// Registered first, so it runs after every other cleanup: nothing the
+	// test made may outlive it.
+	var (
+		made  []string // namespaces
+		guest *sysguest.Guest
+	)
+	t.Cleanup(func() {
+		for _, ns := range made {
+			if _, err := os.Stat("/run/netns/" + ns); err == nil {
+				t.Errorf("namespace %s left behind", ns)
+			}
+		}
+		if guest != nil {
+			select {
+			case <-guest.Exited():
+			default:
+				t.Error("qemu still running after the cleanup")
+			}
+		}
+	})
+
+	done := steps.begin("build cephdpdkd")
+	bin = daemonproc.BuildDaemon(t)
+	done()
+	binData, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unitFile, err := os.ReadFile("../../deploy/cephdpdkd@.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Files = append(opts.Files,
+		sysguest.File{Path: "/usr/local/bin/cephdpdkd", Mode: 0o755, Data: binData},
+		sysguest.File{Path: "/etc/systemd/system/cephdpdkd@.service", Data: unitFile})
+
+	done = steps.begin("guest image")
+	im, err := sysguest.Image(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done()
+	t.Logf("image %s (script ran %v)", im.Dir, im.Took.Round(time.Millisecond))
+
+	b := qemuvm.NewSwitch(t, "cddsys-", "cddsyv", netip.Prefix{})
+	peer, err = b.AddPeer(t, peerAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	made = append(made, b.NS, peer.NS)
+	done = steps.begin(step)
+	g, err = sysguest.Boot(ctx, t, b, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	guest = g
+	done()
+	if g.Driver != "e1000" || g.Interface == "eth0" {
+		t.Fatalf("guest NIC %s is %q on %q, want a predictable name on e1000", sysguest.NICAddr, g.Interface, g.Driver)
+	}
+	if out, err := g.RunOK(ctx, "systemd-analyze time | head -1"); err == nil {
+		t.Logf("guest: %s", strings.TrimSpace(out))
+	}
+	return g, peer, bin
 }
 
 // daemon drives the unit in the guest.
@@ -223,6 +239,7 @@ type daemon struct {
 	t      *testing.T
 	g      *sysguest.Guest
 	ctx    context.Context
+	unit   string // cephdpdkd@NAME
 	driver string // the DPDK driver the configuration binds to
 }
 
@@ -240,7 +257,7 @@ func (d *daemon) run(t *testing.T, cmd string) string {
 
 func (d *daemon) prop(t *testing.T, name string) string {
 	t.Helper()
-	return strings.TrimSpace(d.run(t, "systemctl show -p "+name+" --value "+unit))
+	return strings.TrimSpace(d.run(t, "systemctl show -p "+name+" --value "+d.unit))
 }
 
 // snapshot is what the checks look at, read in one command: a TCG guest
@@ -259,7 +276,7 @@ func (d *daemon) snapshot(t *testing.T) snapshot {
 	out := d.run(t, fmt.Sprintf(`echo "driver=$(basename "$(readlink /sys/bus/pci/devices/%s/driver)" 2>/dev/null)"; `+
 		`echo "hugepages=$(cat /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages)"; `+
 		`systemctl show -p ActiveState -p NRestarts %s; echo "state=$(ls /run/cephdpdkd/*.json 2>/dev/null | paste -sd' ')"; `+
-		`ip -br link | awk '{ print "link=" $1 }'`, sysguest.NICAddr, unit))
+		`ip -br link | awk '{ print "link=" $1 }'`, sysguest.NICAddr, d.unit))
 	var sn snapshot
 	for _, l := range strings.Split(out, "\n") {
 		k, v, _ := strings.Cut(strings.TrimSpace(l), "=")
@@ -291,10 +308,10 @@ func (d *daemon) start(t *testing.T, steps *timeline, devbind bool) {
 	done := steps.begin("systemctl start (" + d.driver + ", READY=1)")
 	ctx, cancel := context.WithTimeout(d.ctx, cmdTimeout)
 	defer cancel()
-	out, code, err := d.g.Run(ctx, "systemctl start "+unit)
+	out, code, err := d.g.Run(ctx, "systemctl start "+d.unit)
 	done()
 	if err != nil || code != 0 {
-		t.Fatalf("systemctl start %s: exit %d, %v: %s\n%s", unit, code, err, out, d.diagnose(t))
+		t.Fatalf("systemctl start %s: exit %d, %v: %s\n%s", d.unit, code, err, out, d.diagnose(t))
 	}
 	d.checkBound(t, devbind)
 }
@@ -330,7 +347,7 @@ func (d *daemon) checkBound(t *testing.T, devbind bool) {
 func (d *daemon) stop(t *testing.T, steps *timeline) {
 	t.Helper()
 	done := steps.begin("systemctl stop (restore)")
-	d.run(t, "systemctl stop "+unit)
+	d.run(t, "systemctl stop "+d.unit)
 	d.waitInterface(t)
 	done()
 	sn := d.snapshot(t)
@@ -355,7 +372,7 @@ func (d *daemon) stop(t *testing.T, steps *timeline) {
 // checkStatus finds the daemon's STATUS= line in systemctl status.
 func (d *daemon) checkStatus(t *testing.T) {
 	t.Helper()
-	out := d.run(t, "systemctl status --no-pager --lines=0 "+unit)
+	out := d.run(t, "systemctl status --no-pager --lines=0 "+d.unit)
 	m := regexp.MustCompile(`(?m)^\s*Status: "(.+)"$`).FindStringSubmatch(out)
 	if m == nil {
 		t.Fatalf("no Status: line in systemctl status:\n%s", out)
@@ -432,7 +449,7 @@ func (d *daemon) reload(t *testing.T, steps *timeline, cfgPath string) {
 	defer d.run(t, "mv "+cfgPath+".orig "+cfgPath)
 	d.run(t, `sed -i 's/^  - {name: unclaimed, ring_size: 1024}/  - {name: mon, ring_size: 64}\n&/; s/^rules:/&\n  - {service: mon, protocol: tcp, dst_ports: [3300, 6789]}/' `+cfgPath)
 	done := steps.begin("systemctl reload (a service and a rule added)")
-	d.run(t, "systemctl reload "+unit)
+	d.run(t, "systemctl reload "+d.unit)
 	done()
 	if got := d.prop(t, "MainPID"); got != pid {
 		t.Fatalf("main PID %s after the reload, was %s: restarted, not reloaded", got, pid)
@@ -448,7 +465,7 @@ func (d *daemon) reload(t *testing.T, steps *timeline, cfgPath string) {
 	d.run(t, "echo 'rules: [{service: nosuch}]' >>"+cfgPath)
 	ctx, cancel := context.WithTimeout(d.ctx, cmdTimeout)
 	defer cancel()
-	out, code, err := d.g.Run(ctx, "systemctl reload "+unit)
+	out, code, err := d.g.Run(ctx, "systemctl reload "+d.unit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -494,31 +511,41 @@ func (d *daemon) metrics(t *testing.T, re string) string {
 // the seconds since the signal.
 func (d *daemon) killAndWatch(t *testing.T, sig string, limit time.Duration) string {
 	t.Helper()
+	drivers := fmt.Sprintf(`for d in %s uio_pci_generic vfio-pci; do [ -e /sys/bus/pci/drivers/$d/%s ] && { echo driver=$d; return; }; done; echo driver=none`,
+		d.g.Driver, sysguest.NICAddr)
+	return d.watchRestart(t, "kill -"+sig+" $p", drivers, "driver="+d.driver, limit)
+}
+
+// watchRestart runs kill, a shell command in which $p is the daemon's
+// main PID, and watches, in the guest, what probe (a shell function's
+// body) prints and the unit, until systemd has restarted it with a new
+// main process and probe prints want. It returns what it saw, one line
+// per change, with the seconds since the kill.
+func (d *daemon) watchRestart(t *testing.T, kill, probe, want string, limit time.Duration) string {
+	t.Helper()
 	pid := d.prop(t, "MainPID")
 	if pid == "0" || pid == "" {
 		t.Fatalf("no main process: %s", d.diagnose(t))
 	}
-	// Two loops: the driver's, with shell builtins only, every 20 ms, so
-	// that it sees the kernel driver's short return between the stop
-	// and the restart even when systemctl takes a second to answer; and
+	// Two loops: the probe's, every 20 ms, so that it sees a short
+	// change between the stop and the restart (the kernel driver back
+	// for a moment) even when systemctl takes a second to answer; and
 	// the unit's, which ends both.
-	drivers := fmt.Sprintf(`for d in %s uio_pci_generic vfio-pci; do [ -e /sys/bus/pci/drivers/$d/%s ] && { echo $d; return; }; done; echo none`,
-		d.g.Driver, sysguest.NICAddr)
 	cmd := fmt.Sprintf(`p=%s; read t0 _ </proc/uptime; el() { read u _ </proc/uptime; echo "+$(( (${u/./}-${t0/./})/100 )).$(( (${u/./}-${t0/./})/10%%10 ))s"; }; `+
-		`drv() { %s; }; `+
-		`( prev=; while :; do now=$(drv); [ "$now" != "$prev" ] && echo "$(el) driver=$now"; prev=$now; sleep 0.02; done ) & w=$!; `+
-		`kill -%s $p; prev=; ok=1; `+
-		`for i in $(seq %d); do `+
+		`probe() { %s; }; `+
+		`( prev=; while :; do now=$(probe); [ "$now" != "$prev" ] && echo "$(el) $now"; prev=$now; sleep 0.02; done ) & w=$!; `+
+		`%s; prev=; ok=1; `+
+		`while :; do read u _ </proc/uptime; [ $(( ${u/./}-${t0/./} )) -gt %d ] && break; `+
 		`s=$(systemctl show -p ActiveState -p SubState -p MainPID %s | sort | paste -sd' '); `+
 		`[ "$s" != "$prev" ] && echo "$(el) $s"; prev=$s; `+
 		`np=${s#*MainPID=}; np=${np%%%% *}; `+
-		`case "$s" in "ActiveState=active "*"SubState=running") [ "$np" != $p ] && [ "$np" != 0 ] && [ "$(drv)" = %s ] && { ok=0; break; };; esac; `+
+		`case "$s" in "ActiveState=active "*"SubState=running") [ "$np" != $p ] && [ "$np" != 0 ] && [ "$(probe)" = %s ] && { ok=0; break; };; esac; `+
 		`sleep 0.1; done; sleep 0.1; kill $w; wait $w 2>/dev/null; exit $ok`,
-		pid, drivers, sig, int(limit/(100*time.Millisecond)), unit, d.driver)
+		pid, probe, kill, int(limit/(10*time.Millisecond)), d.unit, qemuvm.ShellQuote(want))
 	ctx, cancel := context.WithTimeout(d.ctx, limit+cmdTimeout)
 	defer cancel()
 	out, code, err := d.g.Run(ctx, cmd)
-	t.Logf("kill -%s %s; what followed:\n%s", sig, pid, out)
+	t.Logf("%s (main PID %s); what followed:\n%s", strings.ReplaceAll(kill, "$p", pid), pid, out)
 	if err != nil || code != 0 {
 		t.Fatalf("not restarted within %v (exit %d, %v)\n%s", limit, code, err, d.diagnose(t))
 	}
@@ -530,8 +557,8 @@ func (d *daemon) killAndWatch(t *testing.T, sig string, limit time.Duration) str
 // counted the restart.
 func (d *daemon) checkCycle(t *testing.T, seen string, restarts int) {
 	t.Helper()
-	restored := strings.Index(seen, "driver="+d.g.Driver+"\n")
-	rebound := strings.LastIndex(seen, "driver="+d.driver+"\n")
+	restored := strings.Index(seen, " driver="+d.g.Driver+"\n")
+	rebound := strings.LastIndex(seen, " driver="+d.driver+"\n")
 	if restored < 0 || rebound < restored {
 		t.Errorf("the NIC was not seen back on %s between the kill and the restart", d.g.Driver)
 	}
@@ -546,10 +573,10 @@ func (d *daemon) checkCycle(t *testing.T, seen string, restarts int) {
 // checkJournal checks that the unit's journal holds every one of want.
 func (d *daemon) checkJournal(t *testing.T, want ...string) {
 	t.Helper()
-	out := d.run(t, "journalctl --no-pager -o cat -u "+unit)
+	out := d.run(t, "journalctl --no-pager -o cat -u "+d.unit)
 	for _, w := range want {
 		if !strings.Contains(out, w) {
-			t.Errorf("journal of %s lacks %q:\n%s", unit, w, qemuvm.Tail(out, 40))
+			t.Errorf("journal of %s lacks %q:\n%s", d.unit, w, qemuvm.Tail(out, 40))
 		}
 	}
 }
@@ -564,23 +591,12 @@ func (d *daemon) diagnose(t *testing.T) string {
 		ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 	}
-	out, _, err := d.g.Run(ctx, "systemctl status --no-pager -l "+unit+"; journalctl --no-pager -o short-monotonic -u "+unit+" | tail -40; "+
+	out, _, err := d.g.Run(ctx, "systemctl status --no-pager -l "+d.unit+"; journalctl --no-pager -o short-monotonic -u "+d.unit+" | tail -40; "+
 		"dmesg | tail -15; dpdk-devbind.py --status-dev net; grep -i huge /proc/meminfo")
 	if err != nil {
 		return fmt.Sprintf("(the guest does not answer: %v)\n--- console ---\n%s", err, qemuvm.Tail(d.g.Console(), 40))
 	}
 	return out
-}
-
-// buildDaemon builds cephdpdkd for the guest: the same Debian 12 and DPDK
-// as this machine, so the binary runs there as it is.
-func buildDaemon(t *testing.T) []byte {
-	t.Helper()
-	data, err := os.ReadFile(daemonproc.BuildDaemon(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data
 }
 
 // timeline logs how long each step took, and all of them at the end.

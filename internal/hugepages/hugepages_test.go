@@ -210,3 +210,22 @@ func TestReleaseOldStateFile(t *testing.T) {
 		t.Errorf("state file left: %v", err)
 	}
 }
+
+// Pages still in use when Release lowers nr_hugepages (the af_xdp
+// mode's UMEM, pinned until the process exits) become surplus pages,
+// which the kernel frees once released: Release gives them back and
+// removes the state file.
+func TestReleasePagesInUse(t *testing.T) {
+	k, s := hugepagestest.New(t, 0, 0)
+	mnt := filepath.Join(k.Root, "dev/hugepages")
+	if _, err := s.Reserve("node0", hugepages.Request{Pages: 16, SizeKB: 2048, Mount: mnt}); err != nil {
+		t.Fatal(err)
+	}
+	k.InUse = 12
+	if _, err := s.Release(s.StatePath("node0")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(s.StatePath("node0")); err == nil || k.Nr != 12 || k.Surplus != 12 {
+		t.Errorf("after Release with 12 pages in use: nr %d, surplus %d (want 12, 12), state file kept: %v", k.Nr, k.Surplus, err == nil)
+	}
+}

@@ -23,9 +23,10 @@ import (
 type Kernel struct {
 	t    testing.TB
 	Root string
-	// Nr, InUse and Resv are nr_hugepages, the pages mapped and the
-	// pages promised; Sync writes them out after a change.
-	Nr, InUse, Resv int
+	// Nr, InUse, Resv and Surplus are nr_hugepages, the pages mapped,
+	// the pages promised and the pages in use beyond what nr_hugepages
+	// was lowered to; Sync writes them out after a change.
+	Nr, InUse, Resv, Surplus int
 	// Max is the most pages the kernel can find.
 	Max int
 	// MountErr, when set, fails every mount.
@@ -59,7 +60,7 @@ func (k *Kernel) attr(name string) string {
 
 // Sync writes the counters to the tree.
 func (k *Kernel) Sync() {
-	for name, v := range map[string]int{"nr_hugepages": k.Nr, "free_hugepages": k.Nr - k.InUse, "resv_hugepages": k.Resv} {
+	for name, v := range map[string]int{"nr_hugepages": k.Nr, "free_hugepages": k.Nr - k.InUse, "resv_hugepages": k.Resv, "surplus_hugepages": k.Surplus} {
 		if err := os.WriteFile(k.attr(name), []byte(strconv.Itoa(v)+"\n"), 0o644); err != nil {
 			k.t.Fatal(err)
 		}
@@ -75,7 +76,10 @@ func (k *Kernel) Write(path string, data []byte) error {
 	if err != nil || n < 0 {
 		return errors.New("EINVAL")
 	}
+	// Pages in use above n stay, as surplus pages, which the kernel
+	// frees when their user lets them go.
 	k.Nr = max(min(n, k.Max), k.InUse)
+	k.Surplus = max(k.InUse-n, 0)
 	k.Sync()
 	return nil
 }

@@ -165,8 +165,15 @@ func (d *Proc) Metrics() (map[string]float64, error) {
 		return nil, err
 	}
 	defer resp.Body.Close()
+	return ParseMetrics(resp.Body)
+}
+
+// ParseMetrics reads a scrape in Prometheus' text format as Metrics
+// returns it: "name{label=value,...}" → value, for the cephdpdkd_ series
+// and process_open_fds and go_goroutines.
+func ParseMetrics(r io.Reader) (map[string]float64, error) {
 	p := expfmt.NewTextParser(model.LegacyValidation)
-	fams, err := p.TextToMetricFamilies(resp.Body)
+	fams, err := p.TextToMetricFamilies(r)
 	if err != nil {
 		return nil, err
 	}
