@@ -1,4 +1,5 @@
 #include <errno.h>
+#include <fcntl.h>
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -8,15 +9,15 @@
 // libbpf, not a Go loader: libbpf loads the object's whole BTF into the
 // kernel, and libxdp (which DPDK's net_af_xdp uses) adopts an attached
 // program only if that BTF has its xdp_metadata section.
-int cdd_xdp_attach(const void *obj, size_t len, const char *prog, int ifindex,
-		   unsigned int flags, unsigned int *id)
+int cdd_xdp_load(const void *obj, size_t len, const char *prog, int *fd,
+		 unsigned int *id)
 {
 	LIBBPF_OPTS(bpf_object_open_opts, opts, .object_name = "cdd_xdp_roce");
 	struct bpf_object *o;
 	struct bpf_program *p;
 	struct bpf_prog_info info = {0};
 	__u32 info_len = sizeof(info);
-	int fd, ret;
+	int ret;
 
 	o = bpf_object__open_mem(obj, len, &opts);
 	ret = (int)libbpf_get_error(o);
@@ -30,14 +31,17 @@ int cdd_xdp_attach(const void *obj, size_t len, const char *prog, int ifindex,
 		ret = -ENOENT;
 		goto out;
 	}
-	fd = bpf_program__fd(p);
-	ret = bpf_obj_get_info_by_fd(fd, &info, &info_len);
+	ret = bpf_obj_get_info_by_fd(bpf_program__fd(p), &info, &info_len);
 	if (ret) {
 		ret = -errno;
 		goto out;
 	}
 	*id = info.id;
-	ret = bpf_xdp_attach(ifindex, fd, flags, NULL);
+	// Closing the object closes its descriptors: the caller gets its
+	// own, which keeps the program loaded until it is attached.
+	*fd = fcntl(bpf_program__fd(p), F_DUPFD_CLOEXEC, 0);
+	if (*fd < 0)
+		ret = -errno;
 out:
 	bpf_object__close(o);
 	return ret;

@@ -3,11 +3,11 @@
 
 #include <stddef.h>
 
-// cdd_xdp_attach loads a BPF object with libbpf and attaches its program
-// prog to ifindex with flags (XDP_FLAGS_*), storing the program's id. It
-// returns 0 or a negative errno; the program outlives the call only by
-// being attached.
-int cdd_xdp_attach(const void *obj, size_t len, const char *prog, int ifindex,
-		   unsigned int flags, unsigned int *id);
+// cdd_xdp_load loads a BPF object with libbpf and returns a descriptor of
+// its program prog (close-on-exec) and the program's id. It returns 0 or
+// a negative errno; the program lives as long as the descriptor, or
+// whatever attachment is made of it.
+int cdd_xdp_load(const void *obj, size_t len, const char *prog, int *fd,
+		 unsigned int *id);
 
 #endif

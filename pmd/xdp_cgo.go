@@ -13,21 +13,21 @@ import (
 	"unsafe"
 )
 
-// AttachXDP loads the BPF object obj with libbpf and attaches its program
-// named prog to the interface ifindex with flags (XDP_FLAGS_*), returning
-// the program's id. Once attached, the program lives on with the
-// interface, not with this process.
-func AttachXDP(obj []byte, prog string, ifindex int, flags uint32) (uint32, error) {
+// LoadXDP loads the BPF object obj with libbpf and returns a descriptor
+// of its program named prog, which the caller attaches and closes, and
+// the program's id.
+func LoadXDP(obj []byte, prog string) (fd int, id uint32, err error) {
 	if len(obj) == 0 {
-		return 0, fmt.Errorf("pmd: attaching XDP program %s: empty object", prog)
+		return -1, 0, fmt.Errorf("pmd: loading XDP program %s: empty object", prog)
 	}
 	cobj := C.CBytes(obj)
 	defer C.free(cobj)
 	cprog := C.CString(prog)
 	defer C.free(unsafe.Pointer(cprog))
-	var id C.uint
-	if rc := C.cdd_xdp_attach(cobj, C.size_t(len(obj)), cprog, C.int(ifindex), C.uint(flags), &id); rc != 0 {
-		return uint32(id), syscall.Errno(-rc)
+	var cfd C.int
+	var cid C.uint
+	if rc := C.cdd_xdp_load(cobj, C.size_t(len(obj)), cprog, &cfd, &cid); rc != 0 {
+		return -1, 0, syscall.Errno(-rc)
 	}
-	return uint32(id), nil
+	return int(cfd), uint32(cid), nil
 }

@@ -32,7 +32,12 @@ func (h *host) takeXDP(cfg *config.Config) (p *xdp.Program, release func() error
 	if err != nil {
 		return nil, nil, err
 	}
-	p, reused, err := afxdp.Take(pmd.AttachXDP, h.runDir, ifc, cfg.Port.XDPMode())
+	pinDir := cfg.Port.AFXDP.PinDir()
+	if pinDir != "" && !xdp.IsBPFFS(pinDir) {
+		h.log.Warn("no BPF file system: the XDP program is attached without a pinned link, and a clean stop (net_af_xdp's close) detaches it", "bpffs", pinDir)
+		pinDir = ""
+	}
+	p, reused, err := afxdp.Take(pmd.LoadXDP, h.runDir, pinDir, ifc, cfg.Port.XDPMode())
 	if err != nil {
 		return nil, nil, err
 	}
@@ -44,8 +49,12 @@ func (h *host) takeXDP(cfg *config.Config) (p *xdp.Program, release func() error
 	if reused {
 		how = "taken back from the last run"
 	}
+	pin := "none"
+	if pinDir != "" {
+		pin = afxdp.PinPath(pinDir, iface)
+	}
 	h.log.Info("XDP program "+how, "interface", iface, "program", p.ID(), "mode", cfg.Port.XDPMode(),
-		"roce_address", cfg.RoCE.Address.Addr(), "rx_queues", ifc.RxQueues)
+		"roce_address", cfg.RoCE.Address.Addr(), "rx_queues", ifc.RxQueues, "link", pin)
 	return p, func() error {
 		if a, err := xdp.Attached(ifc.Index); err == nil && a.ID == p.ID() {
 			h.log.Info("XDP program left attached: it passes every frame until the next start", "interface", iface, "program", p.ID())

@@ -204,13 +204,14 @@ func TestSystemdXDP(t *testing.T) {
 			t.Errorf("%d hugepages still reserved after the stop, want 0", sn.hugepages)
 		}
 		x.checkKernel(t, sn)
-		// e1000 has no native XDP, so the interface's default mode is
-		// generic: net_af_xdp's close detaches the program (on a veth
-		// or a NIC with native XDP, only a native one), and restore-nic,
-		// run with SERVICE_RESULT=success, removes the record.
-		d.checkJournal(t, `msg="XDP program detached by net_af_xdp's close: the next start attaches it again" interface=`+iface+" program="+prog,
+		// systemd mounts /sys/fs/bpf: the program is attached through a
+		// link pinned there, which net_af_xdp's close (it detaches the
+		// interface's default mode's program, generic on an e1000)
+		// cannot detach. restore-nic, run with SERVICE_RESULT=success,
+		// removes the pin, which detaches it, and the record.
+		d.checkJournal(t, `msg="XDP program left attached: it passes every frame until the next start" interface=`+iface+" program="+prog,
 			fmt.Sprintf(`msg="hugepages given back" pages=%d`, xdpHugepages), `msg="stopped cleanly"`,
-			"restore-nic: port "+iface+": no XDP program of ours on "+iface)
+			"restore-nic: port "+iface+": XDP program detached from "+iface)
 	})
 }
 

@@ -2,6 +2,7 @@ package afxdp
 
 import (
 	"errors"
+	"golang.org/x/sys/unix"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -86,7 +87,7 @@ func TestTakeReuseRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	p, reused, err := Take(pmd.AttachXDP, dir, ifc, xdp.Generic)
+	p, reused, err := Take(pmd.LoadXDP, dir, "", ifc, xdp.Generic)
 	if err != nil || reused {
 		t.Fatalf("first Take: reused %v, %v", reused, err)
 	}
@@ -95,17 +96,17 @@ func TestTakeReuseRelease(t *testing.T) {
 	t.Cleanup(func() { xdp.Detach(ifc.Index, xdp.Generic) })
 
 	// A restart takes the same program back.
-	p, reused, err = Take(pmd.AttachXDP, dir, ifc, xdp.Generic)
+	p, reused, err = Take(pmd.LoadXDP, dir, "", ifc, xdp.Generic)
 	if err != nil || !reused || p.ID() != id {
 		t.Fatalf("second Take: reused %v, id %d (want %d), %v", reused, p.ID(), id, err)
 	}
 	p.Close()
 	// Another mode would mean detaching: refused.
-	if _, _, err := Take(pmd.AttachXDP, dir, ifc, xdp.Native); err == nil || !strings.Contains(err.Error(), "restore-nic") {
+	if _, _, err := Take(pmd.LoadXDP, dir, "", ifc, xdp.Native); err == nil || !strings.Contains(err.Error(), "restore-nic") {
 		t.Errorf("Take in native mode = %v, want a refusal pointing at restore-nic", err)
 	}
 	// Another run directory does not know it: foreign, and kept.
-	_, _, err = Take(pmd.AttachXDP, t.TempDir(), ifc, xdp.Generic)
+	_, _, err = Take(pmd.LoadXDP, t.TempDir(), "", ifc, xdp.Generic)
 	var fe *xdp.ForeignError
 	if !errors.As(err, &fe) || fe.ID != id || !fe.Unrecorded || !strings.Contains(err.Error(), "does not record it") {
 		t.Errorf("Take from another run directory = %v, want a ForeignError for %d", err, id)
@@ -124,6 +125,51 @@ func TestTakeReuseRelease(t *testing.T) {
 	}
 	if _, err := os.Stat(recordPath(dir, ifc.Name)); !os.IsNotExist(err) {
 		t.Errorf("record left after Release: %v", err)
+	}
+}
+
+// TestTakePinned: under a BPF file system the program is attached
+// through a pinned link, which netlink (net_af_xdp's close) cannot
+// detach; a restart takes it back, and Release removes the pin, which
+// detaches it.
+func TestTakePinned(t *testing.T) {
+	v := testenv.NewVethNS(t, netip.Prefix{})
+	ifc, err := Inspect(v.HostIf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := t.TempDir()
+	if err := unix.Mount("bpf", fs, "bpf", 0, ""); err != nil {
+		t.Fatalf("mount bpffs: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(fs, unix.MNT_DETACH) })
+	dir := t.TempDir()
+	p, reused, err := Take(pmd.LoadXDP, dir, fs, ifc, xdp.Native)
+	if err != nil || reused {
+		t.Fatalf("first Take: reused %v, %v", reused, err)
+	}
+	id := p.ID()
+	p.Close()
+	pin := PinPath(fs, ifc.Name)
+	if _, err := os.Stat(pin); err != nil {
+		t.Fatalf("no pinned link: %v", err)
+	}
+	if err := xdp.Detach(ifc.Index, xdp.Native); err == nil {
+		t.Fatal("netlink detached the program its pinned link holds")
+	}
+	p, reused, err = Take(pmd.LoadXDP, dir, fs, ifc, xdp.Native)
+	if err != nil || !reused || p.ID() != id {
+		t.Fatalf("second Take: reused %v, id %d (want %d), %v", reused, p.ID(), id, err)
+	}
+	p.Close()
+	if released, err := Release(dir, ifc.Name); !released || err != nil {
+		t.Fatalf("Release = %v, %v", released, err)
+	}
+	if a, _ := xdp.Attached(ifc.Index); a.ID != 0 {
+		t.Errorf("program %d still attached after Release", a.ID)
+	}
+	if _, err := os.Stat(pin); !os.IsNotExist(err) {
+		t.Errorf("pin left after Release: %v", err)
 	}
 }
 

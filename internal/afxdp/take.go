@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -19,17 +20,22 @@ type Record struct {
 	Index     int    `json:"ifindex"`
 	ProgramID uint32 `json:"program_id"`
 	Mode      string `json:"mode"`
+	// Pin is the bpffs path of the link that attaches the program, if
+	// it was attached through one.
+	Pin string `json:"pin,omitempty"`
 }
 
 func recordPath(dir, iface string) string { return statefile.Path(dir, iface, "xdp") }
 
 // Take attaches the program (xdp.Object) to ifc in mode m, or takes back the one this
 // daemon's earlier run left attached (reused), which keeps the NIC's
-// rings untouched across a restart. An attached program that the run
+// rings untouched across a restart. With bpffs a BPF file system, the
+// program is attached through a link pinned under it (PinPath), which
+// DPDK's close of the port cannot detach: a clean stop keeps it too. An attached program that the run
 // directory does not record as ours is refused with *xdp.ForeignError,
 // never replaced; ours in another mode is refused too, since changing
 // modes means detaching.
-func Take(load xdp.Loader, dir string, ifc Interface, m xdp.Mode) (p *xdp.Program, reused bool, err error) {
+func Take(load xdp.Loader, dir, bpffs string, ifc Interface, m xdp.Mode) (p *xdp.Program, reused bool, err error) {
 	a, err := xdp.Attached(ifc.Index)
 	if err != nil {
 		return nil, false, err
@@ -57,25 +63,45 @@ func Take(load xdp.Loader, dir string, ifc Interface, m xdp.Mode) (p *xdp.Progra
 	if err != nil {
 		return nil, false, err
 	}
-	p, err = xdp.Attach(load, object, ifc.Index, m)
+	pin := ""
+	if bpffs != "" && xdp.IsBPFFS(bpffs) {
+		pin = PinPath(bpffs, ifc.Name)
+		if err := os.MkdirAll(filepath.Dir(pin), 0o700); err != nil {
+			return nil, false, fmt.Errorf("af_xdp: %w", err)
+		}
+		// A pin left by a run whose record is gone holds no program
+		// of this interface's any more (none is attached).
+		os.Remove(pin)
+	}
+	p, err = xdp.Attach(load, object, ifc.Index, m, pin)
 	if err != nil {
-		if m == xdp.Native && ifc.MTU > maxNativeMTU {
-			return nil, false, fmt.Errorf("%w (MTU %d: native XDP without multi-buffer support takes frames up to about a page; use attach: generic, or an MTU of at most %d)", err, ifc.MTU, maxNativeMTU)
+		if m == xdp.Native && ifc.MTU > xdp.NativeMaxMTU {
+			return nil, false, fmt.Errorf("%w (MTU %d: native XDP without multi-buffer support takes frames up to about a page; use attach: generic, or an MTU of at most %d)", err, ifc.MTU, xdp.NativeMaxMTU)
 		}
 		return nil, false, err
 	}
-	rec = Record{Interface: ifc.Name, Index: ifc.Index, ProgramID: p.ID(), Mode: m.String()}
+	rec = Record{Interface: ifc.Name, Index: ifc.Index, ProgramID: p.ID(), Mode: m.String(), Pin: pin}
 	if err := statefile.Write(path, rec); err != nil {
 		p.Close()
-		xdp.Detach(ifc.Index, m)
+		detach(rec, m)
 		return nil, false, err
 	}
 	return p, false, nil
 }
 
-// maxNativeMTU is the largest MTU a single-buffer native XDP program is
-// sure to run at: a page, less the XDP headroom and skb_shared_info.
-const maxNativeMTU = 3498
+// PinPath is where Take pins the link of iface's program under bpffs.
+func PinPath(bpffs, iface string) string {
+	return filepath.Join(bpffs, "cephdpdkd", iface+"_xdp_link")
+}
+
+// detach removes the recorded program: through its link's pin, or
+// through netlink.
+func detach(rec Record, m xdp.Mode) error {
+	if rec.Pin != "" {
+		return xdp.Unpin(rec.Pin, rec.Index)
+	}
+	return xdp.Detach(rec.Index, m)
+}
 
 func foreign(id uint32) error {
 	fe := &xdp.ForeignError{ID: id}
@@ -110,15 +136,20 @@ func Release(dir, iface string) (released bool, err error) {
 	a, err := xdp.Attached(rec.Index)
 	if err != nil {
 		// The interface is gone: so is its program.
+		if rec.Pin != "" {
+			os.Remove(rec.Pin)
+		}
 		return false, os.Remove(path)
 	}
 	if a.ID != 0 {
 		if a.ID != rec.ProgramID {
 			return false, fmt.Errorf("af_xdp: %s has program %d attached, not cephdpdkd's recorded %d: left alone", iface, a.ID, rec.ProgramID)
 		}
-		if err := xdp.Detach(rec.Index, m); err != nil {
+		if err := detach(rec, m); err != nil {
 			return false, err
 		}
+	} else if rec.Pin != "" {
+		os.Remove(rec.Pin)
 	}
 	return a.ID != 0, os.Remove(path)
 }

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"net/netip"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -32,10 +33,28 @@ type AFXDP struct {
 	// default: a NIC keeps GRO after XDP_PASS) or "generic" (on the skb:
 	// any interface; on a veth native mode costs the peer's GSO).
 	Attach string `yaml:"attach"`
+	// BPFFS is the BPF file system the program's link is pinned under
+	// (DefaultBPFFS; "off": no link, attached through netlink). A
+	// pinned link outlives the daemon and DPDK's close of the port,
+	// which detaches a program attached through netlink.
+	BPFFS string `yaml:"bpffs"`
+}
+
+// PinDir is where the program's link is pinned: "" for none.
+func (x *AFXDP) PinDir() string {
+	if x.BPFFS == BPFFSOff {
+		return ""
+	}
+	return x.BPFFS
 }
 
 // Limits and defaults of the af_xdp mode.
 const (
+	// DefaultBPFFS is where systemd mounts the BPF file system. Where
+	// none is mounted, the daemon attaches through netlink.
+	DefaultBPFFS = "/sys/fs/bpf"
+	// BPFFSOff turns the pinned link off.
+	BPFFSOff = "off"
 	// MaxAFXDPRoCEMTU is the largest RoCE path MTU in the af_xdp mode:
 	// net_af_xdp's frames live in one page with the mbuf header and the
 	// XDP headroom (about 3.5 KB), which 4096 and its headers exceed.
@@ -76,6 +95,7 @@ func (c *Config) portModeDefaults() {
 		return
 	}
 	orDefault(&p.AFXDP.Attach, xdp.Native.String())
+	orDefault(&p.AFXDP.BPFFS, DefaultBPFFS)
 	// The interface is the node's: the daemon neither sets its MTU nor
 	// makes it promiscuous (net_af_xdp would, through the kernel).
 	p.ownMTU, p.MTU = p.MTU, 0
@@ -123,6 +143,9 @@ func (v *validation) afxdp() {
 	if p.AFXDP != nil {
 		if _, err := xdp.ParseMode(p.AFXDP.Attach); err != nil {
 			v.bad("port.af_xdp.attach", "%q: want native or generic", p.AFXDP.Attach)
+		}
+		if b := p.AFXDP.BPFFS; b != BPFFSOff && !filepath.IsAbs(b) {
+			v.bad("port.af_xdp.bpffs", "%q: want an absolute path (a BPF file system) or %q", b, BPFFSOff)
 		}
 	}
 	if p.Device != "" && !p.deviceDerived {

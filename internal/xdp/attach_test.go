@@ -74,7 +74,7 @@ func TestAttachRefuseDetach(t *testing.T) {
 	}
 	// A second program is refused, naming the attached one.
 	obj, _ := Object()
-	_, err = Attach(pmd.AttachXDP, obj, l.hostIndex, Generic)
+	_, err = Attach(pmd.LoadXDP, obj, l.hostIndex, Generic, "")
 	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("program %d is attached", p.ID())) {
 		t.Fatalf("second Attach = %v, want a refusal naming program %d", err, p.ID())
 	}
@@ -87,15 +87,27 @@ func TestAttachRefuseDetach(t *testing.T) {
 }
 
 // TestTestpmdAdopts runs Debian's dpdk-testpmd with net_af_xdp on an
-// interface that has the program attached in generic mode: libxdp must
-// adopt it (not load its own), RoCE to the address must reach testpmd,
-// other traffic the kernel, and after testpmd exits the program must
-// still be attached, passing RoCE to the kernel (no_socket).
+// interface that has the program attached: libxdp must adopt it (not
+// load its own), RoCE to the address must reach testpmd, other traffic
+// the kernel, and after testpmd exits the program must still be
+// attached, passing RoCE to the kernel (no_socket). In generic mode on a
+// veth net_af_xdp's close leaves a program attached through netlink
+// alone (it detaches the interface's default mode's, native there);
+// attached natively, only a pinned link keeps it.
 func TestTestpmdAdopts(t *testing.T) {
+	t.Run("generic", func(t *testing.T) { testTestpmdAdopts(t, Generic, false) })
+	t.Run("native, pinned link", func(t *testing.T) { testTestpmdAdopts(t, Native, true) })
+}
+
+func testTestpmdAdopts(t *testing.T, m Mode, pinned bool) {
 	if _, err := exec.LookPath("dpdk-testpmd"); err != nil {
 		t.Fatal("dpdk-testpmd is missing: run scripts/deps.sh")
 	}
-	p, l := load(t)
+	pin := ""
+	if pinned {
+		pin = bpffs(t) + "/link"
+	}
+	p, l := loadMode(t, m, pin)
 	if err := p.SetAddress(mustAddr(t, l.hostAddr)); err != nil {
 		t.Fatal(err)
 	}
@@ -149,8 +161,22 @@ func TestTestpmdAdopts(t *testing.T) {
 	if d := after[PassNoSocket] - mid[PassNoSocket]; d != 3 {
 		t.Errorf("after testpmd exited, %d of 3 RoCE datagrams passed for want of a socket", d)
 	}
-	if err := Detach(l.hostIndex, Generic); err != nil {
+	if !pinned {
+		if err := Detach(l.hostIndex, m); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	// Netlink cannot detach a program a link holds (net_af_xdp's close
+	// tries, and fails); removing the pin detaches it.
+	if err := Detach(l.hostIndex, m); err == nil {
+		t.Fatal("netlink detached a program attached through a pinned link")
+	}
+	if err := Unpin(pin, l.hostIndex); err != nil {
 		t.Fatal(err)
+	}
+	if a, _ := Attached(l.hostIndex); a.ID != 0 {
+		t.Fatalf("after Unpin: program %d still attached", a.ID)
 	}
 }
 
@@ -178,13 +204,13 @@ func TestNativeMaxMTU(t *testing.T) {
 		}
 	}
 	setMTU(NativeMaxMTU + 1)
-	if p, err := Attach(pmd.AttachXDP, obj, v.HostIndex, Native); err == nil {
+	if p, err := Attach(pmd.LoadXDP, obj, v.HostIndex, Native, ""); err == nil {
 		p.Close()
 		Detach(v.HostIndex, Native)
 		t.Fatalf("native attach at MTU %d succeeded; want the kernel's refusal", NativeMaxMTU+1)
 	}
 	setMTU(NativeMaxMTU)
-	p, err := Attach(pmd.AttachXDP, obj, v.HostIndex, Native)
+	p, err := Attach(pmd.LoadXDP, obj, v.HostIndex, Native, "")
 	if err != nil {
 		t.Fatalf("native attach at MTU %d: %v", NativeMaxMTU, err)
 	}

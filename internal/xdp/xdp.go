@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"io/fs"
 	"net/netip"
+	"os"
+	"time"
 
 	"github.com/cilium/ebpf"
+	ebpflink "github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
@@ -194,21 +197,36 @@ func (p *Program) SetAddress(a netip.Addr) error {
 	return nil
 }
 
-// Loader loads a BPF object and attaches its program named prog to an
-// interface with XDP_FLAGS_* flags, returning the program's id: the
-// daemon's is pmd.AttachXDP (libbpf, whose loaded BTF libxdp needs).
-type Loader func(object []byte, prog string, ifindex int, flags uint32) (id uint32, err error)
+// Loader loads a BPF object and returns a descriptor of its program
+// named prog and the program's id: the daemon's is pmd.LoadXDP (libbpf,
+// whose loaded BTF libxdp needs).
+type Loader func(object []byte, prog string) (fd int, id uint32, err error)
 
 // Attach loads the object (Object's) with load and attaches its program
 // to the interface in mode m, then takes hold of it as Open does. It
 // refuses an interface that already has a program, naming it.
-func Attach(load Loader, object []byte, ifindex int, m Mode) (*Program, error) {
-	link, err := netlink.LinkByIndex(ifindex)
+//
+// With pin set (a path on a bpffs), the program is attached through a
+// BPF link pinned there, not through netlink: a link outlives the
+// process through its pin, and netlink cannot detach it, so DPDK's
+// net_af_xdp, which detaches the interface's program when it closes the
+// port, leaves it alone. Unpin detaches it.
+func Attach(load Loader, object []byte, ifindex int, m Mode, pin string) (*Program, error) {
+	iface, err := netlink.LinkByIndex(ifindex)
 	if err != nil {
 		return nil, fmt.Errorf("xdp: interface %d: %w", ifindex, err)
 	}
-	name := link.Attrs().Name
-	id, err := load(object, ProgramName, ifindex, unix.XDP_FLAGS_UPDATE_IF_NOEXIST|m.flags())
+	name := iface.Attrs().Name
+	fd, id, err := load(object, ProgramName)
+	if err != nil {
+		return nil, fmt.Errorf("xdp: loading for %s: %w", name, err)
+	}
+	if pin != "" {
+		err = attachLink(fd, ifindex, m, pin)
+	} else {
+		err = netlink.LinkSetXdpFdWithFlags(iface, fd, unix.XDP_FLAGS_UPDATE_IF_NOEXIST|int(m.flags()))
+		unix.Close(fd)
+	}
 	if err != nil {
 		if a, aerr := Attached(ifindex); aerr == nil && a.ID != 0 && a.ID != id {
 			return nil, fmt.Errorf("xdp: attaching to %s: program %d is attached (%s): %w", name, a.ID, a.Mode, err)
@@ -220,6 +238,54 @@ func Attach(load Loader, object []byte, ifindex int, m Mode) (*Program, error) {
 		return nil, fmt.Errorf("xdp: attached to %s: %w", name, err)
 	}
 	return p, nil
+}
+
+// attachLink attaches the program fd (which it closes) through a link
+// pinned at pin.
+func attachLink(fd, ifindex int, m Mode, pin string) error {
+	prog, err := ebpf.NewProgramFromFD(fd)
+	if err != nil {
+		unix.Close(fd)
+		return err
+	}
+	defer prog.Close()
+	flags := ebpflink.XDPDriverMode
+	if m == Generic {
+		flags = ebpflink.XDPGenericMode
+	}
+	l, err := ebpflink.AttachXDP(ebpflink.XDPOptions{Program: prog, Interface: ifindex, Flags: flags})
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	if err := l.Pin(pin); err != nil {
+		return fmt.Errorf("pinning the link at %s: %w", pin, err)
+	}
+	return nil
+}
+
+// Unpin removes the pin of a link Attach made, which detaches the
+// program from ifindex once nothing else holds the link, and waits up to
+// a second for that.
+func Unpin(pin string, ifindex int) error {
+	if err := os.Remove(pin); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("xdp: %w", err)
+	}
+	for end := time.Now().Add(time.Second); ; time.Sleep(5 * time.Millisecond) {
+		a, err := Attached(ifindex)
+		if err != nil || a.ID == 0 {
+			return nil // the interface, or its program, is gone
+		}
+		if time.Now().After(end) {
+			return fmt.Errorf("xdp: program %d still attached after its link's pin %s was removed: another process holds the link", a.ID, pin)
+		}
+	}
+}
+
+// IsBPFFS reports whether dir is a BPF file system, where Attach can pin.
+func IsBPFFS(dir string) bool {
+	var st unix.Statfs_t
+	return unix.Statfs(dir, &st) == nil && st.Type == unix.BPF_FS_MAGIC
 }
 
 // Attachment is what an interface has attached.

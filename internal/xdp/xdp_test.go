@@ -2,6 +2,7 @@ package xdp
 
 import (
 	"errors"
+	"golang.org/x/sys/unix"
 	"net"
 	"net/netip"
 	"testing"
@@ -26,6 +27,13 @@ var (
 // and detaches it when the test ends.
 func load(t *testing.T) (*Program, *link) {
 	t.Helper()
+	return loadMode(t, Generic, "")
+}
+
+// loadMode attaches the program to a new link in mode m, through a link
+// pinned at pin if that is set.
+func loadMode(t *testing.T, m Mode, pin string) (*Program, *link) {
+	t.Helper()
 	if err := requireBPF(); err != nil {
 		t.Fatal(err)
 	}
@@ -34,15 +42,34 @@ func load(t *testing.T) (*Program, *link) {
 		t.Fatal(err)
 	}
 	l := newLink(t)
-	p, err := Attach(pmd.AttachXDP, obj, l.hostIndex, Generic)
+	p, err := Attach(pmd.LoadXDP, obj, l.hostIndex, m, pin)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		p.Close()
-		Detach(l.hostIndex, Generic)
+		if pin != "" {
+			Unpin(pin, l.hostIndex)
+		} else {
+			Detach(l.hostIndex, m)
+		}
 	})
 	return p, l
+}
+
+// bpffs mounts a BPF file system of the test's own, unmounted when it
+// ends: the machine's /sys/fs/bpf may have none, and is not the test's.
+func bpffs(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := unix.Mount("bpf", dir, "bpf", 0, ""); err != nil {
+		t.Fatalf("mount bpffs: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
+	if !IsBPFFS(dir) {
+		t.Fatalf("%s: not a BPF file system after mounting one", dir)
+	}
+	return dir
 }
 
 // frame builds an Ethernet frame: vlans tags, then an IPv4 packet with
