@@ -29,17 +29,11 @@ func TestActiveRoCEXDP(t *testing.T) {
 	write(t, peerCfg, fmt.Sprintf(`
 eal: {lcores: "0-1", no_huge: true, memory_mb: 512, file_prefix: cdd-xp-%s}
 port: {name: xpeer, device: "net_af_packet8,iface=%s"}
-services:
-  - {name: roce, ring_size: 4096, consumer: {type: roce}}
-  - {name: other}
-default_service: other
-roce:
-  service: roce
-  address: %s
+%s
   listen: [{port: 7471, app: echo}]
 metrics: {listen: "%s"}
 shutdown: {drain_timeout: 1s}
-`, sfx, n.v.PeerIf, n.peerIP, peerMetrics))
+`, sfx, n.v.PeerIf, roceYAML(n.peerIP), peerMetrics))
 	peer := daemonproc.StartIn(t, n.v.NS, n.bin, peerCfg, peerMetrics)
 
 	cfg := n.config(t, daemonproc.FreeAddr(t))

@@ -66,13 +66,19 @@ func xdpNodeYAML(iface, addr string) string {
   name: xnode
   mode: af_xdp
   af_xdp: {interface: %s, attach: generic}
-services:
+%s`, iface, roceYAML(addr))
+}
+
+// roceYAML is the services and roce sections of a RoCE endpoint at
+// addr; the roce section's last, so that the caller can add to it.
+func roceYAML(addr string) string {
+	return fmt.Sprintf(`services:
   - {name: roce, ring_size: 4096, consumer: {type: roce}}
   - {name: other}
 default_service: other
 roce:
   service: roce
-  address: %s`, iface, addr)
+  address: %s`, addr)
 }
 
 // daemonConfig is config with free metrics address, for a test that
