@@ -62,9 +62,13 @@ func TestCephOverRoCEXDP(t *testing.T) {
 		}
 		return m[1]
 	}
-	write := bw(c.Rados(t, logf, "-p", pool, "bench", "5", "write", "--no-cleanup"))
-	seq := bw(c.Rados(t, logf, "-p", pool, "bench", "5", "seq"))
-	t.Logf("roce-bench af_xdp-generic %s %s", write, seq)
+	// A write bench, as TestCephOverRoCE runs: the get above reads. A
+	// seq bench (16 reads of 4 MiB at once toward the TCG guest) once
+	// overflowed the guest's tap (83,054 frames dropped on its way in)
+	// while the suite's other guest ran, and crawled at 0.7 MB/s into
+	// its time limit on go-back-N resends: issue 21's slow recovery.
+	write := bw(c.Rados(t, logf, "-p", pool, "bench", "5", "write"))
+	t.Logf("roce-bench af_xdp-generic %s", write)
 
 	checkRoCEIdle(t, n.Daemon, n.Ifname)
 	logf("the client gone: no QP or bridged connection left, no RNR NAK")
