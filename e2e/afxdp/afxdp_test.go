@@ -15,6 +15,8 @@ import (
 	"github.com/cilium/ebpf/asm"
 	"github.com/vishvananda/netlink"
 
+	"github.com/cephdpdkd/cephdpdkd/internal/afxdp"
+	"github.com/cephdpdkd/cephdpdkd/internal/config"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/daemonproc"
 	"github.com/cephdpdkd/cephdpdkd/internal/xdp"
@@ -38,7 +40,13 @@ func newNode(t *testing.T) *node {
 	if err := n.v.HostAddr(netip.MustParsePrefix(n.ip + "/24")); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { xdp.Detach(n.v.HostIndex, xdp.Generic) })
+	t.Cleanup(func() {
+		// Where the machine has a BPF file system, the daemon attached
+		// through a link pinned there: a test that ends without
+		// restore-nic must not leave the pin (and the link) behind.
+		os.Remove(afxdp.PinPath(config.DefaultBPFFS, n.v.HostIf))
+		xdp.Detach(n.v.HostIndex, xdp.Generic)
+	})
 	return n
 }
 
