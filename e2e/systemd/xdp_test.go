@@ -226,14 +226,14 @@ type xdpNode struct {
 }
 
 // xdpSnapshot is what the af_xdp checks look at, read in one command.
+// xdpSnapshot is the unit's and the NIC's state (snapshot), and the
+// interface's program.
 type xdpSnapshot struct {
-	active, restarts string // the unit's ActiveState and NRestarts
-	driver           string // the NIC's driver
+	snapshot
 	addr             bool   // the interface has guestAddr
 	link             string // ip -o link show
 	prog, name, mode string // the attached program's id and name, xdp or xdpgeneric
 	record           string // /run/cephdpdkd/IFACE.xdp.json
-	hugepages        int
 	bpffs            string // what is in /sys/fs/bpf
 }
 
@@ -244,26 +244,15 @@ var (
 
 func (x *xdpNode) snapshot(t *testing.T) xdpSnapshot {
 	t.Helper()
-	out := x.run(t, fmt.Sprintf(`echo "driver=$(basename "$(readlink /sys/bus/pci/devices/%s/driver)" 2>/dev/null)"; `+
-		`echo "hugepages=$(cat /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages)"; `+
-		`systemctl show -p ActiveState -p NRestarts %s; `+
-		`echo "addr=$(ip -o -4 addr show dev %s | grep -c ' %s ')"; `+
+	sn := xdpSnapshot{snapshot: x.daemon.snapshot(t)}
+	out := x.run(t, fmt.Sprintf(`echo "addr=$(ip -o -4 addr show dev %s | grep -c ' %s ')"; `+
 		`echo "link=$(ip -o link show dev %s)"; `+
 		`echo "record=$(tr -d ' \n' </run/cephdpdkd/%s.xdp.json 2>/dev/null)"; `+
 		`echo "bpffs=$(find /sys/fs/bpf -mindepth 1 | paste -sd' ')"`,
-		sysguest.NICAddr, x.unit, x.iface, guestAddr, x.iface, x.iface))
-	var sn xdpSnapshot
+		x.iface, guestAddr, x.iface, x.iface))
 	for _, l := range strings.Split(out, "\n") {
 		k, v, _ := strings.Cut(strings.TrimSpace(l), "=")
 		switch k {
-		case "driver":
-			sn.driver = v
-		case "hugepages":
-			sn.hugepages, _ = strconv.Atoi(v)
-		case "ActiveState":
-			sn.active = v
-		case "NRestarts":
-			sn.restarts = v
 		case "addr":
 			sn.addr = v == "1"
 		case "link":
