@@ -20,7 +20,7 @@ import (
 
 const (
 	// maxExposure is systemd-analyze security's overall exposure of the
-	// unit, as deploy/README.md states it (Hardening).
+	// unit, as docs/operator/systemd.md states it (Hardening).
 	maxExposure = 6.5
 
 	unitFile   = "cephdpdkd@.service"
@@ -145,12 +145,12 @@ echo "exposure: $(systemd-analyze security --offline=yes ./cephdpdkd@data0.servi
 		t.Errorf("systemd-analyze verify printed warnings:\n%s", out)
 	}
 	t.Log(lines[len(lines)-1])
-	// The exposure deploy/README.md states, which hardening may lower but
+	// The exposure docs/operator/systemd.md states, which hardening may lower but
 	// nothing may raise.
 	if m := regexp.MustCompile(`exposure level for \S+: (\d+\.\d)`).FindStringSubmatch(out); m == nil {
 		t.Errorf("no exposure level in systemd-analyze security's output:\n%s", out)
 	} else if e, _ := strconv.ParseFloat(m[1], 64); e > maxExposure {
-		t.Errorf("systemd-analyze security: exposure %s, above the %.1f deploy/README.md states", m[1], maxExposure)
+		t.Errorf("systemd-analyze security: exposure %s, above the %.1f docs/operator/systemd.md states", m[1], maxExposure)
 	}
 
 	// And it fails where it should: a directive systemd does not know.

@@ -549,23 +549,23 @@ scrape_configs:
 	t.Logf("live part took %v", time.Since(began).Round(time.Millisecond))
 }
 
-// The README's count of alerts is the rules file's.
-func TestREADMEAlertCount(t *testing.T) {
+// docs/operator/monitoring.md's count of alerts is the rules file's.
+func TestMonitoringAlertCount(t *testing.T) {
 	alerts := 0
 	for _, r := range loadRules(t) {
 		if r.Alert != "" {
 			alerts++
 		}
 	}
-	b, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	b, err := os.ReadFile(filepath.Join(repoRoot, "docs", "operator", "monitoring.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := regexp.MustCompile(`cephdpdkd\.rules\.yml` + "`" + `, whose (\d+) alerts`).FindSubmatch(b)
 	if m == nil {
-		t.Fatal("the README does not say how many alerts cephdpdkd.rules.yml has")
+		t.Fatal("docs/operator/monitoring.md does not say how many alerts cephdpdkd.rules.yml has")
 	}
 	if n, _ := strconv.Atoi(string(m[1])); n != alerts {
-		t.Errorf("the README says %d alerts; cephdpdkd.rules.yml has %d", n, alerts)
+		t.Errorf("docs/operator/monitoring.md says %d alerts; cephdpdkd.rules.yml has %d", n, alerts)
 	}
 }

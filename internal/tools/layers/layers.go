@@ -1,6 +1,6 @@
 // Package layers writes down the module's import layers, which its test
 // checks against the code with go list -deps: imports run one way, down
-// (README's Architecture section has the same table).
+// (docs/architecture.md has the same table).
 //
 // A package not listed is in layer 0: plain Go that needs no DPDK (the
 // header parsers, the classifier, the RoCE transport, configuration,

@@ -130,17 +130,17 @@ func TestLayersListReal(t *testing.T) {
 	}
 }
 
-// TestREADMETable checks the README's layer table against Layers: each
-// layer's row names exactly its packages (the boundary's row may also
-// name the leaves it imports).
-func TestREADMETable(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "..", "..", "README.md"))
+// TestArchitectureTable checks docs/architecture.md's layer table against
+// Layers: each layer's row names exactly its packages (the boundary's row
+// may also name the leaves it imports).
+func TestArchitectureTable(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "..", "docs", "architecture.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, table, ok := strings.Cut(string(b), "\n| layer | packages |\n")
 	if !ok {
-		t.Fatal("README has no layer table")
+		t.Fatal("docs/architecture.md has no layer table")
 	}
 	table, _, _ = strings.Cut(table, "\n\n")
 	row := regexp.MustCompile(`^\| (\d+) [^|]*\| (.*) \|$`)
@@ -160,12 +160,12 @@ func TestREADMETable(t *testing.T) {
 		got := rows[l.Rank]
 		for _, p := range l.Packages {
 			if !slices.Contains(got, p) {
-				t.Errorf("README's layer %d does not name %s", l.Rank, p)
+				t.Errorf("docs/architecture.md's layer %d does not name %s", l.Rank, p)
 			}
 		}
 		for _, p := range got {
 			if !slices.Contains(l.Packages, p) && !(l.Rank == 1 && slices.Contains(BoundaryImports, p)) {
-				t.Errorf("README's layer %d names %s, which Layers puts elsewhere", l.Rank, p)
+				t.Errorf("docs/architecture.md's layer %d names %s, which Layers puts elsewhere", l.Rank, p)
 			}
 		}
 	}

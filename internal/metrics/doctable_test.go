@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -89,19 +90,22 @@ func declaredNames(t *testing.T) []string {
 	return slices.Compact(names)
 }
 
-// readmeMetrics returns the metric names of the README's metrics
-// reference, as rows write them: a full name, then names that continue
+// metricsTable is the metrics reference, relative to this package.
+const metricsTable = "../../docs/reference/metrics.md"
+
+// docMetrics returns the metric names of the metrics reference's tables
+// (rows whose header is "metric"), as rows write them: a full name, then names that continue
 // it from one of its underscores ("`cephdpdkd_port_rx_packets_total`,
 // `_rx_bytes_total`"), each resolved against known.
-func readmeMetrics(t *testing.T, known []string) (names, unresolved []string) {
+func docMetrics(t *testing.T, known []string) (names, unresolved []string) {
 	t.Helper()
-	rows, err := docref.Names("../../README.md", "Metrics reference")
+	rows, err := docref.Rows(metricsTable, "metric")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, row := range rows {
 		first := ""
-		for _, k := range row {
+		for _, k := range docref.Code(row.Cells[0]) {
 			if !strings.HasPrefix(k, "_") {
 				first = k
 				names = append(names, k)
@@ -115,32 +119,32 @@ func readmeMetrics(t *testing.T, known []string) (names, unresolved []string) {
 				}
 			}
 			if !found {
-				unresolved = append(unresolved, first+" … "+k)
+				unresolved = append(unresolved, fmt.Sprintf("%s:%d: %s … %s", metricsTable, row.Line, first, k))
 			}
 		}
 	}
 	return names, unresolved
 }
 
-// The README's metrics reference lists every metric the collectors
-// declare, and nothing else.
-func TestREADMEMetrics(t *testing.T) {
+// The metrics reference lists every metric the collectors declare, and
+// nothing else.
+func TestMetricsTable(t *testing.T) {
 	code := declaredNames(t)
-	doc, unresolved := readmeMetrics(t, code)
+	doc, unresolved := docMetrics(t, code)
 	if len(code) < 50 || len(doc) < 50 {
-		t.Fatalf("found %d metrics in the code and %d in the README", len(code), len(doc))
+		t.Fatalf("found %d metrics in the code and %d in %s", len(code), len(doc), metricsTable)
 	}
 	for _, u := range unresolved {
-		t.Errorf("the README's %s names no declared metric", u)
+		t.Errorf("%s names no declared metric", u)
 	}
 	for _, n := range code {
 		if !slices.Contains(doc, n) {
-			t.Errorf("%s is not in the README's metrics reference", n)
+			t.Errorf("%s: metric %s is missing: add a row | `%s` | <type> | <labels> | <meaning> |", metricsTable, n, n)
 		}
 	}
 	for _, n := range doc {
 		if !slices.Contains(code, n) {
-			t.Errorf("the README lists %s, which no collector declares", n)
+			t.Errorf("%s: metric %s is not one any collector declares: remove it", metricsTable, n)
 		}
 	}
 }
