@@ -2,8 +2,8 @@
 // container image (Containerfile, and packages.txt, the Debian packages
 // it installs) and the manifests that deploy it to a fleet: a cephadm
 // custom-container service spec (cephadm.yaml) and a Kubernetes
-// DaemonSet with its ConfigMap (kubernetes.yaml). deploy/README.md,
-// Containers, says how to use them.
+// DaemonSet with its ConfigMap (kubernetes.yaml).
+// docs/operator/containers.md says how to use them.
 //
 // Its Go test checks the manifests statically (the fields a node daemon
 // needs, the configurations they carry through the daemon's own
