@@ -38,8 +38,7 @@ func declared(t *testing.T) map[string][]string {
 	}
 	// vars are a file's local []string{...} of labels, passed as vars...
 	var vars map[string][]string
-	var lits func(es []ast.Expr) []string
-	lits = func(es []ast.Expr) []string {
+	lits := func(es []ast.Expr) []string {
 		var out []string
 		for _, e := range es {
 			if s, ok := lit(e); ok {
