@@ -175,10 +175,10 @@ func isLetter(r rune) bool {
 	return r >= 0xc0 && r <= 0x24f
 }
 
-// MarkdownFiles returns README.md and every .md file under docs/ of the
-// repository at root.
+// MarkdownFiles returns README.md, deploy/README.md and every .md file
+// under docs/ of the repository at root.
 func MarkdownFiles(root string) ([]string, error) {
-	files := []string{filepath.Join(root, "README.md")}
+	files := []string{filepath.Join(root, "README.md"), filepath.Join(root, "deploy", "README.md")}
 	err := filepath.WalkDir(filepath.Join(root, "docs"), func(p string, d os.DirEntry, err error) error {
 		if err != nil {
 			return err

@@ -19,7 +19,7 @@ var pending = []string{
 	"docs/operator/cutover.md",
 }
 
-// Every relative link of the README and of docs/ names a file or directory
+// Every relative link of the READMEs and of docs/ names a file or directory
 // of the repository, and its anchor, if any, a heading of that file.
 func TestLinks(t *testing.T) {
 	files, err := MarkdownFiles(root)
