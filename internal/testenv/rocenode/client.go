@@ -175,8 +175,9 @@ func TraceNeighbours(ctx context.Context, g *rxeguest.Guest) error {
 // neighbour cache's statistics (unresolved discards), eth0's qdisc (a
 // backlog that does not drain is a transmit queue that stopped), its
 // transmit timeouts, the kernel's last messages, its clock (uptime
-// against the test's own time), and the last of its neighbour and ARP
-// trace (TraceNeighbours turns it on).
+// against the test's own time), the last of its neighbour and ARP trace
+// (TraceNeighbours turns it on), and both sides' view of eth0's
+// virtqueues (which side a stopped transmit queue waits on).
 func GuestNetState(ctx context.Context, g *rxeguest.Guest) string {
 	out, _, err := g.Run(ctx, "grep -H . /sys/class/infiniband/*/ports/1/hw_counters/* | sed 's|.*/||' | grep -v ':0$'; ip -s neigh; ip -s link; cat /proc/net/stat/arp_cache; "+
 		"/usr/sbin/tc -s qdisc show dev eth0; echo tx_timeout $(cat /sys/class/net/eth0/queues/tx-0/tx_timeout); dmesg | tail -n 20; "+
@@ -184,6 +185,13 @@ func GuestNetState(ctx context.Context, g *rxeguest.Guest) string {
 		"grep -v '^#' /sys/kernel/tracing/trace | tail -n 60")
 	if err != nil {
 		return err.Error()
+	}
+	qs, err := g.Virtqueues(ctx)
+	if err != nil {
+		return out + "eth0's virtqueues: " + err.Error() + "\n"
+	}
+	for _, q := range qs {
+		out += "eth0's " + q.String() + "\n"
 	}
 	return out
 }

@@ -7,9 +7,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -45,6 +47,7 @@ type Guest struct {
 
 	bridge   *Switch
 	shareDir string        // host side of GuestShareDir; "" without WithShare
+	qmpPath  string        // qemu's QMP socket (Virtqueues)
 	proc     *qemuvm.VM    // nil until started
 	sh       *qemuvm.Shell // the console's shell
 
@@ -176,15 +179,18 @@ func Boot(ctx context.Context, t harness.TB, b *Switch, name string, addr netip.
 	if cfg.share {
 		appendArgs = append(appendArgs, "rxe_share="+shareTag)
 	}
+	// A QMP socket for failure reports (Virtqueues); qemu removes it when
+	// it exits normally, shutdown otherwise.
+	g.qmpPath = filepath.Join(os.TempDir(), "cddrxe-"+b.NS+"-"+name+".qmp")
 	args := []string{"-name", b.NS + "/" + name, "-nodefaults", "-no-user-config", "-display", "none",
-		"-monitor", "none", "-serial", "stdio", "-no-reboot",
+		"-monitor", "none", "-qmp", "unix:" + qemuvm.Escape(g.qmpPath) + ",server=on,wait=off", "-serial", "stdio", "-no-reboot",
 		"-m", strconv.Itoa(cfg.memMiB), "-smp", "1"}
 	args = append(args, cfg.accel...)
 	args = append(args,
 		"-kernel", im.Kernel(), "-initrd", im.Initrd(),
 		"-append", strings.Join(appendArgs, " "),
 		"-netdev", "tap,id=n0,ifname="+g.Tap+",script=no,downscript=no",
-		"-device", "virtio-net-pci,netdev=n0,mac="+cfg.mac.String()+",romfile=")
+		"-device", "virtio-net-pci,id="+nicID+",netdev=n0,mac="+cfg.mac.String()+",romfile=")
 	if cfg.share {
 		// security_model=none: files are created as qemu's user (root),
 		// and the guest's chown and chmod are ignored.
@@ -249,6 +255,9 @@ func (g *Guest) shutdown() error {
 		errs = append(errs, g.proc.Kill())
 	}
 	if err := g.bridge.DelTap(g.Tap); err != nil {
+		errs = append(errs, err)
+	}
+	if err := os.Remove(g.qmpPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		errs = append(errs, err)
 	}
 	if g.shareDir != "" {
