@@ -37,6 +37,7 @@ func TestCheckConfigInstances(t *testing.T) {
 		"config " + copied + ": clashes with another instance on this machine:",
 		"eal.file_prefix cephdpdkd-sample is also " + first + "'s",
 		"metrics.listen 127.0.0.1:9477 is also " + first + "'s: a port no instance uses: 127.0.0.1:9478",
+		"poll loop lcore 1 is also " + first + "'s",
 	} {
 		if code != 1 || !strings.Contains(errOut, want) {
 			t.Errorf("an unedited copy: exit %d, want 1 and %q in\n%s%s", code, want, out, errOut)
@@ -47,8 +48,10 @@ func TestCheckConfigInstances(t *testing.T) {
 		t.Errorf("--offline: exit %d\n%s%s", code, out, errOut)
 	}
 
+	// Its poll loop on lcore 0, the first's main lcore, and its main
+	// lcore 1: a 2-CPU machine holds both.
 	second := strings.NewReplacer("name: sample", "name: second", "file_prefix: cephdpdkd-sample", "file_prefix: cephdpdkd-second",
-		"127.0.0.1:9477", "127.0.0.1:9478").Replace(string(sample))
+		"127.0.0.1:9477", "127.0.0.1:9478", "main_lcore: 0", "main_lcore: 1").Replace(string(sample))
 	write("copy.yaml", second)
 	write("broken.yaml", "port: {name: [\n")
 	code, out, errOut = runCLI("check-config", "--instances", dir, copied)

@@ -39,7 +39,8 @@ func (c Clash) Error() string {
 // resources lists what an instance holds on the machine, key → values:
 // the EAL file prefix (its runtime directory and lock), the metrics
 // address, the NIC (a PCI address, a kernel interface a PMD or the XDP
-// program takes), and the exception path's interface.
+// program takes), the exception path's interface, and the poll loops'
+// lcores.
 func (c *Config) resources() map[string][]string {
 	r := map[string][]string{"eal.file_prefix": {c.EAL.FilePrefix}}
 	if c.Metrics.Listen != MetricsOff {
@@ -64,6 +65,12 @@ func (c *Config) resources() map[string][]string {
 		nics = append(nics, "interface "+c.Port.AFXDP.Interface)
 	}
 	r["port"] = nics
+	// Each poll loop spins on its lcore: two on one CPU halve each
+	// other. Main lcores may be shared: they run the Go runtime's DPDK
+	// calls, not a poll loop.
+	for _, p := range c.Pollers {
+		r["poll loop lcore"] = append(r["poll loop lcore"], strconv.Itoa(p.Lcore))
+	}
 	if k := c.Kernel; k != nil {
 		where := ""
 		if k.NetNS != "" {
@@ -96,15 +103,15 @@ func sameListen(a, b string) bool {
 // Clashes returns what c shares with others that two daemons on one
 // machine cannot share: eal.file_prefix (the default, "cephdpdkd-" and
 // port.name, differs when the port's names do), metrics.listen (one port
-// an instance: DefaultMetricsListen's, then the next ones), the NIC, and
-// the exception path's interface (kernel.interface, port.name by
-// default).
+// an instance: DefaultMetricsListen's, then the next ones), the NIC, the
+// exception path's interface (kernel.interface, port.name by default),
+// and the CPUs of the poll loops.
 func Clashes(c *Config, others []Instance) []Clash {
 	var out []Clash
 	mine := c.resources()
 	for _, o := range others {
 		theirs := o.Config.resources()
-		for _, key := range []string{"eal.file_prefix", "metrics.listen", "port", "kernel.interface"} {
+		for _, key := range []string{"eal.file_prefix", "metrics.listen", "port", "kernel.interface", "poll loop lcore"} {
 			for _, v := range mine[key] {
 				for _, w := range theirs[key] {
 					same := v == w
@@ -122,6 +129,8 @@ func Clashes(c *Config, others []Instance) []Clash {
 						cl.Hint = "a port no instance uses: " + FreeMetricsListen(append([]Instance{{Config: c}}, others...))
 					case "kernel.interface":
 						cl.Hint = "each instance's exception path needs its own interface name"
+					case "poll loop lcore":
+						cl.Hint = "give each instance's poll loops CPUs of their own (eal.lcores, pollers)"
 					}
 					out = append(out, cl)
 				}
