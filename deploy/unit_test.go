@@ -24,7 +24,7 @@ const (
 	maxExposure = 6.5
 
 	unitFile   = "cephdpdkd@.service"
-	binPath    = "/usr/local/bin/cephdpdkd"
+	binPath    = "/usr/bin/cephdpdkd"
 	configPath = "/etc/cephdpdkd/%i.yaml"
 )
 
@@ -106,7 +106,7 @@ func TestMain(m *testing.M) {
 }
 
 // privately runs a shell script in a private mount namespace, where it
-// may mount over /usr/local/bin or /run without the machine seeing it.
+// may mount over /usr/bin or /run without the machine seeing it.
 func privately(t *testing.T, script string, args ...string) (string, error) {
 	t.Helper()
 	if os.Geteuid() != 0 {
@@ -120,6 +120,13 @@ func privately(t *testing.T, script string, args ...string) (string, error) {
 	return string(out), err
 }
 
+// withBinary puts the binary $1 at the unit's path, on an overlay of
+// /usr/bin that only the private mount namespace sees.
+const withBinary = `mount -t tmpfs tmpfs /mnt
+mkdir /mnt/upper /mnt/work
+mount -t overlay overlay -o lowerdir=/usr/bin,upperdir=/mnt/upper,workdir=/mnt/work /usr/bin
+cp "$1" ` + binPath + "\n"
+
 // systemd-analyze verify passes on an instance, with the real binary at
 // the unit's path: every directive known, every command executable.
 func TestUnitVerify(t *testing.T) {
@@ -132,8 +139,7 @@ func TestUnitVerify(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(dir, unitFile), unitText, 0o644)
 	os.Symlink(unitFile, filepath.Join(dir, "cephdpdkd@data0.service"))
-	out, err := privately(t, `mount -t tmpfs tmpfs /usr/local/bin
-cp "$1" /usr/local/bin/cephdpdkd
+	out, err := privately(t, withBinary+`
 cd "$2"
 systemd-analyze verify --man=no ./cephdpdkd@data0.service
 echo "exposure: $(systemd-analyze security --offline=yes ./cephdpdkd@data0.service 2>&1 | tail -1)"`, bin, dir)
@@ -155,8 +161,7 @@ echo "exposure: $(systemd-analyze security --offline=yes ./cephdpdkd@data0.servi
 
 	// And it fails where it should: a directive systemd does not know.
 	os.WriteFile(filepath.Join(dir, unitFile), []byte(strings.Replace(string(unitText), "NotifyAccess=main", "NotifyAccess=main\nWatchdogSecs=10", 1)), 0o644)
-	out, _ = privately(t, `mount -t tmpfs tmpfs /usr/local/bin
-cp "$1" /usr/local/bin/cephdpdkd
+	out, _ = privately(t, withBinary+`
 cd "$2"
 systemd-analyze verify --man=no ./cephdpdkd@data0.service 2>&1 || true`, bin, dir)
 	if !strings.Contains(out, "WatchdogSecs") {

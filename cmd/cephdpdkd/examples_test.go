@@ -26,14 +26,14 @@ func TestExampleConfigs(t *testing.T) {
 			services: []string{"mon kernel", "osd kernel", "roce roce", "other kernel"},
 			paths: []string{
 				"kernel exception path: interface ens3f0 (tap) in the daemon's namespace, addresses [192.0.2.10/24]",
-				"roce endpoint: 192.0.2.10 on service roce, at most 16 sessions",
+				"roce endpoint: 192.0.2.10 on service roce, at most 4096 sessions",
 				"roce bridge: rdma_cm ports [3300 6800-7568] to kernel TCP on 192.0.2.10",
 			},
 		},
 		"examples/ceph-node-afxdp.yaml": {
 			services: []string{"roce roce", "other count"},
 			paths: []string{
-				"roce endpoint: 192.0.2.10 on service roce, at most 16 sessions",
+				"roce endpoint: 192.0.2.10 on service roce, at most 4096 sessions",
 				"roce bridge: rdma_cm ports [3300 6800-7568] to kernel TCP on 192.0.2.10",
 			},
 		},

@@ -5,7 +5,7 @@
 // Usage:
 //
 //	cephdpdkd run [--config FILE] [--run-dir DIR]  run the daemon (embedded default config without --config)
-//	cephdpdkd check-config [--offline] [--run-dir DIR] FILE  validate a configuration and print the plan
+//	cephdpdkd check-config [--offline] [--run-dir DIR] [--instances DIR] FILE  validate a configuration and print the plan
 //	cephdpdkd status [--url URL]     print a running daemon's status line
 //	cephdpdkd reload --config FILE   check FILE, then have the daemon running it reload it (SIGHUP)
 //	cephdpdkd pcap-check FILE        verify every RoCEv2 frame of a capture
@@ -100,9 +100,10 @@ func usage(w io.Writer) {
   cephdpdkd run [--config FILE] [--status=auto|on|off] [--run-dir DIR]
                                  run the daemon; without --config, the embedded default
                                  (a net_pcap vdev replaying sample Ceph traffic, no NIC needed)
-  cephdpdkd check-config [--offline] [--run-dir DIR] FILE
+  cephdpdkd check-config [--offline] [--run-dir DIR] [--instances DIR] FILE
                                  validate a configuration against this machine (--offline: for
-                                 another one) and print what it will build
+                                 another one) and the other instances in /etc/cephdpdkd (EAL file
+                                 prefix, metrics address, NIC), and print what it will build
   cephdpdkd status [--url URL]   print a running daemon's status from its metrics
   cephdpdkd reload --config FILE [--wait DURATION]
                                  check FILE, then signal the daemon running it (found by its EAL

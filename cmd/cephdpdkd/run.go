@@ -331,11 +331,12 @@ func cmdCheckConfig(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	offline := fs.Bool("offline", false, "validate for another machine: skip the checks against this one (CPUs, capture files, interfaces, PCI devices, hugepages)")
 	runDir := fs.String("run-dir", nicbind.DefaultRunDir, "directory of run's state files (the af_xdp mode's program record)")
+	instances := fs.String("instances", config.InstanceDir, `the machine's instances (DIR/*.yaml), which FILE must not clash with: EAL file prefix, metrics address, NIC, exception-path interface ("": none; --offline: not compared)`)
 	if err := fs.Parse(args); err != nil {
 		return errUsage
 	}
 	if fs.NArg() != 1 {
-		fmt.Fprintln(stderr, "usage: cephdpdkd check-config [--offline] [--run-dir DIR] FILE")
+		fmt.Fprintln(stderr, "usage: cephdpdkd check-config [--offline] [--run-dir DIR] [--instances DIR] FILE")
 		return errUsage
 	}
 	args = fs.Args()
@@ -353,6 +354,12 @@ func cmdCheckConfig(args []string, stdout, stderr io.Writer) error {
 		}
 		if err := checkXDP(cfg, *runDir); err != nil {
 			return fmt.Errorf("config %s: %w", args[0], err)
+		}
+	}
+	compared := -1
+	if !*offline && *instances != "" {
+		if compared, err = checkInstances(args[0], cfg, *instances, stderr); err != nil {
+			return err
 		}
 	}
 	fmt.Fprintf(stdout, "%s: ok\n", args[0])
@@ -396,6 +403,9 @@ func cmdCheckConfig(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "poll loop on lcore %d: rx queues %v, services %v\n", p.Lcore, p.RxQueues, p.Services)
 	}
 	printPaths(stdout, cfg)
+	if compared >= 0 {
+		fmt.Fprintf(stdout, "instances: no clash with the %d other(s) in %s\n", compared, *instances)
+	}
 	return nil
 }
 

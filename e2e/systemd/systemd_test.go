@@ -201,7 +201,7 @@ func bootGuest(ctx context.Context, t *testing.T, steps *timeline, step string, 
 		t.Fatal(err)
 	}
 	opts.Files = append(opts.Files,
-		sysguest.File{Path: "/usr/local/bin/cephdpdkd", Mode: 0o755, Data: binData},
+		sysguest.File{Path: "/usr/bin/cephdpdkd", Mode: 0o755, Data: binData},
 		sysguest.File{Path: "/etc/systemd/system/cephdpdkd@.service", Data: unitFile})
 
 	done = steps.begin("guest image")

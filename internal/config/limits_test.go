@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -70,9 +71,9 @@ func TestValidateLimits(t *testing.T) {
 		{"extra log level", base, "extra_args: []", `extra_args: ["--log-level=*:info", "--in-memory"]`, nil},
 
 		{"roce valid", baseRoCE, "", "", nil},
-		{"negative max_sessions", baseRoCE, "max_sessions: 16", "max_sessions: -5", []string{"line 11: roce.max_sessions:", "outside 1..4096"}},
-		{"huge max_sessions", baseRoCE, "max_sessions: 16", "max_sessions: 4611686018427387904", []string{"line 11: roce.max_sessions:", "outside 1..4096"}},
-		{"max_sessions over the bound", baseRoCE, "max_sessions: 16", "max_sessions: 4097", []string{"line 11: roce.max_sessions:"}},
+		{"negative max_sessions", baseRoCE, "max_sessions: 16", "max_sessions: -5", []string{"line 11: roce.max_sessions:", fmt.Sprintf("outside 1..%d", MaxRoCESessions)}},
+		{"huge max_sessions", baseRoCE, "max_sessions: 16", "max_sessions: 4611686018427387904", []string{"line 11: roce.max_sessions:", fmt.Sprintf("outside 1..%d", MaxRoCESessions)}},
+		{"max_sessions over the bound", baseRoCE, "max_sessions: 16", fmt.Sprintf("max_sessions: %d", MaxRoCESessions+1), []string{"line 11: roce.max_sessions:"}},
 		{"negative roce memory", baseRoCE, "memory_mb: 256", "memory_mb: -1", []string{"line 12: roce.memory_mb:", "outside"}},
 		{"huge roce memory", baseRoCE, "memory_mb: 256", "memory_mb: 4611686018427387904", []string{"line 12: roce.memory_mb:", "outside"}},
 		// The endpoint transmits on roce.tx_queue 0 from pollers[0].

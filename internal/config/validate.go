@@ -95,7 +95,6 @@ func (c *Config) applyDefaults() {
 		orDefault(&r.SendBuffers, session.DefaultSendBuffers)
 		orDefault(&r.RecvBuffers, session.DefaultRecvBuffers)
 		orDefault(&r.MTU, cm.DefaultPathMTU)
-		orDefault(&r.MaxSessions, DefaultRoCESessions)
 		orDefault(&r.MemoryMB, DefaultRoCEMemoryMB)
 		orDefault(&r.RNRTimer, cm.DefaultMinRNRTimer)
 		orDefault(&r.Timeout, cm.DefaultTimeout)
@@ -107,6 +106,8 @@ func (c *Config) applyDefaults() {
 		}
 	}
 	c.kernelDefaults()
+	// After the bridge's pools have theirs (kernelDefaults).
+	c.roceSessionsDefault()
 	if c.Metrics.Listen == "" {
 		c.Metrics.Listen = DefaultMetricsListen
 	}
@@ -527,14 +528,48 @@ func orDefault[T comparable](v *T, def T) {
 // MaxRoCEWindow bounds roce.window, far inside the PSN space's half.
 const MaxRoCEWindow = 1 << 16
 
-// The daemon's own RoCE budget: roce.max_sessions sessions (each
-// registers send_buffers + recv_buffers buffers of buffer_size bytes) in
-// roce.memory_mb of DPDK memory.
+// The daemon's own RoCE budget: roce.max_sessions sessions in
+// roce.memory_mb of DPDK memory. A session of a built-in service
+// (roce.listen, roce.ceph_tcp) registers send_buffers + recv_buffers
+// buffers of buffer_size bytes of its own; the bridge's connections share
+// its pools, so an idle one registers nothing, and a node's thousands of
+// Ceph client connections fit the default. max_sessions also bounds the
+// bridge's connections, and the connection manager's table is 4 times
+// as large. Beyond registered memory a session costs its QP's state,
+// two goroutines and a descriptor for the bridge's TCP side, and an
+// entry in a completion queue sized for max_sessions (about 30-40 KiB
+// of process memory an idle bridged connection: TestBridgeScaleOverDPDK).
 const (
-	DefaultRoCESessions = 16
-	MaxRoCESessions     = 4096
+	DefaultRoCESessions = 4096
+	MaxRoCESessions     = 65536
 	DefaultRoCEMemoryMB = 256
 )
+
+// roceSessionsDefault sets roce.max_sessions when the file leaves it out:
+// DefaultRoCESessions, unless built-in services give each session buffers
+// of its own; then as many sessions as roce.memory_mb holds beside the
+// bridge's pools, at least one (validate says when even that does not
+// fit). Values out of their ranges leave DefaultRoCESessions, for
+// validate to name them.
+func (c *Config) roceSessionsDefault() {
+	r := c.RoCE
+	if r == nil || r.MaxSessions != 0 {
+		return
+	}
+	r.MaxSessions = DefaultRoCESessions
+	if len(r.Listen) == 0 && len(r.CephTCP) == 0 {
+		return
+	}
+	if r.MemoryMB < 1 || r.MemoryMB > MaxMemoryMB || r.BufferSize < session.MinBufferSize || r.BufferSize > session.MaxBufferSize ||
+		r.SendBuffers < 1 || r.SendBuffers > session.MaxBuffers || r.RecvBuffers < 1 || r.RecvBuffers > session.MaxBuffers {
+		return
+	}
+	room := r.MemoryMB << 20
+	if b := r.Bridge; b != nil && b.RecvPool >= 0 && b.RecvPool <= bridge.MaxPool && b.SendPool >= 0 && b.SendPool <= bridge.MaxPool {
+		room -= (b.RecvPool + b.SendPool) * r.BufferSize
+	}
+	r.MaxSessions = max(1, min(DefaultRoCESessions, room/((r.SendBuffers+r.RecvBuffers)*r.BufferSize)))
+}
 
 func (c *Config) validateRoCE(r *RoCE, services map[string]int, bad func(string, string, ...any)) {
 	if i, ok := services[r.Service]; !ok {

@@ -19,7 +19,7 @@
 //	b := qemuvm.NewSwitch(t, "cddsys-", "cddsyv", netip.Prefix{})
 //	peer, err := b.AddPeer(t, netip.MustParsePrefix("10.99.0.1/24"))
 //	g, err := sysguest.Boot(ctx, t, b, sysguest.Options{Hugepages: 128,
-//		Files: []sysguest.File{{Path: "/usr/local/bin/cephdpdkd", Mode: 0o755, Data: bin}}})
+//		Files: []sysguest.File{{Path: "/usr/bin/cephdpdkd", Mode: 0o755, Data: bin}}})
 //	out, err := g.RunOK(ctx, "systemctl start cephdpdkd@data0")
 //
 // The guest's console (ttyS0) carries the kernel's and systemd's messages,
