@@ -46,6 +46,8 @@ func fakeHostHuge(t *testing.T, activity nicbind.Activity) (*host, *nicbindtest.
 			Activity:   func(string) (nicbind.Activity, error) { return activity, nil },
 			LoadModule: tr.LoadModule,
 			SetLinkUp:  func(string) error { return nil },
+			Network:    tr.Network,
+			SetNetwork: tr.SetNetwork,
 			WriteFile:  tr.Write,
 			Timeout:    time.Second,
 		},
@@ -236,7 +238,7 @@ func TestHostLeavesOthersAlone(t *testing.T) {
 	}
 
 	// An operator bound it with dpdk-devbind.py: no state file.
-	pre := &nicbind.System{Sysfs: tr.Root, RunDir: t.TempDir(), Activity: h.nic.Activity, LoadModule: tr.LoadModule, WriteFile: tr.Write}
+	pre := &nicbind.System{Sysfs: tr.Root, RunDir: t.TempDir(), Activity: h.nic.Activity, Network: tr.Network, LoadModule: tr.LoadModule, WriteFile: tr.Write}
 	if _, err := pre.Bind("manual", nicbind.Request{Driver: nicbind.VFIO, PCI: hostPCI}); err != nil {
 		t.Fatal(err)
 	}

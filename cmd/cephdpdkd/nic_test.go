@@ -27,6 +27,8 @@ func fakeNICs(t *testing.T) (tr *nicbindtest.Tree, runDir string) {
 			Activity:   func(string) (nicbind.Activity, error) { return nicbind.Activity{}, nil },
 			LoadModule: tr.LoadModule,
 			SetLinkUp:  func(string) error { return nil },
+			Network:    tr.Network,
+			SetNetwork: tr.SetNetwork,
 			WriteFile:  tr.Write,
 			Timeout:    time.Second,
 		}

@@ -2,15 +2,15 @@
 
 // Package kernelif configures the exception-path interface through
 // netlink once DPDK has created it: it moves the interface into the
-// node's network namespace if asked, and sets its MTU, addresses and
-// link state there. DPDK creates and destroys the interface; this
-// package never creates or deletes links.
+// node's network namespace if asked, and sets its MTU, addresses, link
+// state and routes there. It also reads and puts back a NIC's addresses
+// and routes when the daemon gives the NIC back. DPDK creates and
+// destroys the interface; this package never creates or deletes links.
 package kernelif
 
 import (
 	"errors"
 	"fmt"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,9 +24,10 @@ type Config struct {
 	Name string
 	// NetNS is a name under /run/netns or an absolute path to a namespace
 	// file; empty keeps the interface where it is.
-	NetNS     string
-	MTU       int
-	Addresses []netip.Prefix
+	NetNS string
+	MTU   int
+	// Network is the node's addresses and routes on the interface.
+	Network Network
 }
 
 // NamespacePath resolves a configured namespace: a bare name is one made
@@ -45,9 +46,11 @@ type Interface struct {
 }
 
 // Setup moves the interface named cfg.Name from the caller's namespace to
-// cfg.NetNS (when set), then sets the MTU, assigns the addresses and sets
-// the link up there. An interface moved to another namespace goes down,
-// so nothing is configured before the move.
+// cfg.NetNS (when set), then sets the MTU, assigns the addresses, sets
+// the link up and installs the routes there, and returns once no
+// address is tentative: the node's network is usable then. An interface
+// moved to another namespace goes down, so nothing is configured before
+// the move.
 func Setup(cfg Config) (*Interface, error) {
 	cur, err := netlink.NewHandle()
 	if err != nil {
@@ -82,14 +85,8 @@ func Setup(cfg Config) (*Interface, error) {
 			return nil, fmt.Errorf("kernelif: %s MTU %d: %w", cfg.Name, cfg.MTU, err)
 		}
 	}
-	for _, a := range cfg.Addresses {
-		addr := &netlink.Addr{IPNet: prefixToIPNet(a)}
-		if err := h.AddrReplace(link, addr); err != nil {
-			return nil, fmt.Errorf("kernelif: %s address %v: %w", cfg.Name, a, err)
-		}
-	}
-	if err := h.LinkSetUp(link); err != nil {
-		return nil, fmt.Errorf("kernelif: %s up: %w", cfg.Name, err)
+	if err := apply(h, link, cfg.Network); err != nil {
+		return nil, err
 	}
 	return &Interface{cfg: cfg, index: link.Attrs().Index}, nil
 }
