@@ -408,7 +408,11 @@ func printPaths(w io.Writer, cfg *config.Config) {
 		if k.NetNS != "" {
 			ns = "namespace " + k.NetNS
 		}
-		fmt.Fprintf(w, "kernel exception path: interface %s (%s) in %s, addresses %v\n", k.Interface, k.Driver, ns, k.Addresses)
+		fmt.Fprintf(w, "kernel exception path: interface %s (%s) in %s, addresses %v", k.Interface, k.Driver, ns, k.Addresses)
+		if n := daemon.KernelNetwork(k); len(n.Routes) > 0 {
+			fmt.Fprintf(w, ", routes %v", n.Routes)
+		}
+		fmt.Fprintln(w)
 	}
 	r := cfg.RoCE
 	if r == nil {

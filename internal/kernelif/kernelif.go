@@ -17,6 +17,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 // Config is what the interface should look like.
@@ -52,7 +53,7 @@ type Interface struct {
 // moved to another namespace goes down, so nothing is configured before
 // the move.
 func Setup(cfg Config) (*Interface, error) {
-	cur, err := netlink.NewHandle()
+	cur, err := netlink.NewHandle(unix.NETLINK_ROUTE)
 	if err != nil {
 		return nil, fmt.Errorf("kernelif: netlink: %w", err)
 	}
@@ -72,7 +73,7 @@ func Setup(cfg Config) (*Interface, error) {
 		if err := cur.LinkSetNsFd(link, int(ns)); err != nil {
 			return nil, fmt.Errorf("kernelif: move %s to %s: %w", cfg.Name, path, err)
 		}
-		if h, err = netlink.NewHandleAt(ns); err != nil {
+		if h, err = netlink.NewHandleAt(ns, unix.NETLINK_ROUTE); err != nil {
 			return nil, fmt.Errorf("kernelif: netlink in %s: %w", path, err)
 		}
 		defer h.Close()

@@ -120,7 +120,9 @@ func waitDAD(h *netlink.Handle, link netlink.Link, timeout time.Duration) error 
 // the addresses and routes of n and sets it up: what a restored NIC
 // gets back when the daemon lets go of it.
 func Apply(ifname string, n Network) error {
-	h, err := netlink.NewHandle()
+	// Route only: a handle for every family would also open XFRM and
+	// netfilter sockets, which a kernel without those modules refuses.
+	h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
 	if err != nil {
 		return fmt.Errorf("kernelif: netlink: %w", err)
 	}

@@ -27,6 +27,8 @@ func (s *System) Bind(port string, r Request) (*State, error) {
 		// state file says where it was.
 		if prev, _ := s.ReadState(s.StatePath(port)); prev != nil && prev.Interface == r.Interface {
 			addr, ifname, err = prev.PCI, prev.Interface, nil
+		} else {
+			addr, ifname, err = s.waitTarget(r)
 		}
 	}
 	if err != nil {
@@ -37,6 +39,26 @@ func (s *System) Bind(port string, r Request) (*State, error) {
 		return nil, fmt.Errorf("bind %s (%s) to %s: %w", port, addr, r.Driver, err)
 	}
 	return st, nil
+}
+
+// waitTarget waits for the requested interface to exist: a unit started
+// at boot, before network.target, may run before udev has named the NIC
+// (the driver's eth0 is renamed a moment after its probe).
+func (s *System) waitTarget(r Request) (addr, ifname string, err error) {
+	timeout := s.AppearTimeout
+	if timeout == 0 {
+		timeout = DefaultAppearTimeout
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		if addr, ifname, err = s.target(r); err == nil {
+			return addr, ifname, nil
+		}
+		if time.Now().After(deadline) {
+			return "", "", fmt.Errorf("%w (waited %v for it)", err, timeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // target resolves a request to a PCI address and the interface it has now.
@@ -304,10 +326,20 @@ func (s *System) waitInterface(st *State) (string, error) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	// udev may have given it another name.
+	// The driver names it eth0, and udev renames it a moment later; the
+	// kernel refuses to rename an interface that is up, so it must not
+	// be set up before: wait for its name, until the deadline, after
+	// which udev has given it another.
 	name := st.Interface
-	if names := s.Interfaces(st.PCI); !contains(names, name) {
-		name = names[0]
+	for names := s.Interfaces(st.PCI); !contains(names, name); names = s.Interfaces(st.PCI) {
+		if time.Now().After(deadline) {
+			if len(names) == 0 {
+				return "", fmt.Errorf("interface %s went away after it reappeared", st.Interface)
+			}
+			name = names[0]
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	if !st.Network.Empty() {
 		set := s.SetNetwork
@@ -344,6 +376,10 @@ func (s *System) leaveRecord(st *State, name string) error {
 		return fmt.Errorf("interface %s: addresses and routes: %w", name, err)
 	}
 	rec := Restored{Port: st.Port, PCI: st.PCI, Interface: name, Up: st.Up || !st.Network.Empty(), Activity: a, Time: time.Now().UTC()}
+	if !rec.Up && len(a.Addresses) == 0 && len(a.Routes) == 0 {
+		// An idle NIC: Bind takes it without a record.
+		return nil
+	}
 	return statefile.Write(s.RestoredPath(st.Port), rec)
 }
 

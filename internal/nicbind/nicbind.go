@@ -46,6 +46,8 @@ const (
 	DefaultSysfs   = sysfs.Default
 	DefaultRunDir  = statefile.DefaultDir
 	DefaultTimeout = 10 * time.Second
+	// DefaultAppearTimeout is well within the unit's TimeoutStartSec.
+	DefaultAppearTimeout = 60 * time.Second
 )
 
 // iffUp is IFF_UP in /sys/class/net/<if>/flags.
@@ -82,6 +84,10 @@ type System struct {
 	// Timeout bounds the wait for a restored interface; DefaultTimeout
 	// when zero.
 	Timeout time.Duration
+	// AppearTimeout bounds Bind's wait for Request.Interface to exist:
+	// at boot the daemon may start before udev has named the NIC.
+	// DefaultAppearTimeout when zero.
+	AppearTimeout time.Duration
 }
 
 // Request says which device to bind and to what.
@@ -150,9 +156,12 @@ type Restored struct {
 	Time      time.Time `json:"time"`
 }
 
+// restoredKind names the Restored records: port.restored.json.
+const restoredKind = "restored"
+
 // RestoredPath returns the file of a port's Restored record.
 func (s *System) RestoredPath(port string) string {
-	return statefile.Path(s.RunDir, port, "restored")
+	return statefile.Path(s.RunDir, port, restoredKind)
 }
 
 // isPCIName reports whether name is a PCI address as sysfs writes it,

@@ -35,12 +35,13 @@ func setup(t *testing.T, activity map[string]nicbind.Activity) (*nicbindtest.Tre
 		Activity: func(ifname string) (nicbind.Activity, error) {
 			return activity[ifname], nil
 		},
-		LoadModule: tr.LoadModule,
-		SetLinkUp:  func(ifname string) error { linkUp = append(linkUp, ifname); return nil },
-		Network:    tr.Network,
-		SetNetwork: tr.SetNetwork,
-		WriteFile:  tr.Write,
-		Timeout:    time.Second,
+		LoadModule:    tr.LoadModule,
+		SetLinkUp:     func(ifname string) error { linkUp = append(linkUp, ifname); return nil },
+		Network:       tr.Network,
+		SetNetwork:    tr.SetNetwork,
+		WriteFile:     tr.Write,
+		Timeout:       time.Second,
+		AppearTimeout: 200 * time.Millisecond,
 	}
 	return tr, s, &linkUp
 }
@@ -456,5 +457,28 @@ func TestRestoreNetwork(t *testing.T) {
 				t.Errorf("the Restored record outlived the bind that used it: %v", err)
 			}
 		})
+	}
+}
+
+// TestBindWaitsForTheInterface: at boot the unit may start before udev
+// has named the NIC; Bind waits for the interface, within AppearTimeout.
+func TestBindWaitsForTheInterface(t *testing.T) {
+	tr, s, _ := setup(t, nil)
+	s.AppearTimeout = 10 * time.Second
+	const delay = 300 * time.Millisecond
+	added := make(chan struct{})
+	go func() {
+		defer close(added)
+		time.Sleep(delay)
+		tr.AddNIC(t, nicbindtest.NIC{PCI: "0000:3c:00.0", Vendor: "8086", Device: "10fb", Driver: "ixgbe", Interface: "ens9", IOMMUGroup: "43"})
+	}()
+	start := time.Now()
+	st, err := s.Bind("node9", nicbind.Request{Driver: nicbind.VFIO, Interface: "ens9"})
+	<-added
+	if err != nil {
+		t.Fatalf("Bind of an interface that appears after %v: %v", delay, err)
+	}
+	if took := time.Since(start); took < delay || st.PCI != "0000:3c:00.0" {
+		t.Errorf("bound %s after %v; want 0000:3c:00.0 after at least %v", st.PCI, took, delay)
 	}
 }
