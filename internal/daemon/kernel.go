@@ -113,6 +113,15 @@ func (d *Daemon) startKernel() error {
 	return nil
 }
 
+// ForeignKernelConfig returns what is on the exception path's interface
+// that the kernel section did not put there; nothing without one.
+func (d *Daemon) ForeignKernelConfig() (kernelif.Network, error) {
+	if d.kernel == nil || d.kernel.iface == nil {
+		return kernelif.Network{}, nil
+	}
+	return d.kernel.iface.Foreign()
+}
+
 // KernelNetwork returns the node's addresses and routes that the kernel
 // section puts on the exception path.
 func KernelNetwork(k *config.Kernel) kernelif.Network {

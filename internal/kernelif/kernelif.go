@@ -92,6 +92,21 @@ func Setup(cfg Config) (*Interface, error) {
 	return &Interface{cfg: cfg, index: link.Attrs().Index}, nil
 }
 
+// Foreign returns the addresses and routes on the interface that Setup
+// did not put there: what a network manager that adopted the interface
+// (it has the NIC's name and MAC) added. Only for an interface in the
+// caller's namespace; nothing is reported for one moved elsewhere.
+func (i *Interface) Foreign() (Network, error) {
+	if i.cfg.NetNS != "" {
+		return Network{}, nil
+	}
+	now, err := Read(i.cfg.Name)
+	if err != nil {
+		return Network{}, err
+	}
+	return now.Minus(i.cfg.Network.installed()), nil
+}
+
 // Index returns the interface index in its (final) namespace.
 func (i *Interface) Index() int { return i.index }
 

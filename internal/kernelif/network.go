@@ -43,17 +43,39 @@ type Network struct {
 // Empty reports that n holds neither addresses nor routes.
 func (n Network) Empty() bool { return len(n.Addresses) == 0 && len(n.Routes) == 0 }
 
-// Merge returns n with what o adds to it, each address and route once.
+// Merge returns n with what o adds to it.
 func (n Network) Merge(o Network) Network {
-	out := Network{Addresses: slices.Clone(n.Addresses), Routes: slices.Clone(n.Routes)}
-	for _, a := range o.Addresses {
-		if !slices.Contains(out.Addresses, a) {
-			out.Addresses = append(out.Addresses, a)
+	add := o.Minus(n)
+	return Network{Addresses: append(slices.Clone(n.Addresses), add.Addresses...), Routes: append(slices.Clone(n.Routes), add.Routes...)}
+}
+
+// Minus returns what n holds that o does not.
+func (n Network) Minus(o Network) Network {
+	return Network{Addresses: without(n.Addresses, o.Addresses), Routes: without(n.Routes, o.Routes)}
+}
+
+// without returns the items of list not in drop, each once.
+func without[T comparable](list, drop []T) []T {
+	var out []T
+	for _, v := range list {
+		if !slices.Contains(drop, v) && !slices.Contains(out, v) {
+			out = append(out, v)
 		}
 	}
-	for _, r := range o.Routes {
-		if !slices.Contains(out.Routes, r) {
-			out.Routes = append(out.Routes, r)
+	return out
+}
+
+// ipv6DefaultMetric is the metric the kernel gives an IPv6 route added
+// with none.
+const ipv6DefaultMetric = 1024
+
+// installed returns n as the kernel lists it once applied: an IPv6
+// route without a metric has the kernel's default one.
+func (n Network) installed() Network {
+	out := Network{Addresses: n.Addresses, Routes: slices.Clone(n.Routes)}
+	for i, r := range out.Routes {
+		if r.Metric == 0 && r.Via.Is6() {
+			out.Routes[i].Metric = ipv6DefaultMetric
 		}
 	}
 	return out
