@@ -1,6 +1,7 @@
 package kernelif
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -81,6 +82,24 @@ func (n Network) installed() Network {
 	return out
 }
 
+// dumpRetries bounds the retries of a netlink dump that changed while
+// the kernel wrote it.
+const dumpRetries = 10
+
+// RetryDump runs a netlink dump (AddrList, RouteList) again while the
+// kernel reports it interrupted: addresses change state under it (IPv6
+// duplicate address detection ending, a route added), and the library
+// then returns partial results with netlink.ErrDumpInterrupted.
+func RetryDump[T any](dump func() ([]T, error)) ([]T, error) {
+	for i := 0; ; i++ {
+		v, err := dump()
+		if !errors.Is(err, netlink.ErrDumpInterrupted) || i == dumpRetries {
+			return v, err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // dadTimeout bounds the wait for IPv6 duplicate address detection: one
 // probe and a second by default, more where dad_transmits is raised.
 const dadTimeout = 10 * time.Second
@@ -115,7 +134,7 @@ func apply(h *netlink.Handle, link netlink.Link, n Network) error {
 func waitDAD(h *netlink.Handle, link netlink.Link, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		addrs, err := h.AddrList(link, netlink.FAMILY_V6)
+		addrs, err := RetryDump(func() ([]netlink.Addr, error) { return h.AddrList(link, netlink.FAMILY_V6) })
 		if err != nil {
 			return fmt.Errorf("kernelif: %s addresses: %w", link.Attrs().Name, err)
 		}
@@ -165,7 +184,7 @@ func Read(ifname string) (Network, error) {
 	if err != nil {
 		return n, fmt.Errorf("kernelif: interface %s: %w", ifname, err)
 	}
-	addrs, err := netlink.AddrList(link, netlink.FAMILY_ALL)
+	addrs, err := RetryDump(func() ([]netlink.Addr, error) { return netlink.AddrList(link, netlink.FAMILY_ALL) })
 	if err != nil {
 		return n, fmt.Errorf("kernelif: %s addresses: %w", ifname, err)
 	}
@@ -176,7 +195,7 @@ func Read(ifname string) (Network, error) {
 		}
 		n.Addresses = append(n.Addresses, p)
 	}
-	routes, err := netlink.RouteList(link, netlink.FAMILY_ALL)
+	routes, err := RetryDump(func() ([]netlink.Route, error) { return netlink.RouteList(link, netlink.FAMILY_ALL) })
 	if err != nil {
 		return n, fmt.Errorf("kernelif: %s routes: %w", ifname, err)
 	}
