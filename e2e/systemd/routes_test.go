@@ -82,8 +82,8 @@ metrics:
 }
 
 // cephLikeScript is cephLike's ExecStart: it fails unless the node's
-// addresses are on the interface (none tentative), its default route
-// goes through the gateway, and the host behind the gateway answers.
+// addresses are on the interface (none tentative), its routes go
+// through the gateway, and the gateway answers.
 func cephLikeScript() string {
 	return fmt.Sprintf(`#!/bin/sh
 set -e
@@ -92,10 +92,12 @@ ip -br addr show dev %[1]s | grep -q ' %[2]s'
 ip -br addr show dev %[1]s | grep -q ' %[3]s'
 test -z "$(ip -6 addr show dev %[1]s tentative)"
 ip route show default | grep 'via %[4]s dev %[1]s'
-# The first frames wait for the NIC's link (autonegotiation, under
-# TCG) and the gateway's ARP reply: a Ceph daemon retries too.
+ip route get %[5]s | grep 'via %[4]s dev %[1]s'
+# The gateway answers (the hosts behind it are set up after the first
+# boot). The first frames wait for the NIC's link (autonegotiation,
+# under TCG) and the gateway's ARP reply: a Ceph daemon retries too.
 for i in $(seq 10); do
-	ping -c 1 -W 2 %[5]s && break
+	ping -c 1 -W 2 %[4]s && break
 	[ $i -lt 10 ] || exit 1
 done
 echo "cdd-ceph-like: the node's network is up"
