@@ -25,7 +25,7 @@ func TestExampleConfigs(t *testing.T) {
 		"examples/ceph-node.yaml": {
 			services: []string{"mon kernel", "osd kernel", "roce roce", "other kernel"},
 			paths: []string{
-				"kernel exception path: interface ens3f0 (tap) in the daemon's namespace, addresses [192.0.2.10/24]",
+				"kernel exception path: interface ens3f0 (tap) in the daemon's namespace, addresses [192.0.2.10/24], routes [default via 192.0.2.1]",
 				"roce endpoint: 192.0.2.10 on service roce, at most 4096 sessions",
 				"roce bridge: rdma_cm ports [3300 6800-7568] to kernel TCP on 192.0.2.10",
 			},

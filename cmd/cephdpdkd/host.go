@@ -6,8 +6,10 @@ import (
 	"log/slog"
 
 	"github.com/cephdpdkd/cephdpdkd/internal/config"
+	"github.com/cephdpdkd/cephdpdkd/internal/daemon"
 	"github.com/cephdpdkd/cephdpdkd/internal/devargs"
 	"github.com/cephdpdkd/cephdpdkd/internal/hugepages"
+	"github.com/cephdpdkd/cephdpdkd/internal/kernelif"
 	"github.com/cephdpdkd/cephdpdkd/internal/nicbind"
 	"github.com/cephdpdkd/cephdpdkd/internal/xdp"
 )
@@ -105,7 +107,7 @@ func (h *host) bindNIC(cfg *config.Config) (release func() error, err error) {
 	iface, pci := cfg.Port.BindTarget()
 	want := devargs.Name(cfg.Port.Device)
 	statePath := h.nic.StatePath(cfg.Port.Name)
-	st, err := h.nic.Bind(cfg.Port.Name, nicbind.Request{Driver: b.Driver, Interface: iface, PCI: pci, Force: b.Force})
+	st, err := h.nic.Bind(cfg.Port.Name, nicbind.Request{Driver: b.Driver, Interface: iface, PCI: pci, Force: b.Force, Network: nodeNetwork(cfg)})
 	if err != nil {
 		// A bind that failed half-way has its state file: put back
 		// what it changed.
@@ -123,11 +125,24 @@ func (h *host) bindNIC(cfg *config.Config) (release func() error, err error) {
 		h.log.Info("NIC already on its DPDK driver, bound before: nothing to restore at stop", "pci", st.PCI, "driver", st.Driver)
 	} else {
 		h.log.Info("NIC bound", "pci", st.PCI, "driver", st.Driver, "original_driver", st.OrigDriver,
-			"interface", st.Interface, "state", statePath)
+			"interface", st.Interface, "state", statePath,
+			"restores_addresses", st.Network.Addresses, "restores_routes", st.Network.Routes)
 	}
 	return releaser(h.nic.Restore, statePath, func(rs *nicbind.State) {
-		h.log.Info("NIC restored", "pci", rs.PCI, "driver", rs.OrigDriver, "interface", rs.Interface)
+		h.log.Info("NIC restored", "pci", rs.PCI, "driver", rs.OrigDriver, "interface", rs.Interface,
+			"addresses", rs.Network.Addresses, "routes", rs.Network.Routes)
 	}), nil
+}
+
+// nodeNetwork is what the daemon owns on the exception path and a stop
+// puts back on the NIC: kernel.addresses and kernel.routes, when the
+// interface stays in the daemon's namespace and so takes the NIC's place
+// there. Moved to another namespace, they are not the host's.
+func nodeNetwork(cfg *config.Config) kernelif.Network {
+	if cfg.Kernel == nil || cfg.Kernel.NetNS != "" {
+		return kernelif.Network{}
+	}
+	return daemon.KernelNetwork(cfg.Kernel)
 }
 
 // checkBind checks, reading only, that port.bind.interface is

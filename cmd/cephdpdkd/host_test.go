@@ -43,11 +43,14 @@ func fakeHostHuge(t *testing.T, activity nicbind.Activity) (*host, *nicbindtest.
 		huge: huge,
 		nic: &nicbind.System{
 			Sysfs: tr.Root, RunDir: filepath.Join(t.TempDir(), "run"),
-			Activity:   func(string) (nicbind.Activity, error) { return activity, nil },
-			LoadModule: tr.LoadModule,
-			SetLinkUp:  func(string) error { return nil },
-			WriteFile:  tr.Write,
-			Timeout:    time.Second,
+			Activity:      func(string) (nicbind.Activity, error) { return activity, nil },
+			LoadModule:    tr.LoadModule,
+			SetLinkUp:     func(string) error { return nil },
+			Network:       tr.Network,
+			SetNetwork:    tr.SetNetwork,
+			WriteFile:     tr.Write,
+			Timeout:       time.Second,
+			AppearTimeout: 200 * time.Millisecond,
 		},
 		log: slog.New(slog.NewTextHandler(&logs, nil)),
 	}, tr, k, &logs
@@ -236,7 +239,7 @@ func TestHostLeavesOthersAlone(t *testing.T) {
 	}
 
 	// An operator bound it with dpdk-devbind.py: no state file.
-	pre := &nicbind.System{Sysfs: tr.Root, RunDir: t.TempDir(), Activity: h.nic.Activity, LoadModule: tr.LoadModule, WriteFile: tr.Write}
+	pre := &nicbind.System{Sysfs: tr.Root, RunDir: t.TempDir(), Activity: h.nic.Activity, Network: tr.Network, LoadModule: tr.LoadModule, WriteFile: tr.Write}
 	if _, err := pre.Bind("manual", nicbind.Request{Driver: nicbind.VFIO, PCI: hostPCI}); err != nil {
 		t.Fatal(err)
 	}

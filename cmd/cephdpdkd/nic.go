@@ -134,8 +134,11 @@ func restoreNIC(cfg *config.Config, sys *nicbind.System, stdout io.Writer) error
 	msg := fmt.Sprintf("restore-nic: port %s: %s back on %s", st.Port, st.PCI, st.OrigDriver)
 	if st.Interface != "" {
 		msg += ", interface " + st.Interface
-		if st.Up {
-			msg += " (up; addresses and routes are not restored)"
+		switch {
+		case !st.Network.Empty():
+			msg += fmt.Sprintf(" up with addresses %v and routes %v", st.Network.Addresses, st.Network.Routes)
+		case st.Up:
+			msg += " (up)"
 		}
 	}
 	fmt.Fprintln(stdout, msg)

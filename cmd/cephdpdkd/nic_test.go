@@ -24,11 +24,14 @@ func fakeNICs(t *testing.T) (tr *nicbindtest.Tree, runDir string) {
 	nicSystem = func(sysfs, runDir string) *nicbind.System {
 		return &nicbind.System{
 			Sysfs: sysfs, RunDir: runDir,
-			Activity:   func(string) (nicbind.Activity, error) { return nicbind.Activity{}, nil },
-			LoadModule: tr.LoadModule,
-			SetLinkUp:  func(string) error { return nil },
-			WriteFile:  tr.Write,
-			Timeout:    time.Second,
+			Activity:      func(string) (nicbind.Activity, error) { return nicbind.Activity{}, nil },
+			LoadModule:    tr.LoadModule,
+			SetLinkUp:     func(string) error { return nil },
+			Network:       tr.Network,
+			SetNetwork:    tr.SetNetwork,
+			WriteFile:     tr.Write,
+			Timeout:       time.Second,
+			AppearTimeout: 200 * time.Millisecond,
 		}
 	}
 	if _, err := nicSystem(tr.Root, runDir).Bind("node0", nicbind.Request{Driver: nicbind.VFIO, Interface: "ens1f0"}); err != nil {

@@ -113,6 +113,41 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	})
 }
 
+// foreignEvery is how often the exception path is checked for addresses
+// and routes that are not the kernel section's.
+const foreignEvery = 10 * time.Second
+
+// watchForeign logs, each time it changes, what a network manager (or an
+// operator) added to the exception path's interface: the daemon owns its
+// addresses and routes (docs/operator/cutover.md), and a manager that
+// adopted the interface, which has the NIC's name and MAC, fights it.
+func watchForeign(ctx context.Context, d *daemon.Daemon, log *slog.Logger) {
+	t := time.NewTicker(foreignEvery)
+	defer t.Stop()
+	last := ""
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		f, err := d.ForeignKernelConfig()
+		if err != nil {
+			log.Debug("kernel interface: addresses and routes", "err", err)
+			continue
+		}
+		if now := fmt.Sprint(f); now != last {
+			last = now
+			if f.Empty() {
+				log.Info("kernel interface: only the kernel section's addresses and routes again")
+			} else {
+				log.Warn("kernel interface: addresses and routes the kernel section did not put there: is a network manager configuring it? (docs/operator/cutover.md)",
+					"addresses", f.Addresses, "routes", f.Routes)
+			}
+		}
+	}
+}
+
 // runOptions are cmdRun's settings for runDaemon.
 type runOptions struct {
 	stdout     io.Writer
@@ -192,6 +227,9 @@ func runDaemon(ctx context.Context, shuttingDown context.CancelCauseFunc, cfg *c
 		agent.Run(ctx)
 	}()
 	agent.Ready(fmt.Sprintf("port %s started, %d poll loops", cfg.Port.Name, len(d.Pollers())))
+	if cfg.Kernel != nil {
+		go watchForeign(ctx, d, log)
+	}
 
 	runErr := waitReloading(ctx, d, o, reloads)
 	// From here on a signal cuts the shutdown short. This also ends the
@@ -418,7 +456,11 @@ func printPaths(w io.Writer, cfg *config.Config) {
 		if k.NetNS != "" {
 			ns = "namespace " + k.NetNS
 		}
-		fmt.Fprintf(w, "kernel exception path: interface %s (%s) in %s, addresses %v\n", k.Interface, k.Driver, ns, k.Addresses)
+		fmt.Fprintf(w, "kernel exception path: interface %s (%s) in %s, addresses %v", k.Interface, k.Driver, ns, k.Addresses)
+		if n := daemon.KernelNetwork(k); len(n.Routes) > 0 {
+			fmt.Fprintf(w, ", routes %v", n.Routes)
+		}
+		fmt.Fprintln(w)
 	}
 	r := cfg.RoCE
 	if r == nil {

@@ -7,5 +7,11 @@
 // fires on a stopped process. TestSystemdXDP runs the unit in the af_xdp
 // mode on the same NIC, which keeps its kernel driver and address: the
 // XDP program through start, RoCE from the peer, reload, SIGKILL and
-// restart, and stop.
+// restart, and stop. TestSystemdRoutes runs a node's instance enabled at
+// boot, whose exception path takes over the NIC's name with the node's
+// addresses and routes (docs/operator/cutover.md): a host behind a
+// gateway is reached through the daemon, through the restored NIC after
+// a stop, and through the daemon again after a start, kill -9 and an
+// in-place reboot, at whose boots a unit ordered like Ceph's starts after
+// READY=1 and finds the node's network.
 package systemd

@@ -25,6 +25,11 @@ type Kernel struct {
 	MTU int `yaml:"mtu"`
 	// Addresses are assigned to the interface, e.g. 10.0.0.5/24.
 	Addresses []InterfaceAddr `yaml:"addresses"`
+	// Routes are installed on the interface once it is up with its
+	// addresses: the daemon owns the node's routes through this NIC (a
+	// default gateway included), as it owns its addresses, and a stop
+	// puts both back on the NIC (docs/operator/cutover.md).
+	Routes []Route `yaml:"routes"`
 	// NetNS is a named network namespace (as in `ip netns`) or the path
 	// of a namespace file to move the interface into; empty keeps it in
 	// the daemon's own namespace.
@@ -54,6 +59,7 @@ const (
 	MaxInterfaceName     = 15
 	DefaultKernelDescs   = 512
 	MaxKernelAddresses   = 64
+	MaxKernelRoutes      = 64
 	DefaultKernelPercent = 50 // default budget as a share of burst_size
 )
 
@@ -73,6 +79,103 @@ func (a *InterfaceAddr) UnmarshalYAML(n *yaml.Node) error {
 	}
 	a.Prefix = netip.PrefixFrom(ip, ip.BitLen())
 	return nil
+}
+
+// Route is one of kernel.routes: {to: 10.1.0.0/16 or default, via:
+// 10.0.0.1, metric: 100}. To is the destination prefix, 0.0.0.0/0 (or
+// ::/0) for "default", in the family of Via.
+type Route struct {
+	To     netip.Prefix
+	Via    netip.Addr
+	Metric int
+}
+
+// routeYAML is a Route as written.
+type routeYAML struct {
+	To     string `yaml:"to"`
+	Via    string `yaml:"via"`
+	Metric int    `yaml:"metric"`
+}
+
+// UnmarshalYAML reads {to, via, metric}; a route needs both to and via
+// (a route without a gateway is the one the kernel adds for an address).
+func (r *Route) UnmarshalYAML(n *yaml.Node) error {
+	var y routeYAML
+	if err := n.Decode(&y); err != nil {
+		return err
+	}
+	if y.Via == "" {
+		return fmt.Errorf("line %d: route to %q has no via: want {to: 10.1.0.0/16 or default, via: 10.0.0.1}", n.Line, y.To)
+	}
+	via, err := netip.ParseAddr(y.Via)
+	if err != nil {
+		return fmt.Errorf("line %d: route via %q is not an address", n.Line, y.Via)
+	}
+	switch {
+	case y.To == "default":
+		r.To = netip.PrefixFrom(netip.IPv4Unspecified(), 0)
+		if via.Is6() {
+			r.To = netip.PrefixFrom(netip.IPv6Unspecified(), 0)
+		}
+	case y.To == "":
+		return fmt.Errorf("line %d: route via %v has no to: want a prefix (10.1.0.0/16) or default", n.Line, via)
+	default:
+		if r.To, err = netip.ParsePrefix(y.To); err != nil {
+			return fmt.Errorf("line %d: route to %q is not a prefix (10.1.0.0/16) or default", n.Line, y.To)
+		}
+	}
+	r.Via, r.Metric = via, y.Metric
+	return nil
+}
+
+// dest is the destination as ip-route(8) writes it: "default" for /0.
+func (r Route) dest() string {
+	if r.To.Bits() == 0 {
+		return "default"
+	}
+	return r.To.String()
+}
+
+// validateRoutes checks kernel.routes against the addresses: each
+// destination is a network address of the gateway's family, each gateway
+// is on the subnet of one of the addresses (the kernel could not reach it
+// otherwise: no route via a gateway behind another gateway), and no
+// destination is listed twice at one metric.
+func validateRoutes(bad func(string, string, ...any), addrs []InterfaceAddr, routes []Route) {
+	if len(routes) > MaxKernelRoutes {
+		bad("kernel.routes", "%d routes; at most %d", len(routes), MaxKernelRoutes)
+	}
+	type key struct {
+		to     netip.Prefix
+		metric int
+	}
+	seen := map[key]int{}
+	for i, r := range routes {
+		path := fmt.Sprintf("kernel.routes[%d]", i)
+		onLink := false
+		for _, a := range addrs {
+			if a.Addr().Is4() == r.Via.Is4() && a.Masked().Contains(r.Via) && a.Addr() != r.Via {
+				onLink = true
+			}
+		}
+		k := key{r.To, r.Metric}
+		j, dup := seen[k]
+		switch {
+		case r.To.Addr().Is4() != r.Via.Is4():
+			bad(path, "%v via %v mixes IPv4 and IPv6", r.To, r.Via)
+		case r.To != r.To.Masked():
+			bad(path, "%v has host bits set: the network is %v", r.To, r.To.Masked())
+		case !r.Via.IsGlobalUnicast() && !r.Via.IsPrivate() && !r.Via.IsLinkLocalUnicast():
+			bad(path, "gateway %v is not a unicast address", r.Via)
+		case r.Metric < 0:
+			bad(path, "metric %d is negative", r.Metric)
+		case !onLink && !r.Via.IsLinkLocalUnicast():
+			bad(path, "gateway %v is on none of the subnets of kernel.addresses: the kernel could not reach it", r.Via)
+		case dup:
+			bad(path, "%s at metric %d is kernel.routes[%d] again", r.dest(), r.Metric, j)
+		}
+		seen[k] = i
+	}
 }
 
 var ifnameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
@@ -151,6 +254,7 @@ func (c *Config) validateKernel(bad func(string, string, ...any)) {
 		}
 		seen[a.Addr()] = true
 	}
+	validateRoutes(bad, k.Addresses, k.Routes)
 	if strings.ContainsAny(k.NetNS, "\x00") || (k.NetNS != "" && !strings.HasPrefix(k.NetNS, "/") && strings.ContainsAny(k.NetNS, "/ ")) {
 		bad("kernel.netns", "%q: want a name from `ip netns list` or an absolute path", k.NetNS)
 	}

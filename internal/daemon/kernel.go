@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/netip"
 	"os"
 
 	"github.com/cephdpdkd/cephdpdkd/consumer"
@@ -103,18 +102,37 @@ func (d *Daemon) startKernel() error {
 	if err := d.kernel.port.Start(); err != nil {
 		return fmt.Errorf("daemon: start kernel interface %s: %w", k.Interface, err)
 	}
-	addrs := make([]netip.Prefix, len(k.Addresses))
-	for i, a := range k.Addresses {
-		addrs[i] = a.Prefix
-	}
-	iface, err := kernelif.Setup(kernelif.Config{Name: k.Interface, NetNS: k.NetNS, MTU: k.MTU, Addresses: addrs})
+	network := KernelNetwork(k)
+	iface, err := kernelif.Setup(kernelif.Config{Name: k.Interface, NetNS: k.NetNS, MTU: k.MTU, Network: network})
 	if err != nil {
 		return err
 	}
 	d.kernel.iface = iface
 	d.log.Info("kernel interface up", "interface", iface.String(), "driver", k.Driver, "mtu", k.MTU,
-		"addresses", addrs, "services", len(d.kernel.consumer.Services))
+		"addresses", network.Addresses, "routes", network.Routes, "services", len(d.kernel.consumer.Services))
 	return nil
+}
+
+// ForeignKernelConfig returns what is on the exception path's interface
+// that the kernel section did not put there; nothing without one.
+func (d *Daemon) ForeignKernelConfig() (kernelif.Network, error) {
+	if d.kernel == nil || d.kernel.iface == nil {
+		return kernelif.Network{}, nil
+	}
+	return d.kernel.iface.Foreign()
+}
+
+// KernelNetwork returns the node's addresses and routes that the kernel
+// section puts on the exception path.
+func KernelNetwork(k *config.Kernel) kernelif.Network {
+	var n kernelif.Network
+	for _, a := range k.Addresses {
+		n.Addresses = append(n.Addresses, a.Prefix)
+	}
+	for _, r := range k.Routes {
+		n.Routes = append(n.Routes, kernelif.Route{To: r.To, Via: r.Via, Metric: r.Metric})
+	}
+	return n
 }
 
 // closeKernel frees what the exception path holds and removes the

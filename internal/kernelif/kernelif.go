@@ -2,21 +2,22 @@
 
 // Package kernelif configures the exception-path interface through
 // netlink once DPDK has created it: it moves the interface into the
-// node's network namespace if asked, and sets its MTU, addresses and
-// link state there. DPDK creates and destroys the interface; this
-// package never creates or deletes links.
+// node's network namespace if asked, and sets its MTU, addresses, link
+// state and routes there. It also reads and puts back a NIC's addresses
+// and routes when the daemon gives the NIC back. DPDK creates and
+// destroys the interface; this package never creates or deletes links.
 package kernelif
 
 import (
 	"errors"
 	"fmt"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 // Config is what the interface should look like.
@@ -24,9 +25,10 @@ type Config struct {
 	Name string
 	// NetNS is a name under /run/netns or an absolute path to a namespace
 	// file; empty keeps the interface where it is.
-	NetNS     string
-	MTU       int
-	Addresses []netip.Prefix
+	NetNS string
+	MTU   int
+	// Network is the node's addresses and routes on the interface.
+	Network Network
 }
 
 // NamespacePath resolves a configured namespace: a bare name is one made
@@ -45,11 +47,13 @@ type Interface struct {
 }
 
 // Setup moves the interface named cfg.Name from the caller's namespace to
-// cfg.NetNS (when set), then sets the MTU, assigns the addresses and sets
-// the link up there. An interface moved to another namespace goes down,
-// so nothing is configured before the move.
+// cfg.NetNS (when set), then sets the MTU, assigns the addresses, sets
+// the link up and installs the routes there, and returns once no
+// address is tentative: the node's network is usable then. An interface
+// moved to another namespace goes down, so nothing is configured before
+// the move.
 func Setup(cfg Config) (*Interface, error) {
-	cur, err := netlink.NewHandle()
+	cur, err := netlink.NewHandle(unix.NETLINK_ROUTE)
 	if err != nil {
 		return nil, fmt.Errorf("kernelif: netlink: %w", err)
 	}
@@ -69,7 +73,7 @@ func Setup(cfg Config) (*Interface, error) {
 		if err := cur.LinkSetNsFd(link, int(ns)); err != nil {
 			return nil, fmt.Errorf("kernelif: move %s to %s: %w", cfg.Name, path, err)
 		}
-		if h, err = netlink.NewHandleAt(ns); err != nil {
+		if h, err = netlink.NewHandleAt(ns, unix.NETLINK_ROUTE); err != nil {
 			return nil, fmt.Errorf("kernelif: netlink in %s: %w", path, err)
 		}
 		defer h.Close()
@@ -82,16 +86,25 @@ func Setup(cfg Config) (*Interface, error) {
 			return nil, fmt.Errorf("kernelif: %s MTU %d: %w", cfg.Name, cfg.MTU, err)
 		}
 	}
-	for _, a := range cfg.Addresses {
-		addr := &netlink.Addr{IPNet: prefixToIPNet(a)}
-		if err := h.AddrReplace(link, addr); err != nil {
-			return nil, fmt.Errorf("kernelif: %s address %v: %w", cfg.Name, a, err)
-		}
-	}
-	if err := h.LinkSetUp(link); err != nil {
-		return nil, fmt.Errorf("kernelif: %s up: %w", cfg.Name, err)
+	if err := apply(h, link, cfg.Network); err != nil {
+		return nil, err
 	}
 	return &Interface{cfg: cfg, index: link.Attrs().Index}, nil
+}
+
+// Foreign returns the addresses and routes on the interface that Setup
+// did not put there: what a network manager that adopted the interface
+// (it has the NIC's name and MAC) added. Only for an interface in the
+// caller's namespace; nothing is reported for one moved elsewhere.
+func (i *Interface) Foreign() (Network, error) {
+	if i.cfg.NetNS != "" {
+		return Network{}, nil
+	}
+	now, err := Read(i.cfg.Name)
+	if err != nil {
+		return Network{}, err
+	}
+	return now.Minus(i.cfg.Network.installed()), nil
 }
 
 // Index returns the interface index in its (final) namespace.

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/vishvananda/netlink"
+
+	"github.com/cephdpdkd/cephdpdkd/internal/kernelif"
 )
 
 // netlinkActivity returns an interface's addresses and main-table routes,
@@ -16,7 +18,7 @@ func netlinkActivity(ifname string) (Activity, error) {
 	if err != nil {
 		return a, err
 	}
-	addrs, err := netlink.AddrList(link, netlink.FAMILY_ALL)
+	addrs, err := kernelif.RetryDump(func() ([]netlink.Addr, error) { return netlink.AddrList(link, netlink.FAMILY_ALL) })
 	if err != nil {
 		return a, err
 	}
@@ -26,7 +28,7 @@ func netlinkActivity(ifname string) (Activity, error) {
 		}
 		a.Addresses = append(a.Addresses, ad.IPNet.String())
 	}
-	routes, err := netlink.RouteList(link, netlink.FAMILY_ALL)
+	routes, err := kernelif.RetryDump(func() ([]netlink.Route, error) { return netlink.RouteList(link, netlink.FAMILY_ALL) })
 	if err != nil {
 		return a, err
 	}

@@ -3,10 +3,18 @@
 // dpdk-devbind.py does, and puts it back.
 //
 // Before it changes anything, Bind records the device's original driver,
-// interface name and link state in a state file; Restore reads that file,
-// rebinds the original driver, waits for the interface to come back and
-// removes the file. A bind that stopped half-way (a crash, a failed
-// write) is undone by the same Restore.
+// interface name, link state and network (its addresses and routes, and
+// those the daemon puts on the exception path instead) in a state file;
+// Restore reads that file, rebinds the original driver, waits for the
+// interface to come back, gives it its addresses and routes, and removes
+// the file. A bind that stopped half-way (a crash, a failed write) is
+// undone by the same Restore.
+//
+// Restore leaves a record of the interface as it left it (a "restored"
+// state file): the next Bind takes an interface that carries only what
+// that record lists, so that a restart after a crash (systemd's
+// ExecStopPost restores, then the daemon starts again) is not refused as
+// "in use". Anything else on the interface still is.
 //
 // Every path is under System.Sysfs, so tests run against a fake tree
 // (see package nicbindtest).
@@ -22,6 +30,7 @@ import (
 	"time"
 
 	"github.com/cephdpdkd/cephdpdkd/internal/devargs"
+	"github.com/cephdpdkd/cephdpdkd/internal/kernelif"
 	"github.com/cephdpdkd/cephdpdkd/internal/statefile"
 	"github.com/cephdpdkd/cephdpdkd/internal/sysfs"
 )
@@ -37,6 +46,8 @@ const (
 	DefaultSysfs   = sysfs.Default
 	DefaultRunDir  = statefile.DefaultDir
 	DefaultTimeout = 10 * time.Second
+	// DefaultAppearTimeout is well within the unit's TimeoutStartSec.
+	DefaultAppearTimeout = 60 * time.Second
 )
 
 // iffUp is IFF_UP in /sys/class/net/<if>/flags.
@@ -44,8 +55,8 @@ const iffUp = 0x1
 
 // Activity is what an interface still carries: the reasons it is in use.
 type Activity struct {
-	Addresses []string // e.g. "10.0.0.5/24"
-	Routes    []string // e.g. "10.0.0.0/24", "default via 10.0.0.1"
+	Addresses []string `json:"addresses,omitempty"` // e.g. "10.0.0.5/24"
+	Routes    []string `json:"routes,omitempty"`    // e.g. "10.0.0.0/24", "default via 10.0.0.1"
 }
 
 // System reads and writes one sysfs tree. The zero value works on the
@@ -61,12 +72,22 @@ type System struct {
 	LoadModule func(name string) error
 	// SetLinkUp brings an interface up after Restore; netlink when nil.
 	SetLinkUp func(ifname string) error
+	// Network reads an interface's addresses and routes at Bind;
+	// kernelif.Read when nil.
+	Network func(ifname string) (kernelif.Network, error)
+	// SetNetwork gives an interface addresses and routes and sets it up
+	// after Restore; kernelif.Apply when nil.
+	SetNetwork func(ifname string, n kernelif.Network) error
 	// WriteFile writes one sysfs attribute; nil writes the file, which
 	// must exist. Tests put a fake kernel here.
 	WriteFile func(path string, data []byte) error
 	// Timeout bounds the wait for a restored interface; DefaultTimeout
 	// when zero.
 	Timeout time.Duration
+	// AppearTimeout bounds Bind's wait for Request.Interface to exist:
+	// at boot the daemon may start before udev has named the NIC.
+	// DefaultAppearTimeout when zero.
+	AppearTimeout time.Duration
 }
 
 // Request says which device to bind and to what.
@@ -76,20 +97,28 @@ type Request struct {
 	PCI       string // its PCI address
 	// Force binds an interface that is up or has addresses or routes.
 	Force bool
+	// Network is what the daemon puts on the exception path in the
+	// NIC's place (kernel.addresses and kernel.routes): Restore puts it
+	// on the NIC, with what the NIC had at Bind, so that a stop leaves
+	// the node reachable.
+	Network kernelif.Network
 }
 
 // State is the content of a state file: what Restore puts back.
 type State struct {
-	Port       string    `json:"port"`
-	PCI        string    `json:"pci"`
-	Driver     string    `json:"driver"`          // the DPDK driver bound
-	OrigDriver string    `json:"original_driver"` // "" if it had none
-	Interface  string    `json:"interface,omitempty"`
-	OperState  string    `json:"operstate,omitempty"`
-	Up         bool      `json:"up"` // IFF_UP was set
-	IOMMUGroup string    `json:"iommu_group,omitempty"`
-	NoIOMMU    bool      `json:"noiommu,omitempty"`
-	Time       time.Time `json:"time"`
+	Port       string `json:"port"`
+	PCI        string `json:"pci"`
+	Driver     string `json:"driver"`          // the DPDK driver bound
+	OrigDriver string `json:"original_driver"` // "" if it had none
+	Interface  string `json:"interface,omitempty"`
+	OperState  string `json:"operstate,omitempty"`
+	Up         bool   `json:"up"` // IFF_UP was set
+	// Network is what Restore puts on the interface: its own addresses
+	// and routes at bind, and the request's.
+	Network    kernelif.Network `json:"network,omitempty"`
+	IOMMUGroup string           `json:"iommu_group,omitempty"`
+	NoIOMMU    bool             `json:"noiommu,omitempty"`
+	Time       time.Time        `json:"time"`
 }
 
 func (s *System) root() string { return sysfs.Root(s.Sysfs) }
@@ -115,6 +144,25 @@ func (s *System) write(path, data string) error {
 
 // StatePath returns the state file of a port.
 func (s *System) StatePath(port string) string { return statefile.Path(s.RunDir, port, "") }
+
+// Restored is the record Restore leaves of the interface it gave back:
+// what Bind may find on it without calling it in use.
+type Restored struct {
+	Port      string    `json:"port"`
+	PCI       string    `json:"pci"`
+	Interface string    `json:"interface"`
+	Up        bool      `json:"up"`
+	Activity  Activity  `json:"activity"`
+	Time      time.Time `json:"time"`
+}
+
+// restoredKind names the Restored records: port.restored.json.
+const restoredKind = "restored"
+
+// RestoredPath returns the file of a port's Restored record.
+func (s *System) RestoredPath(port string) string {
+	return statefile.Path(s.RunDir, port, restoredKind)
+}
 
 // isPCIName reports whether name is a PCI address as sysfs writes it,
 // which is also a safe path element.

@@ -2,12 +2,15 @@ package nicbind_test
 
 import (
 	"errors"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/cephdpdkd/cephdpdkd/internal/kernelif"
 	"github.com/cephdpdkd/cephdpdkd/internal/nicbind"
 	"github.com/cephdpdkd/cephdpdkd/internal/nicbind/nicbindtest"
 )
@@ -32,10 +35,13 @@ func setup(t *testing.T, activity map[string]nicbind.Activity) (*nicbindtest.Tre
 		Activity: func(ifname string) (nicbind.Activity, error) {
 			return activity[ifname], nil
 		},
-		LoadModule: tr.LoadModule,
-		SetLinkUp:  func(ifname string) error { linkUp = append(linkUp, ifname); return nil },
-		WriteFile:  tr.Write,
-		Timeout:    time.Second,
+		LoadModule:    tr.LoadModule,
+		SetLinkUp:     func(ifname string) error { linkUp = append(linkUp, ifname); return nil },
+		Network:       tr.Network,
+		SetNetwork:    tr.SetNetwork,
+		WriteFile:     tr.Write,
+		Timeout:       time.Second,
+		AppearTimeout: 200 * time.Millisecond,
 	}
 	return tr, s, &linkUp
 }
@@ -344,7 +350,7 @@ func TestRestoreOldStateFile(t *testing.T) {
 		t.Error("old file's time not read")
 	}
 	got.Time, wrote.Time, st.Time = time.Time{}, time.Time{}, time.Time{}
-	if *got != *wrote || *got != *st {
+	if !reflect.DeepEqual(got, wrote) || !reflect.DeepEqual(got, st) {
 		t.Errorf("old record %+v; Bind wrote %+v and returned %+v", *got, *wrote, *st)
 	}
 	if _, err := s.Restore(s.StatePath("node0")); err != nil {
@@ -355,5 +361,124 @@ func TestRestoreOldStateFile(t *testing.T) {
 	}
 	if _, err := os.Stat(s.StatePath("node0")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("state file left: %v", err)
+	}
+}
+
+// TestRestoreNetwork covers the node's network across a bind and a
+// restore: Restore puts back what the NIC had and what the daemon owned
+// (Request.Network), and the next Bind takes a NIC that carries only
+// what Restore left on it (a restart after a crash), but not more.
+func TestRestoreNetwork(t *testing.T) {
+	pfx := netip.MustParsePrefix
+	node := kernelif.Network{
+		Addresses: []netip.Prefix{pfx("10.0.0.5/24"), pfx("fd00::5/64")},
+		Routes: []kernelif.Route{
+			{To: pfx("0.0.0.0/0"), Via: netip.MustParseAddr("10.0.0.1")},
+			{To: pfx("10.9.0.0/16"), Via: netip.MustParseAddr("10.0.0.254"), Metric: 100},
+			{To: pfx("::/0"), Via: netip.MustParseAddr("fd00::1"), Metric: 1024},
+		},
+	}
+	own := kernelif.Network{Addresses: []netip.Prefix{pfx("192.168.7.5/24")},
+		Routes: []kernelif.Route{{To: pfx("192.168.8.0/24"), Via: netip.MustParseAddr("192.168.7.1")}}}
+	tests := []struct {
+		name    string
+		own     kernelif.Network // on the NIC before the first bind (which then needs force)
+		after   kernelif.Network // added to the NIC after the restore
+		forget  bool             // the Restored record is gone (a reboot clears /run)
+		want    kernelif.Network // what the restore put back
+		wantErr string           // the second bind's error; "" for none
+	}{
+		{name: "restart after a restore", want: node},
+		{name: "own network kept", own: own, want: own.Merge(node)},
+		{name: "foreign address", after: kernelif.Network{Addresses: []netip.Prefix{pfx("10.0.0.77/24")}}, want: node,
+			wantErr: "it has addresses 10.0.0.77/24, which restore-nic did not put there"},
+		{name: "foreign route", after: kernelif.Network{Routes: []kernelif.Route{{To: pfx("10.8.0.0/16"), Via: netip.MustParseAddr("10.0.0.2")}}}, want: node,
+			wantErr: "routes 10.8.0.0/16 via 10.0.0.2, which restore-nic did not put there"},
+		{name: "no record", forget: true, want: node, wantErr: "interface ens1f0 is active: it is up, it has addresses 10.0.0.5/24"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tr, s, _ := setup(t, nil)
+			s.Activity = tr.Activity
+			req := nicbind.Request{Driver: nicbind.VFIO, Interface: "ens1f0", Network: node}
+			if !tt.own.Empty() {
+				if err := tr.SetNetwork("ens1f0", tt.own); err != nil {
+					t.Fatal(err)
+				}
+				req.Force = true
+			}
+			st, err := s.Bind("node0", req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(st.Network, tt.want) {
+				t.Errorf("state network %+v, want %+v", st.Network, tt.want)
+			}
+			// The state file holds the same, through JSON.
+			if rec, err := s.ReadState(s.StatePath("node0")); err != nil || rec == nil || !reflect.DeepEqual(rec.Network, st.Network) {
+				t.Errorf("state file network %+v (%v), Bind returned %+v", rec, err, st.Network)
+			}
+			if _, err := s.Restore(s.StatePath("node0")); err != nil {
+				t.Fatal(err)
+			}
+			if got, _ := tr.Network("ens1f0"); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("after Restore the NIC has %+v, want %+v", got, tt.want)
+			}
+			if _, err := os.Stat(s.RestoredPath("node0")); err != nil {
+				t.Errorf("no Restored record: %v", err)
+			}
+			if !tt.after.Empty() {
+				if err := tr.SetNetwork("ens1f0", tt.after); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tt.forget {
+				os.Remove(s.RestoredPath("node0"))
+			}
+			req.Force = false
+			tr.Writes = nil
+			st, err = s.Bind("node0", req)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("second Bind: %v; want an error with %q", err, tt.wantErr)
+				}
+				if len(tr.Writes) != 0 {
+					t.Errorf("refused, yet wrote %q", tr.Writes)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("second Bind, on what Restore left: %v", err)
+			}
+			if !reflect.DeepEqual(st.Network, tt.want) {
+				t.Errorf("second state network %+v, want %+v", st.Network, tt.want)
+			}
+			if _, err := os.Stat(s.RestoredPath("node0")); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("the Restored record outlived the bind that used it: %v", err)
+			}
+		})
+	}
+}
+
+// TestBindWaitsForTheInterface: at boot the unit may start before udev
+// has named the NIC; Bind waits for the interface, within AppearTimeout.
+func TestBindWaitsForTheInterface(t *testing.T) {
+	tr, s, _ := setup(t, nil)
+	s.AppearTimeout = 10 * time.Second
+	const delay = 300 * time.Millisecond
+	added := make(chan struct{})
+	go func() {
+		defer close(added)
+		time.Sleep(delay)
+		tr.AddNIC(t, nicbindtest.NIC{PCI: "0000:3c:00.0", Vendor: "8086", Device: "10fb", Driver: "ixgbe", Interface: "ens9", IOMMUGroup: "43"})
+	}()
+	start := time.Now()
+	st, err := s.Bind("node9", nicbind.Request{Driver: nicbind.VFIO, Interface: "ens9"})
+	<-added
+	if err != nil {
+		t.Fatalf("Bind of an interface that appears after %v: %v", delay, err)
+	}
+	if took := time.Since(start); took < delay || st.PCI != "0000:3c:00.0" {
+		t.Errorf("bound %s after %v; want 0000:3c:00.0 after at least %v", st.PCI, took, delay)
 	}
 }

@@ -77,6 +77,9 @@ func (s *System) states() map[string]*State {
 	m := map[string]*State{}
 	paths, _ := filepath.Glob(filepath.Join(statefile.Dir(s.RunDir), "*.json"))
 	for _, p := range paths {
+		if strings.HasSuffix(p, "."+restoredKind+".json") {
+			continue // what a restore left, not a bind
+		}
 		if st, err := s.ReadState(p); err == nil && st != nil {
 			m[st.PCI] = st
 		}

@@ -1,7 +1,8 @@
 // Package nicbindtest builds a fake sysfs tree of PCI network devices and
 // plays the kernel's part when a test writes to it: unbind, bind,
 // driver_override and drivers_probe move the driver link and add or
-// remove the device's network interface.
+// remove the device's network interface. It also keeps each interface's
+// addresses and routes, which a kernel would lose with the interface.
 package nicbindtest
 
 import (
@@ -11,6 +12,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/cephdpdkd/cephdpdkd/internal/kernelif"
+	"github.com/cephdpdkd/cephdpdkd/internal/nicbind"
 )
 
 // NIC describes one fake PCI network device.
@@ -35,6 +39,7 @@ type Tree struct {
 
 	mu   sync.Mutex
 	nics map[string]*NIC
+	nets map[string]kernelif.Network // by interface
 	// FailWrite, when it returns an error for a path, makes that write
 	// fail before the fake kernel acts on it.
 	FailWrite func(path string) error
@@ -47,7 +52,7 @@ type Tree struct {
 // New returns an empty tree under a test's temporary directory.
 func New(t testing.TB) *Tree {
 	t.Helper()
-	tr := &Tree{Root: t.TempDir(), nics: map[string]*NIC{}}
+	tr := &Tree{Root: t.TempDir(), nics: map[string]*NIC{}, nets: map[string]kernelif.Network{}}
 	for _, d := range []string{"bus/pci/devices", "bus/pci/drivers", "class/net", "module"} {
 		tr.mkdir(t, d)
 	}
@@ -285,6 +290,52 @@ func (tr *Tree) unbind(addr, drv string) error {
 			os.RemoveAll(dev + "/" + n.Sub)
 		}
 		os.RemoveAll(tr.p("class/net/" + n.Interface))
+		delete(tr.nets, n.Interface) // the interface's addresses and routes go with it
 	}
 	return nil
+}
+
+// Network returns an interface's addresses and routes: nicbind.System's
+// Network.
+func (tr *Tree) Network(ifname string) (kernelif.Network, error) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if !tr.HasInterface(ifname) {
+		return kernelif.Network{}, fmt.Errorf("interface %s: no such interface", ifname)
+	}
+	return tr.nets[ifname], nil
+}
+
+// SetNetwork adds addresses and routes to an interface and sets it up:
+// nicbind.System's SetNetwork.
+func (tr *Tree) SetNetwork(ifname string, n kernelif.Network) error {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if !tr.HasInterface(ifname) {
+		return fmt.Errorf("interface %s: no such interface", ifname)
+	}
+	tr.nets[ifname] = tr.nets[ifname].Merge(n)
+	if err := os.WriteFile(tr.p("class/net/"+ifname+"/flags"), []byte("0x1003\n"), 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(tr.p("class/net/"+ifname+"/operstate"), []byte("up\n"), 0o644)
+}
+
+// Activity is nicbind.System's Activity as the kernel reports it: the
+// addresses, the subnet route each adds, and the routes via gateways.
+func (tr *Tree) Activity(ifname string) (nicbind.Activity, error) {
+	n, err := tr.Network(ifname)
+	var a nicbind.Activity
+	for _, p := range n.Addresses {
+		a.Addresses = append(a.Addresses, p.String())
+		a.Routes = append(a.Routes, p.Masked().String())
+	}
+	for _, r := range n.Routes {
+		if r.To.Bits() == 0 {
+			a.Routes = append(a.Routes, "default via "+r.Via.String())
+		} else {
+			a.Routes = append(a.Routes, r.To.String()+" via "+r.Via.String())
+		}
+	}
+	return a, err
 }

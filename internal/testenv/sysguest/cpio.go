@@ -16,6 +16,9 @@ type File struct {
 	Mode uint32
 	// Data is the content.
 	Data []byte
+	// Link, when set, makes the file a symbolic link to Link (Data and
+	// Mode are ignored): how a unit is enabled, in a .wants directory.
+	Link string
 }
 
 // newc header fields, each 8 hex digits, after the "070701" magic.
@@ -24,6 +27,7 @@ const (
 	cpioTrailer = "TRAILER!!!"
 	modeDir     = 0o040000
 	modeFile    = 0o100000
+	modeLink    = 0o120000
 )
 
 // writeCPIO writes files as an uncompressed newc archive, the format the
@@ -52,6 +56,10 @@ func writeCPIO(w io.Writer, files []File) error {
 		cw.entry(d, modeDir|0o755, nil)
 	}
 	for _, f := range files {
+		if f.Link != "" {
+			cw.entry(f.Path, modeLink|0o777, []byte(f.Link))
+			continue
+		}
 		mode := f.Mode
 		if mode == 0 {
 			mode = 0o644

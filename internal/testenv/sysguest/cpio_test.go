@@ -26,6 +26,7 @@ func TestWriteCPIO(t *testing.T) {
 			{Path: "/usr/local/bin/tool", Mode: 0o755, Data: bytes.Repeat([]byte{0, 1, 2}, 1001)},
 			{Path: "/etc/cephdpdkd/data0.yaml", Data: []byte("port:\n  name: data0\n")},
 			{Path: "/etc/cephdpdkd/empty", Data: nil},
+			{Path: "/etc/systemd/system/multi-user.target.wants/a.service", Link: "/etc/systemd/system/a.service"},
 		}},
 	}
 	for _, tt := range tests {
@@ -45,6 +46,12 @@ func TestWriteCPIO(t *testing.T) {
 			}
 			for _, f := range tt.files {
 				p := filepath.Join(dir, strings.TrimPrefix(f.Path, "/"))
+				if f.Link != "" {
+					if got, err := os.Readlink(p); err != nil || got != f.Link {
+						t.Errorf("%s: link to %q (%v), want %q", f.Path, got, err, f.Link)
+					}
+					continue
+				}
 				got, err := os.ReadFile(p)
 				if err != nil {
 					t.Fatal(err)

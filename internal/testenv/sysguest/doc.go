@@ -5,10 +5,10 @@
 //
 // The guest is a Debian 12 root file system in an initramfs (systemd,
 // udev, iproute2, pciutils, python3 and the dpdk package: dpdk-devbind.py,
-// dpdk-testpmd, the net_e1000, net_virtio, net_pcap and net_af_xdp PMDs,
-// libbpf and libxdp), built and
+// dpdk-testpmd, the net_e1000, net_virtio, net_pcap, net_af_xdp and net_tap
+// PMDs, libbpf and libxdp), built and
 // cached by scripts/systemd-guest-image.sh, on Debian's 6.1 kernel with
-// the e1000, e1000e, virtio-net, uio_pci_generic and vfio-pci modules. It
+// the e1000, e1000e, virtio-net, tun, uio_pci_generic and vfio-pci modules. It
 // runs under TCG (no KVM), boots in about 15 s, and has its NIC (E1000 by
 // default, or E1000E or Virtio) at PCI address NICAddr (interface ens5)
 // on a tap of a qemuvm.Switch, where a qemuvm.Peer reaches it:

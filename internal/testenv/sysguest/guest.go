@@ -49,6 +49,14 @@ type Options struct {
 	Hugepages int
 	// Files are put into the root before systemd starts.
 	Files []File
+	// Reboot lets the guest reboot in place (Guest.Reboot) rather than
+	// make qemu exit. The root is in memory: a reboot starts again from
+	// the image and Files, and nothing written after boot survives it.
+	Reboot bool
+	// BoundAtBoot says that a unit in Files takes the NIC for DPDK while
+	// the guest boots: Boot does not look for its kernel interface and
+	// driver, which Guest.Interface and Guest.Driver leave empty.
+	BoundAtBoot bool
 }
 
 // Guest is a running qemu guest whose PID 1 is systemd, with an emulated
@@ -75,6 +83,8 @@ type Guest struct {
 	ctl    net.Conn
 	ctlLog *qemuvm.Console
 	sh     *qemuvm.Shell
+
+	reboot bool // Options.Reboot
 
 	closeOnce sync.Once
 	closeErr  error
@@ -115,7 +125,7 @@ func Boot(ctx context.Context, t testing.TB, b *qemuvm.Switch, opts Options) (*G
 	if err != nil {
 		return nil, err
 	}
-	g := &Guest{Tap: b.NewTapName(), MAC: opts.MAC, bridge: b, ctlLog: qemuvm.NewConsole()}
+	g := &Guest{Tap: b.NewTapName(), MAC: opts.MAC, bridge: b, ctlLog: qemuvm.NewConsole(), reboot: opts.Reboot}
 	t.Cleanup(func() {
 		if err := g.Close(); err != nil {
 			t.Error(err)
@@ -144,11 +154,15 @@ func Boot(ctx context.Context, t testing.TB, b *qemuvm.Switch, opts Options) (*G
 		kargs = append(kargs, "intel_iommu=on", "iommu=pt")
 	}
 	args := []string{"-name", b.NS + "/sysguest", "-nodefaults", "-no-user-config", "-display", "none",
-		"-monitor", "none", "-no-reboot", "-m", strconv.Itoa(opts.MemoryMiB), "-smp", "2",
+		"-monitor", "none", "-m", strconv.Itoa(opts.MemoryMiB), "-smp", "2",
 		"-accel", "tcg,thread=multi", "-cpu", "max",
 		"-serial", "stdio",
 		"-chardev", "socket,id=ctl,server=on,wait=off,path=" + qemuvm.Escape(sock),
 		"-serial", "chardev:ctl"}
+	if !opts.Reboot {
+		// A reboot (or a panic, with panic=-1) ends qemu.
+		args = append(args, "-no-reboot")
+	}
 	args = append(args, machine...)
 	args = append(args,
 		"-kernel", im.Kernel(), "-initrd", initrd, "-append", strings.Join(kargs, " "),
@@ -162,12 +176,14 @@ func Boot(ctx context.Context, t testing.TB, b *qemuvm.Switch, opts Options) (*G
 	if err := g.connect(ctx, sock); err != nil {
 		return nil, fmt.Errorf("sysguest: %w\n%s", err, qemuvm.Tail(g.Log(), 40))
 	}
-	if err := g.waitReady(ctx); err != nil {
+	if err := g.waitReady(ctx, 0); err != nil {
 		return nil, fmt.Errorf("sysguest: %w\n%s", err, qemuvm.Tail(g.Log(), 40))
 	}
 	g.BootTime = time.Since(start)
-	if err := g.findNIC(ctx); err != nil {
-		return nil, err
+	if !opts.BoundAtBoot {
+		if err := g.findNIC(ctx); err != nil {
+			return nil, err
+		}
 	}
 	t.Logf("sysguest: %s up in %v (%s), %s %s at %s (%s); image %s (script ran %v once per test binary)",
 		opts.NIC, g.BootTime.Round(time.Millisecond), g.Ready, g.Interface, g.MAC, NICAddr, g.Driver,
@@ -199,8 +215,10 @@ func (g *Guest) connect(ctx context.Context, sock string) error {
 	}
 }
 
-func (g *Guest) waitReady(ctx context.Context) error {
-	err := g.ctlLog.WaitFor(ctx, 0, func(out []byte) bool {
+// waitReady waits for the control shell's READY line in what ttyS1 has
+// carried from offset from on.
+func (g *Guest) waitReady(ctx context.Context, from int) error {
+	err := g.ctlLog.WaitFor(ctx, from, func(out []byte) bool {
 		i := bytes.Index(out, []byte(readyMarker+" "))
 		if i < 0 {
 			return false
@@ -216,6 +234,27 @@ func (g *Guest) waitReady(ctx context.Context) error {
 		return fmt.Errorf("waiting for %s on ttyS1: %w", readyMarker, err)
 	}
 	return nil
+}
+
+// Reboot reboots the guest with systemctl reboot, so that systemd stops
+// the units in order as at any reboot, and waits until it has booted
+// again and the control shell answers; it returns how long that took.
+// The guest must have been booted with Options.Reboot.
+func (g *Guest) Reboot(ctx context.Context) (time.Duration, error) {
+	if !g.reboot {
+		return 0, errors.New("sysguest: Reboot needs Options.Reboot (qemu -no-reboot would exit)")
+	}
+	from := g.ctlLog.Len()
+	start := time.Now()
+	// --no-block: the command returns before systemd stops anything.
+	if _, err := g.RunOK(ctx, "systemctl reboot --no-block"); err != nil {
+		return 0, err
+	}
+	if err := g.waitReady(ctx, from); err != nil {
+		return 0, fmt.Errorf("sysguest: after the reboot: %w\n%s", err, qemuvm.Tail(g.Log(), 40))
+	}
+	g.BootTime = time.Since(start)
+	return g.BootTime, nil
 }
 
 // findNIC records the NIC's interface and driver.
