@@ -13,8 +13,7 @@ const root = "../../.."
 // pending are documents other branches of issue 25 write and this tree's
 // docs already link to. Each entry must go once its file exists (the test
 // fails while both are true), so the list empties itself at the merge.
-var pending = []string{
-}
+var pending = []string{}
 
 // Every relative link of the READMEs and of docs/ names a file or directory
 // of the repository, and its anchor, if any, a heading of that file.
