@@ -556,8 +556,10 @@ func (c *conn) pumpToTCP() (int, error) {
 		}
 		buf := c.b.chunks.get()
 		n, err := c.sess.Recv(buf)
+		cnt.copied[dirToTCP].Add(uint64(n))
 		if n > 0 {
 			c.toTCP <- buf[:n] // never blocks: as many slots as credits
+			cnt.wakeups[dirToTCP].Add(1)
 			moved += n
 			cnt.toTCP.Add(uint64(n))
 		} else {
@@ -601,6 +603,7 @@ func (c *conn) pumpToRoCE() (int, error) {
 			}
 		}
 		n, err := c.sess.Send(c.out)
+		cnt.copied[dirToRoCE].Add(uint64(n))
 		if n > 0 {
 			c.stalled[stallRoCESend] = false
 			moved += n
@@ -608,6 +611,7 @@ func (c *conn) pumpToRoCE() (int, error) {
 			if n == len(c.out) {
 				c.b.chunks.put(c.out)
 				c.inFree <- nil
+				cnt.wakeups[dirToRoCE].Add(1) // the reader may wait for it
 				c.out = nil
 				continue
 			}
@@ -641,9 +645,11 @@ func (c *conn) read() {
 		c.waitReadable()
 		buf := c.b.chunks.get()
 		n, err := c.tcp.Read(buf)
+		c.b.cnt.syscalls[dirToRoCE].Add(1)
 		if n > 0 {
 			c.in <- buf[:n]
 			c.b.wake()
+			c.b.cnt.wakeups[dirToRoCE].Add(1)
 		} else {
 			c.b.chunks.put(buf)
 			c.inFree <- nil
@@ -664,7 +670,9 @@ func (c *conn) write() {
 	failed := false
 	for buf := range c.toTCP {
 		if !failed {
-			if _, err := c.tcp.Write(buf); err != nil {
+			_, err := c.tcp.Write(buf)
+			c.b.cnt.syscalls[dirToTCP].Add(1)
+			if err != nil {
 				failed = true
 				if !errors.Is(err, net.ErrClosed) {
 					c.b.cnt.errors[errTCPWrite].Add(1)
@@ -674,6 +682,7 @@ func (c *conn) write() {
 		c.b.chunks.put(buf)
 		c.toFree <- nil
 		c.b.wake()
+		c.b.cnt.wakeups[dirToTCP].Add(1)
 	}
 	c.tcp.Close()
 }
@@ -699,6 +708,7 @@ func (c *conn) waitReadable() {
 	}
 	rc.Read(func(fd uintptr) bool {
 		_, _, err := syscall.Recvfrom(int(fd), c.peek[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		c.b.cnt.syscalls[dirToRoCE].Add(1)
 		return err != syscall.EAGAIN && err != syscall.EINTR
 	})
 }
