@@ -498,10 +498,19 @@ type conn struct {
 	out     []byte
 	tcpDone bool // the reader ended (in closed and drained)
 
-	// RoCE → TCP: for each credit from toFree a chunk is filled from the
-	// session and handed to the writer on toTCP.
-	toTCP  chan []byte
-	toFree chan []byte
+	// RoCE → TCP, no copy and one gathered write per batch: the poll
+	// loop lends the writer every received buffer ready (wviews, views
+	// into the registered receive memory) and signals toTCP; the writer
+	// writes them with one writev (wbuf) and signals written; the poll
+	// loop then returns them to the session, which reposts them, and
+	// lends the next batch: what arrived meanwhile. One batch at a time,
+	// so the wake-ups are two per batch, however many SENDs it holds.
+	// wviews and wbuf belong to the writer between the two signals.
+	toTCP   chan struct{}
+	written chan struct{}
+	wviews  [][]byte
+	wbuf    net.Buffers
+	wOut    int // buffers lent to the writer: 0 when it has none
 
 	stalled    [numStalls]bool // a stall is counted when it starts
 	drainSince time.Time
@@ -515,12 +524,11 @@ func (b *Bridge) newConn(target netip.AddrPort, sess *session.Session, nc net.Co
 	k := b.cfg.Chunks
 	c := &conn{b: b, target: target, tcp: nc, sess: sess, qp: sess.QP(),
 		in: make(chan []byte, k), inFree: make(chan []byte, k),
-		toTCP: make(chan []byte, k), toFree: make(chan []byte, k),
+		toTCP: make(chan struct{}, 1), written: make(chan struct{}, 1),
 		quit: make(chan struct{}),
 	}
 	for range k {
 		c.inFree <- nil
-		c.toFree <- nil
 	}
 	b.wg.Add(2)
 	go c.read()
@@ -538,45 +546,53 @@ func (c *conn) pump() (int, error) {
 	return moved + n, err
 }
 
-// pumpToTCP hands what the client sent to the writer, as far as free
-// chunks go.
+// pumpToTCP lends the writer what the client sent, a batch at a time:
+// once the writer has written the last batch, it takes those receive
+// buffers back (reposting them) and lends the writer all that is ready.
 func (c *conn) pumpToTCP() (int, error) {
 	cnt := &c.b.cnt
-	moved := 0
-	for c.sess.Readable() {
+	if c.wOut > 0 {
 		select {
-		case <-c.toFree:
-			c.stalled[stallTCPWrite] = false
+		case <-c.written:
 		default:
 			if c.sess.Buffered() > 0 && !c.stalled[stallTCPWrite] {
 				c.stalled[stallTCPWrite] = true
 				cnt.stalls[stallTCPWrite].Add(1)
 			}
-			return moved, nil
+			return 0, nil
 		}
-		buf := c.b.chunks.get()
-		n, err := c.sess.Recv(buf)
-		cnt.copied[dirToTCP].Add(uint64(n))
-		if n > 0 {
-			c.toTCP <- buf[:n] // never blocks: as many slots as credits
-			cnt.wakeups[dirToTCP].Add(1)
-			moved += n
-			cnt.toTCP.Add(uint64(n))
-		} else {
-			c.b.chunks.put(buf)
-			c.toFree <- nil
-		}
-		if errors.Is(err, roce.ErrWouldBlock) {
-			break
-		}
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				err = fmt.Errorf("bridge: unexpected zero-length SEND from the client: %w", err)
-			}
-			return moved, err
+		c.stalled[stallTCPWrite] = false
+		k := c.wOut
+		c.wOut = 0
+		if err := c.sess.Return(k); err != nil {
+			return 0, err
 		}
 	}
-	return moved, nil
+	if !c.sess.Readable() {
+		return 0, nil
+	}
+	// The views' array is reused: it grows to the most buffers a batch
+	// held, once.
+	views, err := c.sess.Lend(c.wviews[:0])
+	c.wviews = views
+	if len(views) > 0 {
+		moved := 0
+		for _, v := range views {
+			moved += len(v)
+		}
+		c.wOut = len(views)
+		c.toTCP <- struct{}{} // never blocks: one batch at a time
+		cnt.wakeups[dirToTCP].Add(1)
+		cnt.toTCP.Add(uint64(moved))
+		return moved, nil
+	}
+	switch {
+	case errors.Is(err, roce.ErrWouldBlock):
+		return 0, nil
+	case errors.Is(err, io.EOF):
+		return 0, fmt.Errorf("bridge: unexpected zero-length SEND from the client: %w", err)
+	}
+	return 0, err
 }
 
 // pumpToRoCE sends what the daemon sent, as far as the session's send
@@ -663,14 +679,18 @@ func (c *conn) read() {
 	}
 }
 
-// write sends the client's bytes to the daemon until toTCP is closed,
-// then closes the socket.
+// write sends the client's bytes to the daemon, each batch the poll
+// loop lends it with one gathered write, until toTCP is closed; then it
+// closes the socket.
 func (c *conn) write() {
 	defer c.b.wg.Done()
 	failed := false
-	for buf := range c.toTCP {
+	for range c.toTCP {
 		if !failed {
-			_, err := c.tcp.Write(buf)
+			// WriteTo consumes what it writes: it gets a copy of the
+			// views' headers, in an array reused batch after batch.
+			c.wbuf = append(c.wbuf[:0], c.wviews...)
+			_, err := c.wbuf.WriteTo(c.tcp)
 			c.b.cnt.syscalls[dirToTCP].Add(1)
 			if err != nil {
 				failed = true
@@ -679,8 +699,7 @@ func (c *conn) write() {
 				}
 			}
 		}
-		c.b.chunks.put(buf)
-		c.toFree <- nil
+		c.written <- struct{}{} // never blocks: one batch at a time
 		c.b.wake()
 		c.b.cnt.wakeups[dirToTCP].Add(1)
 	}
@@ -756,6 +775,13 @@ func (c *conn) close(reset bool) {
 			tc.SetLinger(0)
 		}
 		c.tcp.Close()
+		// The writer's batch is views of the session's receive buffers:
+		// they go back to the pool only once it is done with them, at
+		// once now that the socket is closed.
+		if c.wOut > 0 {
+			<-c.written
+			c.wOut = 0
+		}
 	} else {
 		c.tcp.SetWriteDeadline(time.Now().Add(closeTimeout))
 	}

@@ -202,6 +202,9 @@ type Session struct {
 	ready []readyBuf
 	rdHd  int
 	rdN   int
+	// lent counts the ready buffers from rdHd on that Lend handed out
+	// and Return has not taken back: still the session's, not reposted.
+	lent int
 
 	wcs [32]roce.WorkCompletion
 	sge [1]roce.SGE
@@ -557,17 +560,90 @@ func (s *Session) Recv(p []byte) (int, error) {
 	return n, nil
 }
 
+// Lend appends to bufs a view of each received buffer not yet read
+// or lent, in order, and returns bufs: the caller writes them elsewhere
+// (a socket, with one gathered write) without copying them out. The
+// buffers stay the session's and are not reposted, so they count
+// against its receive cap as unread data does, until Return takes them
+// back; a view must not be used after its Return or the session's
+// Release. Recv must not be called while buffers are lent. Like Recv it
+// polls the receive CQ when nothing new is ready, and returns bufs
+// unchanged with roce.ErrWouldBlock when nothing new is there, io.EOF
+// once the data before the peer's close has been lent and returned,
+// and the session's error once the QP failed and what arrived before is
+// lent and returned.
+func (s *Session) Lend(bufs [][]byte) ([][]byte, error) {
+	switch {
+	case s.err != nil:
+		return bufs, s.err
+	case s.eof:
+		return bufs, io.EOF
+	}
+	if s.rdN == s.lent {
+		if err := s.pollRecv(); err != nil {
+			return bufs, err
+		}
+	}
+	bs := s.cfg.BufferSize
+	k := len(bufs)
+	for s.lent < s.rdN {
+		rb := &s.ready[(s.rdHd+s.lent)%len(s.ready)]
+		if rb.fin {
+			if s.lent > 0 {
+				break // EOF once the data before it is returned
+			}
+			s.eof = true
+			s.popReady()
+			return bufs, io.EOF
+		}
+		base := rb.idx * bs
+		bufs = append(bufs, s.recvMem[base+rb.off:base+rb.n])
+		s.lent++
+	}
+	if len(bufs) > k {
+		return bufs, nil
+	}
+	if s.lent == 0 {
+		if s.flushed {
+			return bufs, s.fail(s.checkWC(&s.flushWC, "receive", roce.WCRecv))
+		}
+		if s.pool != nil && s.qp.State() == roce.QPStateError {
+			return bufs, s.fail(s.qpFailed())
+		}
+	}
+	return bufs, roce.ErrWouldBlock
+}
+
+// Return takes back the k oldest buffers Lend handed out and posts them
+// again: their data has been written out.
+func (s *Session) Return(k int) error {
+	if k > s.lent {
+		return fmt.Errorf("session: qp %d: return of %d buffers, %d lent: %w", s.qp.QPN(), k, s.lent, roce.ErrInvalidArgument)
+	}
+	for range k {
+		s.lent--
+		if err := s.popReady(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Lent returns the receive buffers lent and not returned.
+func (s *Session) Lent() int { return s.lent }
+
 // Readable reports whether Recv would return data, EOF or an error
 // without polling the CQ: in shared mode, after the pool's Poll, whether
 // Recv has anything to say at all.
 func (s *Session) Readable() bool {
-	return s.rdN > 0 || s.err != nil || s.eof || s.flushed || s.pool != nil && s.qp.State() == roce.QPStateError
+	return s.rdN > s.lent || s.err != nil || s.eof || s.flushed || s.pool != nil && s.qp.State() == roce.QPStateError
 }
 
-// Buffered returns the received bytes Recv can return without polling.
+// Buffered returns the received bytes Recv or Lend can return without
+// polling: those not lent.
 func (s *Session) Buffered() int {
 	t := 0
-	for i := range s.rdN {
+	for i := s.lent; i < s.rdN; i++ {
 		rb := &s.ready[(s.rdHd+i)%len(s.ready)]
 		t += rb.n - rb.off
 	}
@@ -738,6 +814,8 @@ func (s *Session) fail(err error) error {
 func (s *Session) releaseShared() {
 	p := s.pool
 	p.poll()
+	// Lent buffers too: the caller is done with them by now (Lend).
+	s.lent = 0
 	for s.rdN > 0 {
 		p.repost(s.ready[s.rdHd].idx)
 		s.rdHd = (s.rdHd + 1) % len(s.ready)
