@@ -206,6 +206,11 @@ type Session struct {
 	// and Return has not taken back: still the session's, not reposted.
 	lent int
 
+	// resv are the send buffers Reserve handed out, oldest first from
+	// resvHd, not yet posted or given back.
+	resv   []int32
+	resvHd int
+
 	wcs [32]roce.WorkCompletion
 	sge [1]roce.SGE
 	swr roce.SendWR
@@ -343,6 +348,94 @@ func (s *Session) Send(p []byte) (int, error) {
 		return 0, roce.ErrWouldBlock
 	}
 	return sent, nil
+}
+
+// Reserve appends to bufs, for up to n SENDs, a whole free send buffer
+// each, and returns bufs: the caller fills them (a socket read straight
+// into registered memory, no copy) and sends or gives back each, oldest
+// first, with PostReserved. They are taken from the free buffers and
+// the send queue's room as Send's would be, so that sends stay bounded
+// by the buffers the send CQ frees. It reaps the send CQ when none is
+// free, and returns bufs unchanged with roce.ErrWouldBlock when none is.
+func (s *Session) Reserve(bufs [][]byte, n int) ([][]byte, error) {
+	switch {
+	case s.err != nil:
+		return bufs, s.err
+	case s.closed:
+		return bufs, fmt.Errorf("session: qp %d: reserve: %w", s.qp.QPN(), ErrClosed)
+	case s.qp.State() == roce.QPStateError:
+		return bufs, s.fail(s.qpFailed())
+	}
+	room := func() int { return min(s.freeBufs(), s.qp.SendQueueFree()-s.Reserved()) }
+	if room() < n {
+		if err := s.reap(); err != nil {
+			return bufs, err
+		}
+	}
+	if s.resvHd == len(s.resv) {
+		s.resv, s.resvHd = s.resv[:0], 0
+	}
+	bs := s.cfg.BufferSize
+	k := min(n, room())
+	for range k {
+		idx := s.peekBuf()
+		s.popBuf()
+		s.resv = append(s.resv, idx)
+		off := int(idx) * bs
+		bufs = append(bufs, s.sendMem[off:off+bs])
+	}
+	s.cnt.sendBufsInUse.Store(int64(s.SendBuffersInUse()))
+	if k == 0 {
+		if s.pool != nil && len(s.pool.free) == 0 {
+			s.pool.sendStarved++
+		}
+		return bufs, roce.ErrWouldBlock
+	}
+	return bufs, nil
+}
+
+// Reserved returns the send buffers reserved and not yet posted or
+// given back.
+func (s *Session) Reserved() int { return len(s.resv) - s.resvHd }
+
+// PostReserved sends the first n bytes of the oldest reserved buffer as
+// one SEND or, with n 0, gives it back unsent.
+func (s *Session) PostReserved(n int) error {
+	switch {
+	case s.Reserved() == 0:
+		return fmt.Errorf("session: qp %d: post of a reserved buffer, none reserved: %w", s.qp.QPN(), roce.ErrInvalidArgument)
+	case n < 0 || n > s.cfg.BufferSize:
+		return fmt.Errorf("session: qp %d: post of %d bytes from a %d-byte buffer: %w", s.qp.QPN(), n, s.cfg.BufferSize, roce.ErrInvalidArgument)
+	}
+	idx := s.resv[s.resvHd]
+	s.resvHd++
+	if n == 0 {
+		s.unreserve(idx)
+		return nil
+	}
+	if s.err != nil {
+		s.unreserve(idx)
+		return s.err
+	}
+	if err := s.postSend(uint64(idx), int(idx)*s.cfg.BufferSize, n); err != nil {
+		s.unreserve(idx)
+		return s.fail(err)
+	}
+	return nil
+}
+
+// unreserve gives a reserved send buffer back to the free ones.
+func (s *Session) unreserve(idx int32) {
+	if p := s.pool; p != nil {
+		if i := indexOf(s.free, idx); i >= 0 {
+			s.free[i] = s.free[len(s.free)-1]
+			s.free = s.free[:len(s.free)-1]
+			p.free = append(p.free, idx)
+		}
+	} else {
+		s.free = append(s.free, idx)
+	}
+	s.cnt.sendBufsInUse.Store(int64(s.SendBuffersInUse()))
 }
 
 // Unacknowledged reaps the send CQ and returns how many SENDs the peer
