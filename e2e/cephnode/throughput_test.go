@@ -33,7 +33,8 @@ import (
 // user-space copies per byte, socket system calls and goroutine
 // wake-ups per MiB, from its counters, and the daemon's CPU seconds per
 // GiB, from /proc: the figure a many-core node, where the client does
-// not share the two CPUs, carries over). "drops" counts the client's SENDs that
+// not share the two CPUs, carries over; the client's beside it shows
+// when the client bounds a row). "drops" counts the client's SENDs that
 // found no receive buffer at the bridge: dropped unanswered, and resent
 // when the bridge's sequence NAK follows once a buffer is free.
 func TestBridgeThroughput(t *testing.T) {
@@ -251,6 +252,7 @@ roce: {service: roce, address: %[3]s, mac: "02:cd:d0:00:00:01", mtu: %[4]d, wind
 				rss, qp := <-peakRSS, <-qpPeak
 				bp := endpointResponder(t, d).sub(before)
 				cost := scrapeBridgeCosts(t, d).sub(costs0)
+				cost.client = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 				checkBridgeCosts(t, c.name, cost, streamBytes)
 				client, sink, drops = append(client, clientMBps), append(sink, float64(s.n)/s.to.Sub(s.from).Seconds()/1e6), append(drops, bp.silentDrops)
 				costs = append(costs, cost)
@@ -398,6 +400,7 @@ func checkBackpressure(t *testing.T, scenario string, d responderCounters) {
 type bridgeCosts struct {
 	bytes, copied, syscalls, wakeups float64
 	cpu                              time.Duration // the daemon's, all threads
+	client                           time.Duration // the test's client's (roce-ping)
 }
 
 // scrapeBridgeCosts reads the daemon's to_tcp counters and CPU time; a
@@ -429,17 +432,20 @@ func scrapeBridgeCosts(t *testing.T, d *daemonProc) bridgeCosts {
 }
 
 func (c bridgeCosts) sub(b bridgeCosts) bridgeCosts {
-	return bridgeCosts{c.bytes - b.bytes, c.copied - b.copied, c.syscalls - b.syscalls, c.wakeups - b.wakeups, c.cpu - b.cpu}
+	return bridgeCosts{c.bytes - b.bytes, c.copied - b.copied, c.syscalls - b.syscalls, c.wakeups - b.wakeups, c.cpu - b.cpu, c.client - b.client}
 }
 
 func (c bridgeCosts) copiesPerByte() float64    { return c.copied / c.bytes }
 func (c bridgeCosts) syscallsPerMiB() float64   { return c.syscalls / (c.bytes / (1 << 20)) }
 func (c bridgeCosts) wakeupsPerMiB() float64    { return c.wakeups / (c.bytes / (1 << 20)) }
 func (c bridgeCosts) cpuSecondsPerGiB() float64 { return c.cpu.Seconds() / (c.bytes / (1 << 30)) }
+func (c bridgeCosts) clientSecondsPerGiB() float64 {
+	return c.client.Seconds() / (c.bytes / (1 << 30))
+}
 
 func (c bridgeCosts) String() string {
-	return fmt.Sprintf("copies/byte %.2f syscalls/MiB %.1f wakeups/MiB %.1f daemon-cpu-s/GiB %.2f",
-		c.copiesPerByte(), c.syscallsPerMiB(), c.wakeupsPerMiB(), c.cpuSecondsPerGiB())
+	return fmt.Sprintf("copies/byte %.2f syscalls/MiB %.1f wakeups/MiB %.1f daemon-cpu-s/GiB %.2f client-cpu-s/GiB %.2f",
+		c.copiesPerByte(), c.syscallsPerMiB(), c.wakeupsPerMiB(), c.cpuSecondsPerGiB(), c.clientSecondsPerGiB())
 }
 
 // checkBridgeCosts fails the test unless the counters saw the row's
@@ -470,6 +476,7 @@ func medianCosts(cs []bridgeCosts) bridgeCosts {
 		syscalls: pick(bridgeCosts.syscallsPerMiB) * (1 << 10),
 		wakeups:  pick(bridgeCosts.wakeupsPerMiB) * (1 << 10),
 		cpu:      time.Duration(pick(bridgeCosts.cpuSecondsPerGiB) * float64(time.Second)),
+		client:   time.Duration(pick(bridgeCosts.clientSecondsPerGiB) * float64(time.Second)),
 	}
 }
 
