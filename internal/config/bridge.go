@@ -13,8 +13,9 @@ import (
 // kernel.addresses.
 type RoCEBridge struct {
 	Ports []PortRange `yaml:"ports"`
-	// Chunks of roce.buffer_size bytes buffer each direction of a
-	// connection between RoCE and TCP.
+	// Chunks bounds the registered send buffers of roce.buffer_size one
+	// batch of the bridge's TCP reads fills for a connection
+	// (bridge.Config.Chunks).
 	Chunks int `yaml:"chunks"`
 	// RecvPool and SendPool are the registered buffers of roce.buffer_size
 	// that every bridged connection shares: receives all posted on one

@@ -13,6 +13,7 @@ type BridgeCollector struct {
 	stats                                                   func() bridge.Stats
 	conns, accepted, closed, bytes, refused, errors, stalls *prometheus.Desc
 	poolFree, registered, sendPoolEmpty, deadPeers          *prometheus.Desc
+	copied, syscalls, wakeups                               *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*BridgeCollector)(nil)
@@ -36,6 +37,9 @@ func newBridgeCollector(stats func() bridge.Stats) *BridgeCollector {
 		poolFree:      d("pool_free_buffers", "Shared registered buffers free: recv posted on the SRQ, send on the free list.", "pool"),
 		registered:    d("registered_bytes", "Registered memory of the shared buffer pools."),
 		sendPoolEmpty: d("send_pool_empty_total", "Sends that found the shared send pool empty (backpressure)."),
+		copied:        d("copied_bytes_total", "Bytes the bridge copied in user space between the registered buffers and the sockets, by direction: per byte relayed, the copies per byte.", "direction"),
+		syscalls:      d("syscalls_total", "Socket system calls the bridge made (reads, writes, readiness probes), by direction.", "direction"),
+		wakeups:       d("wakeups_total", "Hand-offs between the bridge's poll loop and its socket goroutines that may wake one, by direction.", "direction"),
 		deadPeers:     d("dead_peers_total", "Bridged connections reaped because the client stopped answering (its QP spent its retries on lost requests or idle probes): the daemon's TCP connection reset, the session freed."),
 	}
 }
@@ -66,5 +70,14 @@ func (c *BridgeCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.sendPoolEmpty, s.SendPoolEmpty)
 	for k, v := range s.Stalls {
 		counter(c.stalls, v, k)
+	}
+	for k, v := range s.Copied {
+		counter(c.copied, v, k)
+	}
+	for k, v := range s.Syscalls {
+		counter(c.syscalls, v, k)
+	}
+	for k, v := range s.Wakeups {
+		counter(c.wakeups, v, k)
 	}
 }

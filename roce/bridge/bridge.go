@@ -10,11 +10,16 @@
 // that polls the connection manager. A REQ is answered once its dial
 // ends (the connection manager's deferred accept), so a daemon slow to
 // accept never stalls the poll loop. Each connection has a reader and a
-// writer goroutine for its TCP socket, and a fixed number of chunk credits per
-// direction: its memory is bounded, and a slow side stalls the other
-// instead of buffering without end. Chunks come from a bridge-wide free
-// list only while they hold data (the reader waits for the socket to be
-// readable before taking one), so an idle connection holds none.
+// writer goroutine for its TCP socket, and the bytes cross between them
+// and the poll loop in the session's registered buffers, without a copy
+// and a batch at a time, with one hand-off each way per batch: the
+// writer writes all the receive buffers ready with one gathered write
+// (writev), and they are reposted once written; the reader reads
+// straight into up to Chunks send buffers the poll loop reserved for
+// it, each then one SEND. Its memory is bounded by the session's caps,
+// and a slow side stalls the other instead of buffering without end.
+// The reader asks for send buffers only once its socket is readable, so
+// an idle connection holds none.
 //
 // The connections' registered buffers are shared, as Ceph's own RDMA
 // messenger shares them through an SRQ: one session.Pool holds
@@ -55,6 +60,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
 	"sync"
 	"syscall"
 	"time"
@@ -76,14 +82,13 @@ const (
 	// hold up to a quarter of each.
 	MinPool = 4
 	MaxPool = 1 << 16
-	// maxFreeChunks bounds the idle chunks kept for reuse.
-	maxFreeChunks = 256
 	// closeTimeout bounds how long an orderly close may wait for the TCP
 	// side to take the last bytes.
 	closeTimeout = 10 * time.Second
 )
 
-// Dialer opens the TCP connection a RoCE connection is bridged to.
+// Dialer opens the TCP connection a RoCE connection is bridged to: a
+// socket (syscall.Conn), which the bridge reads into registered memory.
 type Dialer func(ctx context.Context, addr netip.AddrPort) (net.Conn, error)
 
 // Config sizes the bridge.
@@ -105,8 +110,9 @@ type Config struct {
 	DialTimeout time.Duration
 	// MaxConns bounds the bridged connections; more are rejected.
 	MaxConns int
-	// Chunks of Session.BufferSize bytes buffer each direction of a
-	// connection between RoCE and TCP.
+	// Chunks bounds the send buffers (of Session.BufferSize bytes) one
+	// batch of TCP reads fills for a connection, each read straight into
+	// a registered buffer and sent as one SEND.
 	Chunks int
 	Log    *slog.Logger
 	// Wake, when set, is called when a TCP side leaves work for Poll (a
@@ -117,12 +123,11 @@ type Config struct {
 
 // Bridge serves the bridged ports of one connection manager.
 type Bridge struct {
-	cfg    Config
-	m      *cm.Manager
-	pd     *roce.PD
-	pool   *session.Pool
-	chunks chunkPool
-	conns  map[*cm.Conn]*conn
+	cfg   Config
+	m     *cm.Manager
+	pd    *roce.PD
+	pool  *session.Pool
+	conns map[*cm.Conn]*conn
 	// live holds conns' values for Poll: a slice walks without a map
 	// iterator's cost on every turn of the poll loop.
 	live []*conn
@@ -169,7 +174,6 @@ func New(m *cm.Manager, cfg Config) (*Bridge, error) {
 	b := &Bridge{cfg: cfg, m: m, pd: m.Endpoint().NewPD(), conns: map[*cm.Conn]*conn{},
 		dialed: make(chan dialed, cfg.MaxConns)}
 	b.ctx, b.stop = context.WithCancel(context.Background())
-	b.chunks.size = cfg.Session.BufferSize
 	var err error
 	b.pool, err = session.NewPool(b.pd, session.PoolConfig{
 		BufferSize: cfg.Session.BufferSize, RecvBuffers: cfg.RecvPool, SendBuffers: cfg.SendPool,
@@ -327,7 +331,7 @@ func (b *Bridge) Poll(now time.Time) int {
 			b.cnt.errors[errQP].Add(1)
 			c.rst = true
 			b.disconnect(cc, c, err)
-		case c.tcpDone && c.out == nil:
+		case c.tcpDone && c.rOut == 0:
 			// The daemon closed (FIN or RST): once the client has
 			// acknowledged everything it sent, DREQ.
 			if left, err := c.sess.Unacknowledged(); err != nil || left == 0 {
@@ -490,18 +494,37 @@ type conn struct {
 	rst           bool  // end with a TCP reset
 	cause         error // why the bridge disconnected
 
-	// TCP → RoCE: the reader takes a credit from inFree, fills a chunk
-	// and hands it over on in; out is the chunk being sent. Credits are
-	// nil slices: chunks come from and go back to b.chunks.
-	in      chan []byte
-	inFree  chan []byte
-	out     []byte
-	tcpDone bool // the reader ended (in closed and drained)
+	// TCP → RoCE, no copy: once the socket is readable the reader asks
+	// for send buffers (want); the poll loop reserves up to Chunks of the
+	// session's free send buffers (rviews, views into the registered
+	// send memory) and hands them over (give); the reader reads straight
+	// into them, as many as the socket fills without waiting, and hands
+	// them back (filled, with rlens and rErr); the poll loop posts each
+	// filled one as one SEND and gives the rest back. An idle connection
+	// holds no buffer: the reader asks only once there is data.
+	want, give, filled chan struct{}
+	rviews             [][]byte
+	rlens              []int
+	rFilled            int
+	rErr               error
+	rOut               int  // buffers with the reader: 0 when it has none
+	wanted             bool // a want not yet served
+	tcpDone            bool // the reader ended
+	fill               func(fd uintptr) bool
 
-	// RoCE → TCP: for each credit from toFree a chunk is filled from the
-	// session and handed to the writer on toTCP.
-	toTCP  chan []byte
-	toFree chan []byte
+	// RoCE → TCP, no copy and one gathered write per batch: the poll
+	// loop lends the writer every received buffer ready (wviews, views
+	// into the registered receive memory) and signals toTCP; the writer
+	// writes them with one writev (wbuf) and signals written; the poll
+	// loop then returns them to the session, which reposts them, and
+	// lends the next batch: what arrived meanwhile. One batch at a time,
+	// so the wake-ups are two per batch, however many SENDs it holds.
+	// wviews and wbuf belong to the writer between the two signals.
+	toTCP   chan struct{}
+	written chan struct{}
+	wviews  [][]byte
+	wbuf    net.Buffers
+	wOut    int // buffers lent to the writer: 0 when it has none
 
 	stalled    [numStalls]bool // a stall is counted when it starts
 	drainSince time.Time
@@ -514,14 +537,12 @@ type conn struct {
 func (b *Bridge) newConn(target netip.AddrPort, sess *session.Session, nc net.Conn) *conn {
 	k := b.cfg.Chunks
 	c := &conn{b: b, target: target, tcp: nc, sess: sess, qp: sess.QP(),
-		in: make(chan []byte, k), inFree: make(chan []byte, k),
-		toTCP: make(chan []byte, k), toFree: make(chan []byte, k),
+		want: make(chan struct{}, 1), give: make(chan struct{}, 1), filled: make(chan struct{}, 1),
+		rviews: make([][]byte, 0, k), rlens: make([]int, k),
+		toTCP: make(chan struct{}, 1), written: make(chan struct{}, 1),
 		quit: make(chan struct{}),
 	}
-	for range k {
-		c.inFree <- nil
-		c.toFree <- nil
-	}
+	c.fill = c.fillBuffers
 	b.wg.Add(2)
 	go c.read()
 	go c.write()
@@ -538,142 +559,216 @@ func (c *conn) pump() (int, error) {
 	return moved + n, err
 }
 
-// pumpToTCP hands what the client sent to the writer, as far as free
-// chunks go.
+// pumpToTCP lends the writer what the client sent, a batch at a time:
+// once the writer has written the last batch, it takes those receive
+// buffers back (reposting them) and lends the writer all that is ready.
 func (c *conn) pumpToTCP() (int, error) {
 	cnt := &c.b.cnt
-	moved := 0
-	for c.sess.Readable() {
+	if c.wOut > 0 {
 		select {
-		case <-c.toFree:
-			c.stalled[stallTCPWrite] = false
+		case <-c.written:
 		default:
 			if c.sess.Buffered() > 0 && !c.stalled[stallTCPWrite] {
 				c.stalled[stallTCPWrite] = true
 				cnt.stalls[stallTCPWrite].Add(1)
 			}
-			return moved, nil
+			return 0, nil
 		}
-		buf := c.b.chunks.get()
-		n, err := c.sess.Recv(buf)
-		if n > 0 {
-			c.toTCP <- buf[:n] // never blocks: as many slots as credits
-			moved += n
-			cnt.toTCP.Add(uint64(n))
-		} else {
-			c.b.chunks.put(buf)
-			c.toFree <- nil
-		}
-		if errors.Is(err, roce.ErrWouldBlock) {
-			break
-		}
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				err = fmt.Errorf("bridge: unexpected zero-length SEND from the client: %w", err)
-			}
-			return moved, err
+		c.stalled[stallTCPWrite] = false
+		k := c.wOut
+		c.wOut = 0
+		if err := c.sess.Return(k); err != nil {
+			return 0, err
 		}
 	}
-	return moved, nil
+	if !c.sess.Readable() {
+		return 0, nil
+	}
+	// The views' array is reused: it grows to the most buffers a batch
+	// held, once.
+	views, err := c.sess.Lend(c.wviews[:0])
+	c.wviews = views
+	if len(views) > 0 {
+		moved := 0
+		for _, v := range views {
+			moved += len(v)
+		}
+		c.wOut = len(views)
+		c.toTCP <- struct{}{} // never blocks: one batch at a time
+		cnt.wakeups[dirToTCP].Add(1)
+		cnt.toTCP.Add(uint64(moved))
+		return moved, nil
+	}
+	switch {
+	case errors.Is(err, roce.ErrWouldBlock):
+		return 0, nil
+	case errors.Is(err, io.EOF):
+		return 0, fmt.Errorf("bridge: unexpected zero-length SEND from the client: %w", err)
+	}
+	return 0, err
 }
 
-// pumpToRoCE sends what the daemon sent, as far as the session's send
-// buffers go.
+// pumpToRoCE posts what the reader read into the send buffers, one
+// SEND each, and answers the reader's request for more with what the
+// session's free send buffers allow.
 func (c *conn) pumpToRoCE() (int, error) {
 	cnt := &c.b.cnt
 	moved := 0
-	for {
-		if c.out == nil {
-			if c.tcpDone {
-				break
-			}
-			select {
-			case buf, ok := <-c.in:
-				if !ok {
-					c.tcpDone = true
-				} else {
-					c.out = buf
-				}
-			default:
-			}
-			if c.out == nil {
-				break
-			}
+	if c.rOut > 0 {
+		select {
+		case <-c.filled:
+		default:
+			return 0, nil
 		}
-		n, err := c.sess.Send(c.out)
-		if n > 0 {
-			c.stalled[stallRoCESend] = false
+		k := c.rOut
+		c.rOut = 0
+		var err error
+		for i := range k {
+			n := 0
+			if i < c.rFilled {
+				n = c.rlens[i]
+			}
+			if e := c.sess.PostReserved(n); e != nil && err == nil {
+				err = e
+			}
 			moved += n
-			cnt.toRoCE.Add(uint64(n))
-			if n == len(c.out) {
-				c.b.chunks.put(c.out)
-				c.inFree <- nil
-				c.out = nil
-				continue
-			}
-			c.out = c.out[n:]
 		}
-		if errors.Is(err, roce.ErrWouldBlock) || err == nil {
+		cnt.toRoCE.Add(uint64(moved))
+		if err != nil {
+			return moved, err
+		}
+		if c.rErr != nil {
+			c.tcpDone = true
+			if !errors.Is(c.rErr, io.EOF) && !errors.Is(c.rErr, net.ErrClosed) && !errors.Is(c.rErr, os.ErrDeadlineExceeded) {
+				cnt.errors[errTCPRead].Add(1)
+			}
+		}
+	}
+	if c.tcpDone {
+		return moved, nil
+	}
+	if !c.wanted {
+		select {
+		case <-c.want:
+			c.wanted = true
+		default:
+			return moved, nil
+		}
+	}
+	views, err := c.sess.Reserve(c.rviews[:0], cap(c.rviews))
+	c.rviews = views
+	if len(views) == 0 {
+		if errors.Is(err, roce.ErrWouldBlock) {
 			if !c.stalled[stallRoCESend] {
 				c.stalled[stallRoCESend] = true
 				cnt.stalls[stallRoCESend].Add(1)
 			}
-			break
+			return moved, nil
 		}
 		return moved, err
 	}
+	c.stalled[stallRoCESend] = false
+	c.wanted = false
+	c.rOut = len(views)
+	c.give <- struct{}{} // never blocks: one batch at a time
+	cnt.wakeups[dirToRoCE].Add(1)
 	return moved, nil
 }
 
-// read copies the daemon's bytes into chunks for the poll loop. Waiting
-// for a credit is the backpressure on the daemon: its TCP window closes.
-// It takes a chunk only once the socket is readable, so that idle
-// connections hold none.
+// read waits for the daemon's bytes, asks the poll loop for send
+// buffers, and reads the bytes straight into them. Waiting for buffers
+// is the backpressure on the daemon: its TCP window closes. It asks
+// only once the socket is readable, so that idle connections hold none.
 func (c *conn) read() {
 	defer c.b.wg.Done()
-	defer close(c.in)
+	var rc syscall.RawConn
+	sc, ok := c.tcp.(syscall.Conn)
+	err := errors.New("bridge: the daemon's connection is not a socket")
+	if ok {
+		rc, err = sc.SyscallConn()
+	}
 	for {
+		if rc != nil {
+			c.waitReadable(rc)
+		}
+		c.want <- struct{}{} // never blocks: one request at a time
+		c.b.wake()
+		c.b.cnt.wakeups[dirToRoCE].Add(1)
 		select {
-		case <-c.inFree:
+		case <-c.give:
 		case <-c.quit:
 			return
 		}
-		c.waitReadable()
-		buf := c.b.chunks.get()
-		n, err := c.tcp.Read(buf)
-		if n > 0 {
-			c.in <- buf[:n]
-			c.b.wake()
-		} else {
-			c.b.chunks.put(buf)
-			c.inFree <- nil
-		}
-		if err != nil {
-			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
-				c.b.cnt.errors[errTCPRead].Add(1)
+		c.rFilled, c.rErr = 0, err
+		if rc != nil {
+			if err := rc.Read(c.fill); err != nil && c.rErr == nil {
+				c.rErr = err
 			}
+		}
+		done := c.rErr != nil
+		c.filled <- struct{}{} // never blocks: one batch at a time
+		c.b.wake()
+		c.b.cnt.wakeups[dirToRoCE].Add(1)
+		if done {
 			return
 		}
 	}
 }
 
-// write sends the client's bytes to the daemon until toTCP is closed,
-// then closes the socket.
+// fillBuffers reads the socket into the lent send buffers, a buffer per
+// read, until a read leaves its buffer short (the socket is drained) or
+// all are full; it has the runtime wait for readiness only while it has
+// read nothing. As the callback of syscall.RawConn.Read it runs on the
+// reader's goroutine.
+func (c *conn) fillBuffers(fd uintptr) bool {
+	for c.rFilled < len(c.rviews) {
+		buf := c.rviews[c.rFilled]
+		n, err := syscall.Read(int(fd), buf)
+		c.b.cnt.syscalls[dirToRoCE].Add(1)
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err == syscall.EAGAIN:
+			return c.rFilled > 0
+		case err != nil:
+			c.rErr = err
+			return true
+		case n == 0:
+			c.rErr = io.EOF
+			return true
+		}
+		c.rlens[c.rFilled] = n
+		c.rFilled++
+		if n < len(buf) {
+			return true
+		}
+	}
+	return true
+}
+
+// write sends the client's bytes to the daemon, each batch the poll
+// loop lends it with one gathered write, until toTCP is closed; then it
+// closes the socket.
 func (c *conn) write() {
 	defer c.b.wg.Done()
 	failed := false
-	for buf := range c.toTCP {
+	for range c.toTCP {
 		if !failed {
-			if _, err := c.tcp.Write(buf); err != nil {
+			// WriteTo consumes what it writes: it gets a copy of the
+			// views' headers, in an array reused batch after batch.
+			c.wbuf = append(c.wbuf[:0], c.wviews...)
+			_, err := c.wbuf.WriteTo(c.tcp)
+			c.b.cnt.syscalls[dirToTCP].Add(1)
+			if err != nil {
 				failed = true
 				if !errors.Is(err, net.ErrClosed) {
 					c.b.cnt.errors[errTCPWrite].Add(1)
 				}
 			}
 		}
-		c.b.chunks.put(buf)
-		c.toFree <- nil
+		c.written <- struct{}{} // never blocks: one batch at a time
 		c.b.wake()
+		c.b.cnt.wakeups[dirToTCP].Add(1)
 	}
 	c.tcp.Close()
 }
@@ -687,51 +782,12 @@ func (b *Bridge) wake() {
 
 // waitReadable blocks until the TCP socket has data, EOF or an error,
 // without a buffer: a one-byte MSG_PEEK through the runtime's poller.
-// A connection that is not a socket falls through to its Read.
-func (c *conn) waitReadable() {
-	sc, ok := c.tcp.(syscall.Conn)
-	if !ok {
-		return
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return
-	}
+func (c *conn) waitReadable(rc syscall.RawConn) {
 	rc.Read(func(fd uintptr) bool {
 		_, _, err := syscall.Recvfrom(int(fd), c.peek[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		c.b.cnt.syscalls[dirToRoCE].Add(1)
 		return err != syscall.EAGAIN && err != syscall.EINTR
 	})
-}
-
-// chunkPool is the free list of the chunks that carry bytes between the
-// sockets and the sessions, shared by all connections and their
-// goroutines.
-type chunkPool struct {
-	mu   sync.Mutex
-	free [][]byte
-	size int
-}
-
-func (p *chunkPool) get() []byte {
-	p.mu.Lock()
-	if n := len(p.free); n > 0 {
-		b := p.free[n-1]
-		p.free[n-1] = nil
-		p.free = p.free[:n-1]
-		p.mu.Unlock()
-		return b
-	}
-	p.mu.Unlock()
-	return make([]byte, p.size)
-}
-
-func (p *chunkPool) put(b []byte) {
-	b = b[:cap(b)]
-	p.mu.Lock()
-	if len(p.free) < maxFreeChunks {
-		p.free = append(p.free, b)
-	}
-	p.mu.Unlock()
 }
 
 // close ends the TCP side (a reset, or a close after the last bytes) and
@@ -741,11 +797,26 @@ func (c *conn) close(reset bool) {
 		return
 	}
 	c.released = true
+	// The reader's buffers are views of the session's send buffers: they
+	// go back to the pool only once it is done with them, at once now
+	// that its read times out.
+	if c.rOut > 0 {
+		c.tcp.SetReadDeadline(time.Now())
+		<-c.filled
+		c.rOut = 0
+	}
 	if reset {
 		if tc, ok := c.tcp.(*net.TCPConn); ok {
 			tc.SetLinger(0)
 		}
 		c.tcp.Close()
+		// The writer's batch is views of the session's receive buffers:
+		// they go back to the pool only once it is done with them, at
+		// once now that the socket is closed.
+		if c.wOut > 0 {
+			<-c.written
+			c.wOut = 0
+		}
 	} else {
 		c.tcp.SetWriteDeadline(time.Now().Add(closeTimeout))
 	}

@@ -245,6 +245,15 @@ func TestBridgeStream(t *testing.T) {
 	if st.BytesToTCP != uint64(len(msg)) || st.BytesToRoCE != uint64(len(msg)) || st.Active != 0 || st.Closed != 1 {
 		t.Errorf("stats %+v", st)
 	}
+	// Both ways without a copy of the bridge's own. Back to the client,
+	// each batch is a readiness probe and at least one read, with three
+	// hand-offs: the reader's request, the buffers, the filled ones.
+	if st.Copied["to_tcp"] != 0 || st.Copied["to_roce"] != 0 {
+		t.Errorf("bytes copied: %v; want none", st.Copied)
+	}
+	if w, k := st.Syscalls["to_roce"], st.Wakeups["to_roce"]; w < 2 || 2*k > 3*w {
+		t.Errorf("to_roce: %d system calls, %d wake-ups; want at most 3 wake-ups per 2 system calls", w, k)
+	}
 	if err := n.b.Shutdown(); err != nil {
 		t.Fatal(err)
 	}

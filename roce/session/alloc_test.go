@@ -12,13 +12,20 @@ import (
 // pump moves msg through the session pair once: send it all, poll, read
 // it all.
 func (sp *sessionPair) pump(tb testing.TB, msg, rbuf []byte) {
+	sp.pumpWith(tb, msg, sp.a.Send, func() (int, error) { return sp.b.Recv(rbuf) })
+}
+
+// pumpWith is pump with send sending what it can of the rest of msg and
+// recv reading what arrived: the bytes it took and roce.ErrWouldBlock
+// once there is no more.
+func (sp *sessionPair) pumpWith(tb testing.TB, msg []byte, send func([]byte) (int, error), recv func() (int, error)) {
 	sent, got := 0, 0
 	for i := 0; got < len(msg); i++ {
 		if i > 1_000_000 {
 			tb.Fatalf("pump stuck: sent %d, received %d", sent, got)
 		}
 		if sent < len(msg) {
-			k, err := sp.a.Send(msg[sent:])
+			k, err := send(msg[sent:])
 			if err != nil && !errors.Is(err, roce.ErrWouldBlock) {
 				tb.Fatal(err)
 			}
@@ -29,7 +36,7 @@ func (sp *sessionPair) pump(tb testing.TB, msg, rbuf []byte) {
 		}
 		sp.n.Now = sp.n.Now.Add(1000)
 		for {
-			k, err := sp.b.Recv(rbuf)
+			k, err := recv()
 			got += k
 			if err != nil {
 				if !errors.Is(err, roce.ErrWouldBlock) {

@@ -202,6 +202,14 @@ type Session struct {
 	ready []readyBuf
 	rdHd  int
 	rdN   int
+	// lent counts the ready buffers from rdHd on that Lend handed out
+	// and Return has not taken back: still the session's, not reposted.
+	lent int
+
+	// resv are the send buffers Reserve handed out, oldest first from
+	// resvHd, not yet posted or given back.
+	resv   []int32
+	resvHd int
 
 	wcs [32]roce.WorkCompletion
 	sge [1]roce.SGE
@@ -340,6 +348,94 @@ func (s *Session) Send(p []byte) (int, error) {
 		return 0, roce.ErrWouldBlock
 	}
 	return sent, nil
+}
+
+// Reserve appends to bufs, for up to n SENDs, a whole free send buffer
+// each, and returns bufs: the caller fills them (a socket read straight
+// into registered memory, no copy) and sends or gives back each, oldest
+// first, with PostReserved. They are taken from the free buffers and
+// the send queue's room as Send's would be, so that sends stay bounded
+// by the buffers the send CQ frees. It reaps the send CQ when none is
+// free, and returns bufs unchanged with roce.ErrWouldBlock when none is.
+func (s *Session) Reserve(bufs [][]byte, n int) ([][]byte, error) {
+	switch {
+	case s.err != nil:
+		return bufs, s.err
+	case s.closed:
+		return bufs, fmt.Errorf("session: qp %d: reserve: %w", s.qp.QPN(), ErrClosed)
+	case s.qp.State() == roce.QPStateError:
+		return bufs, s.fail(s.qpFailed())
+	}
+	room := func() int { return min(s.freeBufs(), s.qp.SendQueueFree()-s.Reserved()) }
+	if room() < n {
+		if err := s.reap(); err != nil {
+			return bufs, err
+		}
+	}
+	if s.resvHd == len(s.resv) {
+		s.resv, s.resvHd = s.resv[:0], 0
+	}
+	bs := s.cfg.BufferSize
+	k := min(n, room())
+	for range k {
+		idx := s.peekBuf()
+		s.popBuf()
+		s.resv = append(s.resv, idx)
+		off := int(idx) * bs
+		bufs = append(bufs, s.sendMem[off:off+bs])
+	}
+	s.cnt.sendBufsInUse.Store(int64(s.SendBuffersInUse()))
+	if k == 0 {
+		if s.pool != nil && len(s.pool.free) == 0 {
+			s.pool.sendStarved++
+		}
+		return bufs, roce.ErrWouldBlock
+	}
+	return bufs, nil
+}
+
+// Reserved returns the send buffers reserved and not yet posted or
+// given back.
+func (s *Session) Reserved() int { return len(s.resv) - s.resvHd }
+
+// PostReserved sends the first n bytes of the oldest reserved buffer as
+// one SEND or, with n 0, gives it back unsent.
+func (s *Session) PostReserved(n int) error {
+	switch {
+	case s.Reserved() == 0:
+		return fmt.Errorf("session: qp %d: post of a reserved buffer, none reserved: %w", s.qp.QPN(), roce.ErrInvalidArgument)
+	case n < 0 || n > s.cfg.BufferSize:
+		return fmt.Errorf("session: qp %d: post of %d bytes from a %d-byte buffer: %w", s.qp.QPN(), n, s.cfg.BufferSize, roce.ErrInvalidArgument)
+	}
+	idx := s.resv[s.resvHd]
+	s.resvHd++
+	if n == 0 {
+		s.unreserve(idx)
+		return nil
+	}
+	if s.err != nil {
+		s.unreserve(idx)
+		return s.err
+	}
+	if err := s.postSend(uint64(idx), int(idx)*s.cfg.BufferSize, n); err != nil {
+		s.unreserve(idx)
+		return s.fail(err)
+	}
+	return nil
+}
+
+// unreserve gives a reserved send buffer back to the free ones.
+func (s *Session) unreserve(idx int32) {
+	if p := s.pool; p != nil {
+		if i := indexOf(s.free, idx); i >= 0 {
+			s.free[i] = s.free[len(s.free)-1]
+			s.free = s.free[:len(s.free)-1]
+			p.free = append(p.free, idx)
+		}
+	} else {
+		s.free = append(s.free, idx)
+	}
+	s.cnt.sendBufsInUse.Store(int64(s.SendBuffersInUse()))
 }
 
 // Unacknowledged reaps the send CQ and returns how many SENDs the peer
@@ -557,17 +653,90 @@ func (s *Session) Recv(p []byte) (int, error) {
 	return n, nil
 }
 
+// Lend appends to bufs a view of each received buffer not yet read
+// or lent, in order, and returns bufs: the caller writes them elsewhere
+// (a socket, with one gathered write) without copying them out. The
+// buffers stay the session's and are not reposted, so they count
+// against its receive cap as unread data does, until Return takes them
+// back; a view must not be used after its Return or the session's
+// Release. Recv must not be called while buffers are lent. Like Recv it
+// polls the receive CQ when nothing new is ready, and returns bufs
+// unchanged with roce.ErrWouldBlock when nothing new is there, io.EOF
+// once the data before the peer's close has been lent and returned,
+// and the session's error once the QP failed and what arrived before is
+// lent and returned.
+func (s *Session) Lend(bufs [][]byte) ([][]byte, error) {
+	switch {
+	case s.err != nil:
+		return bufs, s.err
+	case s.eof:
+		return bufs, io.EOF
+	}
+	if s.rdN == s.lent {
+		if err := s.pollRecv(); err != nil {
+			return bufs, err
+		}
+	}
+	bs := s.cfg.BufferSize
+	k := len(bufs)
+	for s.lent < s.rdN {
+		rb := &s.ready[(s.rdHd+s.lent)%len(s.ready)]
+		if rb.fin {
+			if s.lent > 0 {
+				break // EOF once the data before it is returned
+			}
+			s.eof = true
+			s.popReady()
+			return bufs, io.EOF
+		}
+		base := rb.idx * bs
+		bufs = append(bufs, s.recvMem[base+rb.off:base+rb.n])
+		s.lent++
+	}
+	if len(bufs) > k {
+		return bufs, nil
+	}
+	if s.lent == 0 {
+		if s.flushed {
+			return bufs, s.fail(s.checkWC(&s.flushWC, "receive", roce.WCRecv))
+		}
+		if s.pool != nil && s.qp.State() == roce.QPStateError {
+			return bufs, s.fail(s.qpFailed())
+		}
+	}
+	return bufs, roce.ErrWouldBlock
+}
+
+// Return takes back the k oldest buffers Lend handed out and posts them
+// again: their data has been written out.
+func (s *Session) Return(k int) error {
+	if k > s.lent {
+		return fmt.Errorf("session: qp %d: return of %d buffers, %d lent: %w", s.qp.QPN(), k, s.lent, roce.ErrInvalidArgument)
+	}
+	for range k {
+		s.lent--
+		if err := s.popReady(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Lent returns the receive buffers lent and not returned.
+func (s *Session) Lent() int { return s.lent }
+
 // Readable reports whether Recv would return data, EOF or an error
 // without polling the CQ: in shared mode, after the pool's Poll, whether
 // Recv has anything to say at all.
 func (s *Session) Readable() bool {
-	return s.rdN > 0 || s.err != nil || s.eof || s.flushed || s.pool != nil && s.qp.State() == roce.QPStateError
+	return s.rdN > s.lent || s.err != nil || s.eof || s.flushed || s.pool != nil && s.qp.State() == roce.QPStateError
 }
 
-// Buffered returns the received bytes Recv can return without polling.
+// Buffered returns the received bytes Recv or Lend can return without
+// polling: those not lent.
 func (s *Session) Buffered() int {
 	t := 0
-	for i := range s.rdN {
+	for i := s.lent; i < s.rdN; i++ {
 		rb := &s.ready[(s.rdHd+i)%len(s.ready)]
 		t += rb.n - rb.off
 	}
@@ -738,6 +907,8 @@ func (s *Session) fail(err error) error {
 func (s *Session) releaseShared() {
 	p := s.pool
 	p.poll()
+	// Lent buffers too: the caller is done with them by now (Lend).
+	s.lent = 0
 	for s.rdN > 0 {
 		p.repost(s.ready[s.rdHd].idx)
 		s.rdHd = (s.rdHd + 1) % len(s.ready)
