@@ -895,7 +895,8 @@ func (d *Daemon) Snapshot() metrics.Snapshot {
 	}
 	if kp := d.kernel; kp != nil && kp.consumer != nil {
 		k := metrics.Kernel{Interface: cfg.Kernel.Interface, FromPackets: kp.consumer.FromKernel.Packets.Load(),
-			FromBytes: kp.consumer.FromKernel.Bytes.Load(), FromDrops: kp.consumer.FromKernel.Drops.Load()}
+			FromBytes: kp.consumer.FromKernel.Bytes.Load(), FromDrops: kp.consumer.FromKernel.Drops.Load(),
+			ForeignAddresses: int(kp.foreignAddrs.Load()), ForeignRoutes: int(kp.foreignRoutes.Load())}
 		if st, err := kp.port.Stats(1); err == nil {
 			k.IfRxPackets, k.IfTxPackets, k.IfErrors = st.RxPackets, st.TxPackets, st.RxErrors+st.TxErrors
 		}

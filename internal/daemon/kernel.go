@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"sync/atomic"
 
 	"github.com/cephdpdkd/cephdpdkd/consumer"
 	"github.com/cephdpdkd/cephdpdkd/dispatch"
@@ -23,6 +24,9 @@ type kernelPath struct {
 	port     *pmd.Port
 	consumer *consumer.Kernel
 	iface    *kernelif.Interface
+	// foreignAddrs and foreignRoutes are what ForeignKernelConfig found
+	// last, for the metrics.
+	foreignAddrs, foreignRoutes atomic.Int64
 }
 
 // KernelDevargs returns the vdev devargs that create the exception-path
@@ -114,12 +118,20 @@ func (d *Daemon) startKernel() error {
 }
 
 // ForeignKernelConfig returns what is on the exception path's interface
-// that the kernel section did not put there; nothing without one.
+// that the kernel section did not put there; nothing without one. The
+// counts also go to the metrics (cephdpdkd_kernel_foreign_config), so
+// that a network manager that adopted the tap can be alerted on.
 func (d *Daemon) ForeignKernelConfig() (kernelif.Network, error) {
 	if d.kernel == nil || d.kernel.iface == nil {
 		return kernelif.Network{}, nil
 	}
-	return d.kernel.iface.Foreign()
+	f, err := d.kernel.iface.Foreign()
+	if err != nil {
+		return f, err
+	}
+	d.kernel.foreignAddrs.Store(int64(len(f.Addresses)))
+	d.kernel.foreignRoutes.Store(int64(len(f.Routes)))
+	return f, nil
 }
 
 // KernelNetwork returns the node's addresses and routes that the kernel

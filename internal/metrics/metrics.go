@@ -55,6 +55,9 @@ type Kernel struct {
 	FromDrops                uint64 // freed at stop, never taken by the port
 	IfRxPackets, IfTxPackets uint64 // the interface's DPDK driver counters
 	IfErrors                 uint64
+	// ForeignAddresses and ForeignRoutes are what the last check found
+	// on the interface that the kernel section did not put there.
+	ForeignAddresses, ForeignRoutes int
 }
 
 // Port holds a port's driver counters.
@@ -122,7 +125,7 @@ type descs struct {
 	poolSize, poolAvail, poolInUse                                                                    *prometheus.Desc
 	malformed                                                                                         *prometheus.Desc
 	busy, loop, busyRatio, sleeps, slept                                                              *prometheus.Desc
-	kFromPkts, kFromBytes, kFromDrops, kIfRx, kIfTx, kIfErr                                           *prometheus.Desc
+	kFromPkts, kFromBytes, kFromDrops, kIfRx, kIfTx, kIfErr, kForeign                                 *prometheus.Desc
 	procAttached, procBeat, procSentPkts, procSentBytes, procRecovered                                *prometheus.Desc
 	gateWindows, gateHeld, capRemovals, capWaited, capTimedOut                                        *prometheus.Desc
 }
@@ -177,6 +180,7 @@ func NewCollector(snapshot func() Snapshot) *Collector {
 		kIfRx:      d("kernel_interface_read_packets_total", "Frames DPDK read from the kernel interface (driver count).", "interface"),
 		kIfTx:      d("kernel_interface_written_packets_total", "Frames DPDK wrote to the kernel interface (driver count).", "interface"),
 		kIfErr:     d("kernel_interface_errors_total", "Failed reads and writes on the kernel interface (driver count).", "interface"),
+		kForeign:   d("kernel_foreign_config", "Addresses (kind=address) and routes (kind=route) on the kernel interface that the kernel section did not put there, at the last check: a network manager configuring it.", "interface", "kind"),
 
 		procAttached:  d("service_attached", "1 while a live service process holds the service (consumer type process).", "service"),
 		procBeat:      d("service_heartbeat_age_seconds", "Time since the attached service process last called in.", "service"),
@@ -263,6 +267,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(d.kIfRx, k.IfRxPackets, k.Interface)
 		counter(d.kIfTx, k.IfTxPackets, k.Interface)
 		counter(d.kIfErr, k.IfErrors, k.Interface)
+		gauge(d.kForeign, float64(k.ForeignAddresses), k.Interface, "address")
+		gauge(d.kForeign, float64(k.ForeignRoutes), k.Interface, "route")
 	}
 	for _, p := range s.Processes {
 		attached := 0.0

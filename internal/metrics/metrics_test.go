@@ -108,3 +108,20 @@ cephdpdkd_interrupt_gate_windows_total 190
 		t.Error(err)
 	}
 }
+
+// The foreign-configuration gauge has one series per kind, 0 included,
+// so that an alert can compare it with 0.
+func TestKernelForeignConfig(t *testing.T) {
+	s := sample(10, 4)
+	s.Kernel = []Kernel{{Interface: "ens3f0", ForeignAddresses: 2}}
+	c := NewCollector(func() Snapshot { return s })
+	want := `
+# HELP cephdpdkd_kernel_foreign_config Addresses (kind=address) and routes (kind=route) on the kernel interface that the kernel section did not put there, at the last check: a network manager configuring it.
+# TYPE cephdpdkd_kernel_foreign_config gauge
+cephdpdkd_kernel_foreign_config{interface="ens3f0",kind="address"} 2
+cephdpdkd_kernel_foreign_config{interface="ens3f0",kind="route"} 0
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "cephdpdkd_kernel_foreign_config"); err != nil {
+		t.Error(err)
+	}
+}
