@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/cephdpdkd/cephdpdkd/internal/config"
 	"github.com/cephdpdkd/cephdpdkd/internal/hugepages"
@@ -41,18 +40,8 @@ func fakeHostHuge(t *testing.T, activity nicbind.Activity) (*host, *nicbindtest.
 	huge.RunDir = filepath.Join(t.TempDir(), "run")
 	return &host{
 		huge: huge,
-		nic: &nicbind.System{
-			Sysfs: tr.Root, RunDir: filepath.Join(t.TempDir(), "run"),
-			Activity:      func(string) (nicbind.Activity, error) { return activity, nil },
-			LoadModule:    tr.LoadModule,
-			SetLinkUp:     func(string) error { return nil },
-			Network:       tr.Network,
-			SetNetwork:    tr.SetNetwork,
-			WriteFile:     tr.Write,
-			Timeout:       time.Second,
-			AppearTimeout: 200 * time.Millisecond,
-		},
-		log: slog.New(slog.NewTextHandler(&logs, nil)),
+		nic:  tr.System(filepath.Join(t.TempDir(), "run"), activity),
+		log:  slog.New(slog.NewTextHandler(&logs, nil)),
 	}, tr, k, &logs
 }
 

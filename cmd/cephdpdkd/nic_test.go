@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/cephdpdkd/cephdpdkd/internal/nicbind"
 	"github.com/cephdpdkd/cephdpdkd/internal/nicbind/nicbindtest"
@@ -22,17 +21,9 @@ func fakeNICs(t *testing.T) (tr *nicbindtest.Tree, runDir string) {
 	old := nicSystem
 	t.Cleanup(func() { nicSystem = old })
 	nicSystem = func(sysfs, runDir string) *nicbind.System {
-		return &nicbind.System{
-			Sysfs: sysfs, RunDir: runDir,
-			Activity:      func(string) (nicbind.Activity, error) { return nicbind.Activity{}, nil },
-			LoadModule:    tr.LoadModule,
-			SetLinkUp:     func(string) error { return nil },
-			Network:       tr.Network,
-			SetNetwork:    tr.SetNetwork,
-			WriteFile:     tr.Write,
-			Timeout:       time.Second,
-			AppearTimeout: 200 * time.Millisecond,
-		}
+		s := tr.System(runDir, nicbind.Activity{})
+		s.Sysfs = sysfs
+		return s
 	}
 	if _, err := nicSystem(tr.Root, runDir).Bind("node0", nicbind.Request{Driver: nicbind.VFIO, Interface: "ens1f0"}); err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/cephdpdkd/cephdpdkd/internal/kernelif"
 	"github.com/cephdpdkd/cephdpdkd/internal/nicbind"
@@ -338,4 +339,21 @@ func (tr *Tree) Activity(ifname string) (nicbind.Activity, error) {
 		}
 	}
 	return a, err
+}
+
+// System returns a nicbind.System on the tree, with runDir for its state
+// files: every interface carries activity, a link comes up at once, and
+// the waits are short.
+func (tr *Tree) System(runDir string, activity nicbind.Activity) *nicbind.System {
+	return &nicbind.System{
+		Sysfs: tr.Root, RunDir: runDir,
+		Activity:      func(string) (nicbind.Activity, error) { return activity, nil },
+		LoadModule:    tr.LoadModule,
+		SetLinkUp:     func(string) error { return nil },
+		Network:       tr.Network,
+		SetNetwork:    tr.SetNetwork,
+		WriteFile:     tr.Write,
+		Timeout:       time.Second,
+		AppearTimeout: 200 * time.Millisecond,
+	}
 }
