@@ -353,17 +353,7 @@ type responderCounters struct {
 // read as 0.
 func endpointResponder(t *testing.T, d *daemonProc) responderCounters {
 	t.Helper()
-	m, err := d.Metrics()
-	if err != nil {
-		t.Fatalf("scrape: %v", err)
-	}
-	get := func(name string) float64 {
-		t.Helper()
-		if countSeries(m, name+"{") == 0 {
-			t.Fatalf("the daemon exports no %s", name)
-		}
-		return sum(m, name)
-	}
+	get := mustScrape(t, d, "")
 	return responderCounters{
 		rnrNaks:     get("cephdpdkd_roce_endpoint_rnr_naks_sent_total"),
 		silentDrops: get("cephdpdkd_roce_endpoint_rnr_silent_drops_total"),
@@ -407,17 +397,7 @@ type bridgeCosts struct {
 // counter missing from the scrape fails the test rather than read as 0.
 func scrapeBridgeCosts(t *testing.T, d *daemonProc) bridgeCosts {
 	t.Helper()
-	m, err := d.Metrics()
-	if err != nil {
-		t.Fatalf("scrape: %v", err)
-	}
-	get := func(name string) float64 {
-		t.Helper()
-		if countSeries(m, name+"{direction=to_tcp}") == 0 {
-			t.Fatalf("the daemon exports no %s{direction=to_tcp}", name)
-		}
-		return sum(m, name, "direction=to_tcp")
-	}
+	get := mustScrape(t, d, "direction=to_tcp")
 	cpu, err := daemonproc.CPUTime(d.Pid())
 	if err != nil {
 		t.Fatal(err)
@@ -490,4 +470,26 @@ func median(v []float64) float64 {
 		return s[n/2]
 	}
 	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// mustScrape scrapes d and returns what sums a metric's series, only
+// those whose one label is label when it is set; a metric with no such
+// series fails the test rather than read as 0.
+func mustScrape(t *testing.T, d *daemonProc, label string) func(name string) float64 {
+	t.Helper()
+	m, err := d.Metrics()
+	if err != nil {
+		t.Fatalf("scrape: %v", err)
+	}
+	return func(name string) float64 {
+		t.Helper()
+		prefix, want := name+"{", []string(nil)
+		if label != "" {
+			prefix, want = name+"{"+label+"}", []string{label}
+		}
+		if countSeries(m, prefix) == 0 {
+			t.Fatalf("the daemon exports no %s", strings.TrimSuffix(prefix, "{"))
+		}
+		return sum(m, name, want...)
+	}
 }
