@@ -150,7 +150,7 @@ func TestCephNode(t *testing.T) {
 	})
 	n.step("counters: mon and OSD traffic, consistent with the port", func() { n.checkCounters(m0, before, false) })
 	n.step("OSD flood beyond the kernel's pace: mon keeps 0 drops, OSD drops are counted", func() { n.priorityUnderFlood(ctx) })
-	n.step("kill ceph-osd during a bench, restart it, the client is served again", func() { n.killOSD(ctx) })
+	n.step("stop ceph-osd during a bench, restart it, the client is served again", func() { n.restartOSD(ctx) })
 	n.step("SIGTERM the daemon during a bench: clean stop, every mbuf back, Ceph unreachable", func() { n.stopDuringBench(ctx) })
 	n.step("restart the daemon: ceph -s works again", func() {
 		start := time.Now()
@@ -428,7 +428,7 @@ func (n *node) priorityUnderFlood(ctx context.Context) {
 	n.healthOK(ctx, 60*time.Second)
 }
 
-func (n *node) killOSD(ctx context.Context) {
+func (n *node) restartOSD(ctx context.Context) {
 	n.t.Helper()
 	bctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
@@ -439,10 +439,17 @@ func (n *node) killOSD(ctx context.Context) {
 		n.t.Fatal(err)
 	}
 	time.Sleep(3 * time.Second)
-	if err := n.ceph.KillOSD(); err != nil {
+	// SIGTERM, not SIGKILL: a killed memstore OSD comes back as of its
+	// last clean stop, without the writes it acknowledged since, which no
+	// real OSD does. Ceph's accounting then went wrong once in a repeat
+	// run: the OSD's statfs wrapped ("full status failsafe engaged ...
+	// -2147483648% full") and every later write hung. For the node the
+	// two look alike: the OSD's TCP connections close under a bench.
+	stopped := time.Now()
+	if err := n.ceph.StopOSD(); err != nil {
 		n.t.Fatal(err)
 	}
-	n.logf("ceph-osd killed during the bench")
+	n.logf("ceph-osd stopped during the bench (%.1f s to save its objects and exit)", time.Since(stopped).Seconds())
 	// The client stalls (its writes have nowhere to go) or fails.
 	done := make(chan error, 1)
 	go func() { done <- bench.Wait() }()

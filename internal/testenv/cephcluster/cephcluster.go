@@ -461,7 +461,10 @@ func (c *Cluster) WaitHealthOK(ctx context.Context) error {
 // monitor nothing and saves nothing. A memstore OSD keeps its objects in
 // RAM and writes them to Dir only when it stops cleanly, so StartOSD
 // brings it back as of the last StopOSD, or of Start: what was written
-// since is gone, like a disk that lost its write cache. KillOSD waits
+// since is gone, like a disk that lost its write cache. No real OSD
+// comes back like that, and Ceph's space accounting can wrap after it
+// (the OSD reports itself past its failsafe ratio and blocks writes), so
+// a test that writes on after the restart uses StopOSD. KillOSD waits
 // until the process is gone.
 func (c *Cluster) KillOSD() error {
 	return c.stopOSD(func(d *daemon) error {
