@@ -26,8 +26,10 @@
 //   - Loss recovery on our side, beyond what rxe does (rtt.go,
 //     reqTimers, queueNakSeq): an RTO from the measured RTT that resends
 //     early while retries are still counted in whole transport timeouts,
-//     a tail-loss probe, and an ACK ahead of each sequence NAK so that a
-//     Linux requester acts on it.
+//     a tail-loss probe, an ACK ahead of each sequence NAK so that a
+//     Linux requester acts on it, and the NAK sent again when what it
+//     asked for does not come and the requester never went back (a lost
+//     NAK; nakTimer).
 //   - Dead-peer detection on idle connections (idle.go): a QP that has
 //     nothing in flight and has heard nothing from its peer for
 //     EndpointConfig.IdleProbe sends a duplicate zero-length SEND, which

@@ -3,6 +3,7 @@ package roce
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -26,6 +27,17 @@ func sendSetup(t *testing.T, n *testNet, p *qpPair, size int, postRecv bool) (sr
 		t.Fatal(err)
 	}
 	return src, dst
+}
+
+// naksIn returns the NAKs among frames, dropped ones included.
+func naksIn(frames []captured) []captured {
+	var naks []captured
+	for _, c := range frames {
+		if c.aeth.IsNak() {
+			naks = append(naks, c)
+		}
+	}
+	return naks
 }
 
 // checkDelivered waits for both completions and checks them and the data.
@@ -58,12 +70,7 @@ func TestGoBackNMidMessage(t *testing.T) {
 	src, dst := sendSetup(t, n, p, 10*1024, true)
 	checkDelivered(t, n, p, src, dst)
 
-	var naks []captured
-	for _, c := range *fromB {
-		if c.aeth.IsNak() {
-			naks = append(naks, c)
-		}
-	}
+	naks := naksIn(*fromB)
 	if len(naks) != 1 || naks[0].aeth.NakCode() != wire.NakPSNSeq || naks[0].bth.PSN != lost {
 		t.Errorf("responder NAKs %+v, want one sequence NAK for psn %#x", naks, lost)
 	}
@@ -78,6 +85,88 @@ func TestGoBackNMidMessage(t *testing.T) {
 	}
 	if sa := p.a.Stats(); sa.Retransmits != 7 || sa.NaksReceived[NakSequence] != 1 || sa.Timeouts != 0 {
 		t.Errorf("requester: %d retransmits, %d NAKs, %d timeouts; want 7, 1, 0", sa.Retransmits, sa.NaksReceived[NakSequence], sa.Timeouts)
+	}
+}
+
+// TestLostNakResent drops the fourth packet of a 10-packet SEND and the
+// sequence NAK that asks for it, and then every packet the requester
+// sends again on its own (its tail-loss probe and adaptive timer, which
+// an rxe requester does not have: it waits for its transport timeout,
+// 1 s here): the responder, dropping everything past the gap, sends the
+// NAK again once shortWaitNoRTT has passed without the packet (no RTT
+// measured yet), and the requester goes back N from the lost packet on
+// that NAK.
+func TestLostNakResent(t *testing.T) {
+	n := newTestNet(t, roctest.Faulty(1, 0), EndpointConfig{})
+	o := defaultQPOpts()
+	o.timeout = 18
+	p := n.newPair(o)
+	lost := wire.PSNAdd(o.psnA, 3)
+	var fromB *[]captured
+	nakDelivered := func() bool {
+		return slices.ContainsFunc(naksIn(*fromB), func(c captured) bool { return !c.dropped })
+	}
+	dropLost := dropOnce(func(c *captured) bool { return c.bth.PSN == lost })
+	fromA := n.capture(n.A.Link, func(c *captured, i int) bool {
+		return dropLost(c, i) || i >= 10 && !nakDelivered()
+	})
+	fromB = n.capture(n.B.Link, dropOnce(func(c *captured) bool { return c.aeth.IsNak() }))
+	src, dst := sendSetup(t, n, p, 10*1024, true)
+	checkDelivered(t, n, p, src, dst)
+
+	naks := naksIn(*fromB)
+	if len(naks) != 2 || !naks[0].dropped || naks[1].bth.PSN != lost || naks[1].aeth.NakCode() != wire.NakPSNSeq {
+		t.Fatalf("responder NAKs %+v, want two sequence NAKs for psn %#x, the first lost", naks, lost)
+	}
+	if wait := naks[1].at.Sub(naks[0].at); wait < shortWaitNoRTT || wait > shortWaitNoRTT+5*time.Millisecond {
+		t.Errorf("NAK sent again after %v, want %v", wait, shortWaitNoRTT)
+	}
+	sb := p.b.Stats()
+	if sb.NakResends != 1 || sb.NaksSent[NakSequence] != 2 {
+		t.Errorf("responder: %d NAK resends, %d sequence NAKs; want 1, 2", sb.NakResends, sb.NaksSent[NakSequence])
+	}
+	if es := n.b.Stats(); es.SequenceNakResends != 1 {
+		t.Errorf("endpoint: %d sequence NAK resends, want 1", es.SequenceNakResends)
+	}
+	if sa := p.a.Stats(); sa.NaksReceived[NakSequence] != 1 || sa.RetryTimeouts != 0 {
+		t.Errorf("requester: %d sequence NAKs, %d transport timeouts; want 1, 0", sa.NaksReceived[NakSequence], sa.RetryTimeouts)
+	}
+	// Its frames past the first ten were dropped until a NAK reached it:
+	// the first that went through answers the resent NAK.
+	for i, c := range (*fromA)[10:] {
+		if !c.dropped {
+			if c.bth.PSN != lost || c.at.Before(naks[1].at) {
+				t.Errorf("frame %d, the first resent that went through, is psn %#x at %v; want %#x after the NAK at %v", 10+i, c.bth.PSN, c.at, lost, naks[1].at)
+			}
+			break
+		}
+	}
+}
+
+// TestAnsweredNakNotResent drops the fourth packet of a 10-packet SEND
+// and every resend of it for twice shortWaitNoRTT: the requester went
+// back N on the NAK (the responder sees the packets past the gap again),
+// so the NAK reached it and goes no more. rxe would ignore it until its
+// timer fired, and take it as a reason to start that timer over.
+func TestAnsweredNakNotResent(t *testing.T) {
+	n, o, p := newCleanPair(t)
+	lost := wire.PSNAdd(o.psnA, 3)
+	start := n.Now
+	drops := 0
+	n.capture(n.A.Link, func(c *captured, _ int) bool {
+		if c.bth.PSN == lost && c.at.Sub(start) < 2*shortWaitNoRTT {
+			drops++
+			return true
+		}
+		return false
+	})
+	src, dst := sendSetup(t, n, p, 10*1024, true)
+	checkDelivered(t, n, p, src, dst)
+	if drops < 2 {
+		t.Fatalf("psn %#x dropped %d times, want the first transmission and its resends", lost, drops)
+	}
+	if sb := p.b.Stats(); sb.NakResends != 0 || sb.NaksSent[NakSequence] != 1 {
+		t.Errorf("responder: %d NAK resends, %d sequence NAKs; want 0, 1", sb.NakResends, sb.NaksSent[NakSequence])
 	}
 }
 

@@ -61,6 +61,19 @@ type responder struct {
 	// respArm).
 	shortAt time.Time
 	shortOn bool
+	// nakAt: the sequence NAK for ePSN went out and ePSN has not come;
+	// unless it comes first, the NAK goes again then (nakTimer), for
+	// the nakResends-th time.
+	nakAt      time.Time
+	nakOn      bool
+	nakResends int
+	// nakTop is the highest PSN received past the gap since the NAK;
+	// nakShort: the NAK asked for the rest of a message that had stopped
+	// coming (shortTimer). nakAnswered: the requester has gone back N
+	// since, and no NAK goes again (nakTimer).
+	nakTop      uint32
+	nakShort    bool
+	nakAnswered bool
 
 	reads    [2 * MaxRdAtomic]readJob // new READs up to MaxDestRdAtomic, replays in the rest
 	rHead    int
@@ -79,6 +92,7 @@ func (r *responder) start(epsn uint32) {
 // peer learns why the QP went to ERROR.
 func (r *responder) stop() {
 	r.nakSent, r.starved, r.inSend, r.inWrite, r.wbuf = false, false, false, false, nil
+	r.nakOn, r.nakResends, r.nakShort = false, 0, false
 	r.shortOn = false
 	r.reads = [len(r.reads)]readJob{}
 	r.rHead, r.rN, r.newReads = 0, 0, 0
@@ -135,7 +149,8 @@ func (r *responder) queueNakSeq() {
 	}
 }
 
-// Waits before a message that stopped short is NAKed (respArm).
+// Waits before a message that stopped short is NAKed (respArm), and
+// before an unanswered sequence NAK goes again (nakTimer).
 const (
 	// shortWaitMin floors the wait: a guest's requester can pause that
 	// long between the packets of one message (a descheduled vCPU), and a
@@ -143,7 +158,22 @@ const (
 	shortWaitMin = 20 * time.Millisecond
 	// shortWaitNoRTT is the wait before this QP has measured a round trip.
 	shortWaitNoRTT = 50 * time.Millisecond
+	// maxNakResends bounds how often one sequence NAK goes again, its
+	// wait doubling each time: 6 from shortWaitMin span 1.26 s, past
+	// which the requester's own transport timer has acted.
+	maxNakResends = 6
 )
+
+// respWait is the responder's wait for the rest of a message, or for the
+// PSN its NAK asked for: four round trips as this QP's requester
+// measures them, floored at shortWaitMin, and shortWaitNoRTT before the
+// first measurement.
+func (qp *QP) respWait() time.Duration {
+	if e := &qp.req.rtt; e.srtt > 0 {
+		return max(shortWaitMin, 4*e.srtt)
+	}
+	return shortWaitNoRTT
+}
 
 // respArm runs after a request packet: while a multi-packet SEND or
 // WRITE is in progress, the rest of it is due, and if it stops coming
@@ -157,18 +187,20 @@ const (
 func (qp *QP) respArm(now time.Time) {
 	r := &qp.resp
 	r.shortOn = (r.inSend || r.inWrite) && !r.nakSent
-	if !r.shortOn {
-		return
+	if r.shortOn {
+		r.shortAt = now.Add(qp.respWait())
 	}
-	wait := shortWaitNoRTT
-	if e := &qp.req.rtt; e.srtt > 0 {
-		wait = max(shortWaitMin, 4*e.srtt)
-	}
-	r.shortAt = now.Add(wait)
 }
 
-// respTimers sends the NAK respArm armed, when it is due.
+// respTimers sends the NAKs respArm and nakTimer armed, when they are
+// due.
 func (qp *QP) respTimers(now time.Time) {
+	qp.shortTimer(now)
+	qp.nakTimer(now)
+}
+
+// shortTimer sends the NAK respArm armed, when it is due.
+func (qp *QP) shortTimer(now time.Time) {
 	r := &qp.resp
 	if !r.shortOn || now.Before(r.shortAt) {
 		return
@@ -177,14 +209,55 @@ func (qp *QP) respTimers(now time.Time) {
 	if qp.state != QPStateRTR && qp.state != QPStateRTS || r.nakSent || !(r.inSend || r.inWrite) {
 		return
 	}
-	r.nakSent = true
+	r.nakSent, r.nakShort, r.nakAnswered = true, true, false
 	r.queueNakSeq()
 	qp.cnt.shortNaks.Add(1)
 }
 
+// nakTimer sends a sequence NAK again when what it asked for has not
+// come within respWait of it, doubling the wait each time, up to
+// maxNakResends times. A NAK is one frame, and a lost one costs the
+// most of any loss: the responder drops everything past ePSN until ePSN
+// comes, while the requester, not knowing, sends to the end of its
+// window and then waits for its transport timer, which for Linux
+// rdma_cm clients is 0.5 s and more (2.2 s for Ceph's over Soft-RoCE,
+// measured; issue 21). rxe's own responder NAKs once per gap. The resend
+// carries the ACK of ePSN-1 ahead of it, as the first did (queueNakSeq),
+// in case that was lost too.
+//
+// Once the requester has gone back N (nakAnswered: a PSN past the gap
+// came again), no NAK goes again: it had the NAK, so ePSN was lost again
+// in its resend, and rxe ignores every NAK until an ACK advances it or
+// its timer fires (comp.started_retry), while each response it takes
+// restarts that timer (rxe_comp.c, COMPST_EXIT): resent NAKs would only
+// put its recovery off. While the responder is starved (NoRNR),
+// respOutput sends the NAK once a receive is posted, and the timer
+// starts then.
+func (qp *QP) nakTimer(now time.Time) {
+	r := &qp.resp
+	switch {
+	case !r.nakSent || r.starved || r.nakAnswered || qp.state != QPStateRTR && qp.state != QPStateRTS:
+		r.nakOn = false
+	case r.ctl == ctlNakSeq && r.ctlPSN == r.ePSN:
+		// Queued, not sent yet: the wait starts when it leaves.
+	case !r.nakOn:
+		if r.nakResends < maxNakResends {
+			r.nakAt, r.nakOn = now.Add(qp.respWait()<<r.nakResends), true
+		}
+	case !now.Before(r.nakAt):
+		r.nakOn = false
+		r.nakResends++
+		r.queueNakSeq()
+		countBoth(&qp.cnt.nakResends, &qp.ep.cnt.seqNakResends)
+	}
+}
+
 // respDeadline returns when respTimers next has something to do.
 func (qp *QP) respDeadline() (time.Time, bool) {
-	return qp.resp.shortAt, qp.resp.shortOn
+	var d deadline
+	d.add(qp.resp.shortAt, qp.resp.shortOn)
+	d.add(qp.resp.nakAt, qp.resp.nakOn)
+	return d.at, d.set
 }
 
 // respInput handles a request packet.
@@ -201,9 +274,18 @@ func (qp *QP) respInput(p *wire.Packet) {
 	switch d := wire.PSNDiff(psn, r.ePSN); {
 	case d > 0:
 		qp.cnt.outOfSequence.Add(1)
-		if !r.nakSent {
-			r.nakSent = true
+		switch {
+		case !r.nakSent:
+			r.nakSent, r.nakTop, r.nakAnswered = true, psn, false
 			r.queueNakSeq()
+		case r.nakAnswered:
+		case r.nakShort || wire.PSNDiff(psn, r.nakTop) <= 0:
+			// A PSN past the gap again, or anything after a NAK for
+			// a message that had stopped: the requester went back N,
+			// so it has the NAK, and lost what it resent at ePSN.
+			r.nakAnswered = true
+		default:
+			r.nakTop = psn
 		}
 		return
 	case d < 0:
@@ -216,6 +298,7 @@ func (qp *QP) respInput(p *wire.Packet) {
 		return
 	}
 	r.nakSent, r.starved = false, false
+	r.nakOn, r.nakResends, r.nakShort = false, 0, false
 	if r.ctl == ctlNakSeq && r.ctlPSN == psn {
 		r.ctl = ctlNone // what the NAK asks for arrived in the same burst
 	}
@@ -254,6 +337,7 @@ func (qp *QP) respInput(p *wire.Packet) {
 			// respOutput sends it once a receive is ready.
 			qp.countRNRSilent()
 			r.nakSent, r.starved = true, true
+			r.nakTop, r.nakShort, r.nakAnswered = psn, false, false
 			return
 		}
 		r.queueCtl(ctlRNR, wire.RNRNakSyndrome(qp.attr.MinRNRTimer), psn)

@@ -46,7 +46,7 @@ type qpCounters struct {
 	state                                  atomic.Int32
 	nakRetransmits, tailProbes             atomic.Uint64
 	retryTimeouts                          atomic.Uint64
-	shortNaks                              atomic.Uint64
+	shortNaks, nakResends                  atomic.Uint64
 	idleProbes, deadPeers                  atomic.Uint64
 }
 
@@ -81,6 +81,9 @@ type QPStats struct {
 	// ShortNaks are the NaksSent[NakSequence] that asked for the rest of
 	// a message that stopped coming, with no later packet to show a gap.
 	ShortNaks uint64
+	// NakResends are the NaksSent[NakSequence] that went again because
+	// what the first asked for did not come (a lost NAK).
+	NakResends uint64
 	// IdleProbes are the idle probes sent, first transmissions and
 	// resends (see EndpointConfig.IdleProbe); DeadPeers is 1 once the QP
 	// gave up on a peer that answered nothing for its whole retry budget
@@ -112,6 +115,7 @@ func (c *qpCounters) snapshot(qpn uint32, sendCQ, recvCQ *CQ) QPStats {
 		TailProbes:      c.tailProbes.Load(),
 		RetryTimeouts:   c.retryTimeouts.Load(),
 		ShortNaks:       c.shortNaks.Load(),
+		NakResends:      c.nakResends.Load(),
 		IdleProbes:      c.idleProbes.Load(),
 		DeadPeers:       c.deadPeers.Load(),
 		SendCQDepth:     int(sendCQ.depth.Load()),
@@ -147,6 +151,7 @@ type endpointCounters struct {
 	// too so that they outlive the QPs (see QP.countRNRNakSent and the
 	// like).
 	rnrNaksSent, rnrSilent, seqNaksSent atomic.Uint64
+	seqNakResends                       atomic.Uint64
 	idleProbes, deadPeers               atomic.Uint64
 }
 
@@ -182,6 +187,11 @@ type EndpointStats struct {
 	// sends one after silent drops once a receive is posted again, and
 	// any QP on a request ahead of the expected PSN (a lost packet).
 	SequenceNaksSent uint64
+	// SequenceNakResends counts the SequenceNaksSent that went again
+	// because what the first asked for did not come within a few round
+	// trips (a lost NAK): the sum of QPStats.NakResends, destroyed QPs
+	// included.
+	SequenceNakResends uint64
 	// IdleProbes counts the idle probes the endpoint's QPs have sent,
 	// and DeadPeers the QPs that gave up on a silent peer (ErrPeerDead),
 	// over the endpoint's life: the sums of QPStats.IdleProbes and
@@ -200,7 +210,8 @@ func (e *Endpoint) Stats() EndpointStats {
 		TooManyVLANs: c.tooManyVLANs.Load(), NotRoCE: c.notRoCE.Load(),
 		GSIReceived: c.gsiReceived.Load(), GSISent: c.gsiSent.Load(), TxBusy: c.txBusy.Load(),
 		RNRNaksSent: c.rnrNaksSent.Load(), RNRSilentDrops: c.rnrSilent.Load(), SequenceNaksSent: c.seqNaksSent.Load(),
-		IdleProbes: c.idleProbes.Load(), DeadPeers: c.deadPeers.Load(),
+		SequenceNakResends: c.seqNakResends.Load(),
+		IdleProbes:         c.idleProbes.Load(), DeadPeers: c.deadPeers.Load(),
 	}
 }
 

@@ -24,6 +24,7 @@ type RoCECollector struct {
 	sendBufsInUse, frames, rxDropped, rnrSilent *prometheus.Desc
 	// The endpoint's sums of its QPs' counters, destroyed QPs included.
 	epRNRNaks, epRNRSilent, epSeqNaks *prometheus.Desc
+	epSeqNakResends                   *prometheus.Desc
 	// Dead-peer detection: idle probes per QP and per endpoint, and the
 	// QPs that gave up on a silent peer (per endpoint: such a QP is soon
 	// destroyed).
@@ -70,28 +71,29 @@ func newRoCECollector(eps []roceSource) *RoCECollector {
 		return prometheus.NewDesc("cephdpdkd_roce_"+name, help, labels, nil)
 	}
 	return &RoCECollector{
-		eps:           eps,
-		packets:       d("packets_total", "RoCE packets per QP and direction.", "endpoint", "qpn", "direction"),
-		bytes:         d("bytes_total", "RoCE frame bytes per QP and direction.", "endpoint", "qpn", "direction"),
-		retransmits:   d("retransmits_total", "Request packets sent again (go-back-N).", qp...),
-		timeouts:      d("timeouts_total", "Retransmit timer expiries.", qp...),
-		rnrNaks:       d("rnr_naks_total", "RNR NAKs sent and received.", "endpoint", "qpn", "direction"),
-		rnrSilent:     d("rnr_silent_drops_total", "Requests dropped unanswered because no receive was posted, on QPs that never send RNR NAKs (bridged Ceph peers).", qp...),
-		naks:          d("naks_total", "NAKs sent and received, by code.", "endpoint", "qpn", "direction", "code"),
-		icrc:          d("icrc_errors_total", "Frames for the QP dropped for a bad ICRC.", qp...),
-		dropped:       d("qp_dropped_total", "Frames for the QP dropped for its state, source address or P_Key.", qp...),
-		duplicates:    d("duplicate_requests_total", "Duplicate requests received and acknowledged again.", qp...),
-		outOfSeq:      d("out_of_sequence_total", "Requests received ahead of the expected PSN.", qp...),
-		stale:         d("stale_responses_total", "Responses for PSNs already acknowledged.", qp...),
-		cqDepth:       d("cq_depth", "Completions waiting in the QP's completion queues.", "endpoint", "qpn", "queue"),
-		sendBufs:      d("send_buffers", "Registered session send buffers.", qp...),
-		sendBufsInUse: d("send_buffers_in_use", "Session send buffers posted and not yet reaped.", qp...),
-		state:         d("qp_state", "QP state: 0 RESET, 1 INIT, 2 RTR, 3 RTS, 4 ERROR.", qp...),
-		frames:        d("endpoint_frames_total", "Frames received and transmitted by the endpoint.", "endpoint", "direction"),
-		rxDropped:     d("endpoint_rx_dropped_total", "Received frames the endpoint dropped, by reason.", "endpoint", "reason"),
-		epRNRNaks:     d("endpoint_rnr_naks_sent_total", "RNR NAKs sent by the endpoint's QPs, those destroyed included.", "endpoint"),
-		epRNRSilent:   d("endpoint_rnr_silent_drops_total", "Requests the endpoint's QPs dropped unanswered because no receive was posted, those destroyed included.", "endpoint"),
-		epSeqNaks:     d("endpoint_sequence_naks_sent_total", "PSN sequence error NAKs sent by the endpoint's QPs, those destroyed included.", "endpoint"),
+		eps:             eps,
+		packets:         d("packets_total", "RoCE packets per QP and direction.", "endpoint", "qpn", "direction"),
+		bytes:           d("bytes_total", "RoCE frame bytes per QP and direction.", "endpoint", "qpn", "direction"),
+		retransmits:     d("retransmits_total", "Request packets sent again (go-back-N).", qp...),
+		timeouts:        d("timeouts_total", "Retransmit timer expiries.", qp...),
+		rnrNaks:         d("rnr_naks_total", "RNR NAKs sent and received.", "endpoint", "qpn", "direction"),
+		rnrSilent:       d("rnr_silent_drops_total", "Requests dropped unanswered because no receive was posted, on QPs that never send RNR NAKs (bridged Ceph peers).", qp...),
+		naks:            d("naks_total", "NAKs sent and received, by code.", "endpoint", "qpn", "direction", "code"),
+		icrc:            d("icrc_errors_total", "Frames for the QP dropped for a bad ICRC.", qp...),
+		dropped:         d("qp_dropped_total", "Frames for the QP dropped for its state, source address or P_Key.", qp...),
+		duplicates:      d("duplicate_requests_total", "Duplicate requests received and acknowledged again.", qp...),
+		outOfSeq:        d("out_of_sequence_total", "Requests received ahead of the expected PSN.", qp...),
+		stale:           d("stale_responses_total", "Responses for PSNs already acknowledged.", qp...),
+		cqDepth:         d("cq_depth", "Completions waiting in the QP's completion queues.", "endpoint", "qpn", "queue"),
+		sendBufs:        d("send_buffers", "Registered session send buffers.", qp...),
+		sendBufsInUse:   d("send_buffers_in_use", "Session send buffers posted and not yet reaped.", qp...),
+		state:           d("qp_state", "QP state: 0 RESET, 1 INIT, 2 RTR, 3 RTS, 4 ERROR.", qp...),
+		frames:          d("endpoint_frames_total", "Frames received and transmitted by the endpoint.", "endpoint", "direction"),
+		rxDropped:       d("endpoint_rx_dropped_total", "Received frames the endpoint dropped, by reason.", "endpoint", "reason"),
+		epRNRNaks:       d("endpoint_rnr_naks_sent_total", "RNR NAKs sent by the endpoint's QPs, those destroyed included.", "endpoint"),
+		epRNRSilent:     d("endpoint_rnr_silent_drops_total", "Requests the endpoint's QPs dropped unanswered because no receive was posted, those destroyed included.", "endpoint"),
+		epSeqNaks:       d("endpoint_sequence_naks_sent_total", "PSN sequence error NAKs sent by the endpoint's QPs, those destroyed included.", "endpoint"),
+		epSeqNakResends: d("endpoint_sequence_nak_resends_total", "Sequence NAKs among endpoint_sequence_naks_sent_total that went again because what the first asked for did not come within a few round trips (a lost NAK), those of destroyed QPs included.", "endpoint"),
 
 		fastRetransmits: d("fast_retransmits_total", "Retransmissions started before any timer: go-back-N rounds a sequence NAK or a gap in READ responses started (nak), and tail-loss probes (probe).", "endpoint", "qpn", "reason"),
 		idleProbes:      d("idle_probes_total", "Idle probes sent (duplicate zero-length SENDs that check an idle connection's peer is alive), resends included.", qp...),
@@ -106,7 +108,7 @@ func (c *RoCECollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.packets, c.bytes, c.retransmits, c.timeouts, c.rnrNaks, c.naks, c.icrc, c.dropped,
 		c.duplicates, c.outOfSeq, c.stale, c.cqDepth, c.sendBufs, c.sendBufsInUse, c.state,
-		c.frames, c.rxDropped, c.rnrSilent, c.epRNRNaks, c.epRNRSilent, c.epSeqNaks,
+		c.frames, c.rxDropped, c.rnrSilent, c.epRNRNaks, c.epRNRSilent, c.epSeqNaks, c.epSeqNakResends,
 		c.fastRetransmits, c.retryTimeouts, c.idleProbes, c.epIdleProbes, c.epDeadPeers,
 	} {
 		ch <- d
@@ -131,6 +133,7 @@ func (c *RoCECollector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.epRNRNaks, es.RNRNaksSent, ep)
 		counter(c.epRNRSilent, es.RNRSilentDrops, ep)
 		counter(c.epSeqNaks, es.SequenceNaksSent, ep)
+		counter(c.epSeqNakResends, es.SequenceNakResends, ep)
 		counter(c.epIdleProbes, es.IdleProbes, ep)
 		counter(c.epDeadPeers, es.DeadPeers, ep)
 		e.eachQ(func(s roce.QPStats) {
