@@ -16,13 +16,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netlink"
-
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/cephcluster"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/daemonproc"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/harness"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/netcmd"
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv/rocenode"
 	"github.com/cephdpdkd/cephdpdkd/internal/xdp"
 )
 
@@ -205,15 +204,8 @@ func (n *cephNode) putGet(ctx context.Context, name string) {
 // namespace.
 func (n *cephNode) attached() xdp.Attachment {
 	n.t.Helper()
-	var a xdp.Attachment
-	if err := n.node.Do(func() error {
-		link, err := netlink.LinkByName(n.nodeIf)
-		if err != nil {
-			return err
-		}
-		a, err = xdp.Attached(link.Attrs().Index)
-		return err
-	}); err != nil {
+	a, err := rocenode.XDPAttachedIn(n.node, n.nodeIf)
+	if err != nil {
 		n.t.Fatal(err)
 	}
 	return a

@@ -3,6 +3,7 @@ package cephnode
 import (
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -12,23 +13,31 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cephdpdkd/cephdpdkd/internal/config"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/daemonproc"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/netcmd"
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv/rocenode"
+	"github.com/cephdpdkd/cephdpdkd/internal/xdp"
 )
 
 // TestBridgeThroughput measures the RoCE⇄TCP bridge without a guest: the
 // daemon's own active side, `cephdpdkd roce-ping --mode stream` in a
 // second DPDK process, streams to a bridged port; the bridge relays the
 // stream to a TCP sink on the node's address in the kernel interface's
-// namespace. Two links between the processes: a veth pair both drive
+// namespace. Three links between the processes: a veth pair both drive
 // with net_af_packet, carrying 8000-byte jumbo frames so that rows at
 // path MTU 4096 (four times fewer frames, each a kernel trip) stand
-// beside the 1024 ones; and net_memif, shared memory with no kernel on
-// the path, at both. The same bytes then cross kernel TCP between two
-// namespaces, for the ratio. The rows at a 1024-packet window, each
-// link at path MTU 1024 and 4096, run rounds times and print the
-// medians as `bridge-ratio <link> <path-mtu> <ratio>` lines, with the
+// beside the 1024 ones; net_memif, shared memory with no kernel on the
+// path, at both; and the same veth pair with the daemon in the af_xdp
+// mode (link af_xdp-native): its end, with the node's address, is the
+// node's own kernel interface, on which the daemon's XDP program,
+// native as the mode's default has it, takes only the RoCE, at path MTU
+// 1024 and 2048, the mode's most. The same bytes then cross kernel TCP
+// between two namespaces, for the ratio. The rows at a 1024-packet
+// window, each link at path MTU 1024 and 4096 (af_xdp: 2048), run
+// rounds times and print the medians as `bridge-ratio <link>
+// <path-mtu> <ratio>` lines, with the
 // bridge's costs per byte relayed beside them (`bridge-cost` lines:
 // user-space copies per byte, socket system calls and goroutine
 // wake-ups per MiB, from its counters, and the daemon's CPU seconds per
@@ -60,6 +69,14 @@ func TestBridgeThroughput(t *testing.T) {
 		}
 	}
 	sfx := node.Name[len(node.Name)-6:]
+	// The EAL leaves its runtime directory behind even after a clean
+	// stop: the daemons' and the clients' go once the last daemon has
+	// (its cleanup, registered later, runs first).
+	t.Cleanup(func() {
+		for _, prefix := range []string{"cdd-tp-node-", "cdd-tp-cli-"} {
+			os.RemoveAll("/var/run/dpdk/" + prefix + sfx)
+		}
+	})
 	const nodeIP, peerIP, sinkPort = "10.86.0.2", "10.86.0.1", 6800
 	const streamBytes = 512 << 20
 
@@ -123,20 +140,44 @@ func TestBridgeThroughput(t *testing.T) {
 		pause       time.Duration
 		rounds      int // 1 if 0; the bridge-ratio rows take ratioRounds
 	}
+	// The af_xdp rows' attach mode: the config's default, what an
+	// operator runs on a NIC.
+	const xdpAttach = xdp.Native
 	// Single runs here vary by ±20%: the ratio rows are medians.
 	const ratioRounds = 3
+	// The daemon's services: the RoCE endpoint's, and the rest's, whose
+	// settings other gives.
+	services := func(other string) string {
+		return fmt.Sprintf(`services:
+  - {name: roce, ring_size: 4096, consumer: {type: roce}}
+  - {name: other%s}
+default_service: other`, other)
+	}
+	// A rebind daemon's port, mempool, services and kernel sections: its
+	// DPDK port is port, its kernel interface in the node namespace.
+	rebind := func(port string) string {
+		return fmt.Sprintf("port: %s\nmempool: {data_room: %d}\n%s\nkernel: {interface: cddt%s, netns: %s, addresses: [%s/24]}",
+			port, jumboDataRoom, services(", ring_size: 1024, consumer: {type: kernel}"), sfx, node.Name, nodeIP)
+	}
+	// The client's port on a net_af_packet link whose MTU is mtu.
+	afPacketClient := func(mtu int) string {
+		return fmt.Sprintf(`{name: tpcli, device: "net_af_packet2,iface=%s,%s", mtu: %d}`, ifPeer, jumboRing, mtu)
+	}
 	// Each transport gets a daemon of its own, and the client of each row
 	// the same link's other end.
 	for _, tr := range []struct {
-		name, daemonPort, clientPort string
-		mempool, roce, bridge        string // extra settings of the daemon's
-		setup                        func(t *testing.T)
-		rows                         []row
+		name             string
+		daemon           string // the daemon's port, mempool, services and kernel sections
+		clientPort       string
+		roce, bridge     string // extra settings of the daemon's
+		netns            string // the daemon's; "" for the test's own
+		prepare, started func(t *testing.T)
+		rows             []row
 	}{{
 		name:       "net_af_packet",
-		daemonPort: fmt.Sprintf(`{name: tpnode, device: "net_af_packet1,iface=%s,%s", mtu: %d}`, ifDaemon, jumboRing, jumboMTU),
-		clientPort: fmt.Sprintf(`{name: tpcli, device: "net_af_packet2,iface=%s,%s", mtu: %d}`, ifPeer, jumboRing, jumboMTU),
-		mempool:    fmt.Sprintf("{data_room: %d}", jumboDataRoom),
+		daemon:     rebind(fmt.Sprintf(`{name: tpnode, device: "net_af_packet1,iface=%s,%s", mtu: %d}`, ifDaemon, jumboRing, jumboMTU)),
+		clientPort: afPacketClient(jumboMTU),
+		prepare:    func(t *testing.T) {},
 		// A NIC bound to DPDK has no kernel stack behind it; these veth
 		// ends do, and ran every frame addressed to them through IP
 		// routing to be discarded (11% of the client's CPU in perf).
@@ -145,7 +186,7 @@ func TestBridgeThroughput(t *testing.T) {
 		// mode: the daemon's interface changes its MAC once the port has
 		// its own, and the client's RoCE endpoint (roce.mac) uses one its
 		// interface lacks.
-		setup: func(t *testing.T) {
+		started: func(t *testing.T) {
 			if err := netcmd.IP("link", "set", "dev", ifDaemon, "address", "02:cd:d0:00:00:99"); err != nil {
 				t.Fatal(err)
 			}
@@ -167,38 +208,69 @@ func TestBridgeThroughput(t *testing.T) {
 		// chains its 8 KiB buffers for nothing here: each frame fits
 		// one, and one mbuf.
 		name:       "net_memif",
-		daemonPort: fmt.Sprintf(`{name: tpnode, device: "net_memif1,role=server,bsize=8192,socket=/tmp/cddtp%s.sock", mtu: %d}`, sfx, jumboMTU),
+		daemon:     rebind(fmt.Sprintf(`{name: tpnode, device: "net_memif1,role=server,bsize=8192,socket=/tmp/cddtp%s.sock", mtu: %d}`, sfx, jumboMTU)),
 		clientPort: fmt.Sprintf(`{name: tpcli, device: "net_memif2,role=client,bsize=8192,socket=/tmp/cddtp%s.sock", mtu: %d}`, sfx, jumboMTU),
-		mempool:    fmt.Sprintf("{data_room: %d}", jumboDataRoom),
-		setup:      func(t *testing.T) {},
+		prepare:    func(t *testing.T) {},
+		started:    func(t *testing.T) {},
 		rows: []row{
 			{"net_memif, path MTU 1024, window 128 packets (Ceph over Soft-RoCE: rxe's limits)", 1024, 128, 0, 0},
 			{"net_memif, path MTU 1024, window 1024 packets", 1024, 1024, 0, ratioRounds},
 			{"net_memif, path MTU 4096, window 128 packets", 4096, 128, 0, 0},
 			{"net_memif, path MTU 4096, window 1024 packets", 4096, 1024, 0, ratioRounds},
 		},
+	}, {
+		// The af_xdp mode, last: the veth end the rebind daemons drove
+		// moves into the node namespace with the node's address, the
+		// node's own interface, and the daemon runs there. Its path MTU
+		// stops at 2048 (config.MaxAFXDPRoCEMTU: a frame shares a page
+		// with the XDP headroom); the link's MTU is the most native XDP
+		// on a veth takes, on both ends (veth checks its peer's).
+		name:       "af_xdp-" + xdpAttach.String(),
+		daemon:     fmt.Sprintf("port: {name: tpnode, mode: af_xdp, af_xdp: {interface: %s, attach: %s}}\n%s", ifDaemon, xdpAttach, services("")),
+		clientPort: afPacketClient(xdp.NativeMaxMTU),
+		netns:      node.Name,
+		prepare: func(t *testing.T) {
+			for _, args := range [][]string{
+				{"link", "set", "dev", ifDaemon, "netns", node.Name},
+				{"-n", node.Name, "addr", "add", nodeIP + "/24", "dev", ifDaemon},
+				{"-n", node.Name, "link", "set", "dev", ifDaemon, "mtu", strconv.Itoa(xdp.NativeMaxMTU), "arp", "on", "promisc", "off", "up"},
+				{"link", "set", "dev", ifPeer, "mtu", strconv.Itoa(xdp.NativeMaxMTU)},
+			} {
+				if err := netcmd.IP(args...); err != nil {
+					t.Fatal(err)
+				}
+			}
+		},
+		// The rows' link name says how the program runs: it must.
+		started: func(t *testing.T) {
+			if a, err := rocenode.XDPAttachedIn(node, ifDaemon); err != nil || a.ID == 0 || a.Mode != xdpAttach {
+				t.Fatalf("af_xdp daemon up: %+v (%v) attached to %s, want its program in %s mode", a, err, ifDaemon, xdpAttach)
+			}
+		},
+		rows: []row{
+			{"af_xdp-" + xdpAttach.String() + ", path MTU 1024, window 1024 packets", 1024, 1024, 0, ratioRounds},
+			{"af_xdp-" + xdpAttach.String() + ", path MTU 2048, window 1024 packets", config.MaxAFXDPRoCEMTU, 1024, 0, ratioRounds},
+		},
 	}} {
 		metricsAddr := freePort(t)
 		cfgPath := filepath.Join(t.TempDir(), "node.yaml")
 		writeFile(t, cfgPath, fmt.Sprintf(`
 eal: {lcores: "0-1", no_huge: true, memory_mb: 1024, file_prefix: cdd-tp-node-%[1]s}
-port: %[2]s
-mempool: %[7]s
-services:
-  - {name: roce, ring_size: 4096, consumer: {type: roce}}
-  - {name: other, ring_size: 1024, consumer: {type: kernel}}
-default_service: other
-kernel: {interface: cddt%[1]s, netns: %[3]s, addresses: [%[4]s/24]}
+%[2]s
 roce:
   service: roce
-  address: %[4]s
-  bridge: {ports: ["%[5]d"], %[9]s}
-  %[8]s
-metrics: {listen: "%[6]s"}
+  address: %[3]s
+  bridge: {ports: ["%[4]d"], %[7]s}
+  %[6]s
+metrics: {listen: "%[5]s"}
 shutdown: {drain_timeout: 1s}
-`, sfx, tr.daemonPort, node.Name, nodeIP, sinkPort, metricsAddr, tr.mempool, tr.roce, tr.bridge))
-		d := startDaemon(t, bin, cfgPath, metricsAddr)
-		tr.setup(t)
+`, sfx, tr.daemon, nodeIP, sinkPort, metricsAddr, tr.roce, tr.bridge))
+		tr.prepare(t)
+		if tr.netns != "" {
+			daemonproc.RestoreNICAtEnd(t, tr.netns, bin, cfgPath, ifDaemon)
+		}
+		d := daemonproc.StartIn(t, tr.netns, bin, cfgPath, metricsAddr)
+		tr.started(t)
 		for i, c := range tr.rows {
 			var client, sink, drops []float64
 			var costs []bridgeCosts
@@ -221,13 +293,13 @@ shutdown: {drain_timeout: 1s}
 				writeFile(t, pingCfg, fmt.Sprintf(`
 eal: {lcores: "0-1", main_lcore: 1, no_huge: true, memory_mb: 512, file_prefix: cdd-tp-cli-%[1]s}
 port: %[2]s
-mempool: %[6]s
+mempool: {data_room: %[6]d}
 services:
   - {name: roce, ring_size: 4096, consumer: {type: roce}}
   - {name: other}
 default_service: other
 roce: {service: roce, address: %[3]s, mac: "02:cd:d0:00:00:01", mtu: %[4]d, window: %[5]d, timeout: 18, max_sessions: 2, memory_mb: 64}
-`, sfx, tr.clientPort, peerIP, c.mtu, c.window, tr.mempool))
+`, sfx, tr.clientPort, peerIP, c.mtu, c.window, jumboDataRoom))
 				cmd := exec.Command(bin, "roce-ping", "--config", pingCfg, "--target", nodeIP, "--port", strconv.Itoa(sinkPort),
 					"--mode", "stream", "-n", strconv.Itoa(streamBytes>>17), "-s", strconv.Itoa(1<<17), "--timeout", "120s")
 				out, err := cmd.CombinedOutput()

@@ -25,15 +25,12 @@ package rocenode
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
 	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
 
-	"github.com/cephdpdkd/cephdpdkd/internal/statefile"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/cephcluster"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/daemonproc"
@@ -135,20 +132,9 @@ services:
   - {name: roce, ring_size: 4096, consumer: {type: roce}}
   - {name: other}
 default_service: other`, n.Ifname))
-	// After the daemon's stop (its cleanup, registered later, runs
-	// first), before the namespace goes: detach the program and remove
-	// its run-directory records, as the unit's ExecStopPost does. The
-	// lock file stays for the next daemon on the interface; this one's
-	// interface goes with the test.
-	t.Cleanup(func() {
-		out, err := node.Exec(context.Background(), bin, "restore-nic", "--config", n.ConfigPath)
-		if err != nil {
-			t.Errorf("restore-nic: %v\n%s", err, out)
-		}
-		if err := os.Remove(statefile.Path("", n.Ifname, "lock")); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			t.Error(err)
-		}
-	})
+	// After the daemon's stop, before the namespace goes: detach the
+	// program, as the unit's ExecStopPost does.
+	daemonproc.RestoreNICAtEnd(t, node.Name, bin, n.ConfigPath, n.Ifname)
 	n.Daemon = daemonproc.StartIn(t, node.Name, bin, n.ConfigPath, n.MetricsAddr)
 	logf("daemon up: af_xdp (generic) on %s in %s, bridged to %s", n.Ifname, node.Name, br.NS)
 	n.startCluster(t, logf)
@@ -204,10 +190,14 @@ func (n *Node) StartDaemon(t harness.TB) *daemonproc.Proc {
 
 // XDPAttached reports the XDP program attached to the daemon's
 // interface, which in the af_xdp mode is in the node namespace.
-func (n *Node) XDPAttached() (xdp.Attachment, error) {
+func (n *Node) XDPAttached() (xdp.Attachment, error) { return XDPAttachedIn(n.NS, n.PortIf) }
+
+// XDPAttachedIn reports the XDP program attached to interface ifname in
+// namespace ns: where an af_xdp daemon's interface is, the node's own.
+func XDPAttachedIn(ns *testenv.NetNS, ifname string) (xdp.Attachment, error) {
 	var a xdp.Attachment
-	err := n.NS.Do(func() error {
-		ifc, err := net.InterfaceByName(n.PortIf)
+	err := ns.Do(func() error {
+		ifc, err := net.InterfaceByName(ifname)
 		if err != nil {
 			return err
 		}
