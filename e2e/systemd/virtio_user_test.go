@@ -9,9 +9,9 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"os/exec"
-	"time"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
