@@ -80,7 +80,10 @@ func (d *Daemon) openKernel() error {
 		return err
 	}
 	// MTU 0: the interface's MTU is set through netlink, where the kernel
-	// sees it, after it has moved to its namespace.
+	// sees it, after it has moved to its namespace. No offloads: with
+	// virtio_user, asking for TCP LRO or RX checksums would let the
+	// kernel hand over 64 KiB segments with checksums to do, which the
+	// NIC cannot send (KernelDevargs).
 	pc := pmd.PortConfig{RxQueues: 1, TxQueues: 1,
 		RxDescriptors: uint16(k.RxDescriptors), TxDescriptors: uint16(k.TxDescriptors)}
 	return kp.port.Configure(pc, d.pool.C())
