@@ -6,13 +6,16 @@
 # The initramfs is a whole Debian 12 root file system, made with mmdebstrap
 # from Debian's archive: systemd as PID 1 (the kernel runs it with
 # rdinit=/sbin/init, so the root stays in memory), udev, iproute2, ping,
-# pciutils, python3 and the `dpdk` package (dpdk-devbind.py, the PMDs
-# net_e1000, net_virtio, net_pcap, net_af_xdp, net_tap (the exception
-# path's interface, over the tun module) and what they need: libbpf1,
+# pciutils, ethtool, python3 and the `dpdk` package (dpdk-devbind.py, the
+# PMDs net_e1000, net_virtio, net_pcap, net_af_xdp, net_tap and
+# virtio_user (the exception path's two interfaces: net_tap over the tun
+# module, virtio_user over vhost_net and tun) and what they need: libbpf1,
 # and libxdp1, which net_af_xdp loads for the af_xdp port mode), plus
 # dpdk-testpmd taken from dpdk-dev. The kernel is Debian's 6.1 (the package
 # linux-image-amd64 points to, fetched with `apt-get download`), with the
-# modules for e1000, e1000e, virtio-net, tun, uio_pci_generic and vfio-pci.
+# modules for e1000, e1000e, virtio-net, tun, vhost_net, uio_pci_generic
+# and vfio-pci; tun and vhost_net load at boot (modules-load.d), so that
+# /dev/net/tun and /dev/vhost-net are there for the daemon.
 #
 # Two serial ports: ttyS0 is the console (kernel and systemd messages),
 # ttyS1 a root shell (cdd-control.service) that prints "SYSGUEST-READY
@@ -68,7 +71,7 @@ R=$work/root
 # dpdk-testpmd (in dpdk-dev) links most of DPDK's libraries; the PMD
 # packages (whose plugins the EAL loads from pmds-23.0 at start, each with
 # its own dependencies) bring in the rest.
-include=(usr-is-merged systemd systemd-sysv udev kmod iproute2 iputils-ping pciutils procps python3 dpdk
+include=(usr-is-merged systemd systemd-sysv udev kmod iproute2 iputils-ping pciutils procps ethtool python3 dpdk
 	librte-net-e1000-23 librte-net-virtio23 librte-net-pcap23 librte-net-af-xdp23 librte-net-tap23 libbpf1 libxdp1 librte-mempool-ring23
 	librte-bitratestats23 librte-bpf23 librte-bus-auxiliary23 librte-bus-dpaa23 librte-bus-pci23
 	librte-bus-vdev23 librte-cmdline23 librte-common-dpaax23 librte-common-iavf23 librte-common-mlx5-23
@@ -103,13 +106,18 @@ mkdir -p "$work/kern" "$work/dpdkdev"
 dpkg -x "$debdir/${kpkg}"_*.deb "$work/kern"
 km=$work/kern/lib/modules/$kver
 [ -s "$work/kern/boot/vmlinuz-$kver" ] || die "no vmlinuz in $kpkg"
-mods=(e1000 e1000e virtio_pci virtio_net tun uio_pci_generic vfio_pci vfio vfio_iommu_type1)
+mods=(e1000 e1000e virtio_pci virtio_net tun vhost_net uio_pci_generic vfio_pci vfio vfio_iommu_type1)
 for m in "${mods[@]}"; do
 	[ -n "$(find "$km" \( -name "$m.ko" -o -name "${m//_/-}.ko" \) -print -quit)" ] ||
 		grep -q "/${m//_/[-_]}.ko$" "$km/modules.builtin" || die "module $m missing from $kpkg"
 done
 copy_modules "$km" "$R" "$kver" "${mods[@]}"
 chroot "$R" depmod "$kver"
+# The daemon checks for /dev/vhost-net before it creates a virtio_user
+# port (kernel.driver: virtio_user), as an operator's node loads the
+# modules at boot too.
+mkdir -p "$R/etc/modules-load.d"
+printf 'tun\nvhost_net\n' >"$R/etc/modules-load.d/cephdpdkd.conf"
 
 # ---------------------------------------------------------------- testpmd
 dpkg -x "$debdir"/dpdk-dev_*.deb "$work/dpdkdev"

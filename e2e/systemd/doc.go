@@ -4,7 +4,11 @@
 // the daemon rebinds to uio_pci_generic at start and gives back to e1000
 // at stop), with traffic from a peer namespace on the same bridge, and
 // systemd restarting the daemon after kill -9 and after its watchdog
-// fires on a stopped process. TestSystemdXDP runs the unit in the af_xdp
+// fires on a stopped process; then with an exception path of
+// kernel.driver virtio_user over the guest's /dev/vhost-net, through which
+// the peer and the guest ping each other and echo 1 MiB of TCP both ways,
+// in frames that fit the MTU (no offloads negotiated), with nothing
+// dropped and every mbuf back at the stop. TestSystemdXDP runs the unit in the af_xdp
 // mode on the same NIC, which keeps its kernel driver and address: the
 // XDP program through start, RoCE from the peer, reload, SIGKILL and
 // restart, and stop. TestSystemdRoutes runs a node's instance enabled at

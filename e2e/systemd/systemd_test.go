@@ -47,7 +47,14 @@ var (
 
 // config is the daemon's configuration in the guest: the NIC at
 // sysguest.NICAddr, named by its interface, bound to driver at start.
-func config(iface, driver string) string {
+// With a kernel driver, both services hand their packets to an exception
+// path of that driver, which has the guest's address.
+func config(iface, driver, kernel string) string {
+	consumer, section := "", ""
+	if kernel != "" {
+		consumer = ", consumer: {type: kernel}"
+		section = fmt.Sprintf("kernel:\n  driver: %s\n  addresses: [%s]\n", kernel, guestAddr)
+	}
 	return fmt.Sprintf(`# written by e2e/systemd
 eal:
   lcores: "0-1"
@@ -68,20 +75,22 @@ mempool:
   cache_size: 32
 burst_size: 32
 services:
-  - {name: osd, ring_size: 1024}
-  - {name: unclaimed, ring_size: 1024}
+  - {name: osd, ring_size: 1024%[6]s}
+  - {name: unclaimed, ring_size: 1024%[6]s}
 default_service: unclaimed
 rules:
   - {service: osd, protocol: tcp, dst_ports: ["6800-7568"]}
 metrics:
-  listen: %s
-`, hugepages, sysguest.NICAddr, driver, iface, metricsURL)
+  listen: %[5]s
+%[7]s`, hugepages, sysguest.NICAddr, driver, iface, metricsURL, consumer, section)
 }
 
 // TestSystemdNIC runs cephdpdkd@data0 under the guest's systemd on its
 // e1000, step by step, each step timed: bound to uio_pci_generic through
 // start, traffic, stop, kill -9 and the watchdog; then to vfio-pci, which
-// the guest's emulated IOMMU allows, through start, traffic and stop.
+// the guest's emulated IOMMU allows, through start, traffic and stop;
+// then with an exception path of kernel.driver virtio_user
+// (checkVirtioUser) through start, TCP both ways and stop.
 func TestSystemdNIC(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
@@ -92,10 +101,11 @@ func TestSystemdNIC(t *testing.T) {
 		Files: []sysguest.File{
 			{Path: "/etc/systemd/system/" + unit + ".service.d/test.conf", Data: fmt.Appendf(nil,
 				"[Service]\n# e2e/systemd: a shorter watchdog, so the stopped daemon is found out sooner.\nWatchdogSec=%ds\n", watchdogSec)},
+			{Path: xferPath, Mode: 0o755, Data: []byte(xferScript)},
 		},
 	})
 	iface := g.Interface
-	if err := g.WriteFile(ctx, cfgPath, []byte(config(iface, "uio_pci_generic")), 0o644); err != nil {
+	if err := g.WriteFile(ctx, cfgPath, []byte(config(iface, "uio_pci_generic", "")), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	d := &daemon{t: t, g: g, ctx: ctx, unit: unit, driver: "uio_pci_generic"}
@@ -151,6 +161,8 @@ func TestSystemdNIC(t *testing.T) {
 		t.Run("traffic counted", func(t *testing.T) { d.checkTraffic(t, peer) })
 		t.Run("stop restores the NIC", func(t *testing.T) { d.stop(t, steps) })
 	})
+
+	t.Run("virtio_user", func(t *testing.T) { d.checkVirtioUser(t, steps, peer) })
 }
 
 // bootGuest boots the systemd guest for a test: cephdpdkd built here (bin:

@@ -268,8 +268,12 @@ func (c *Config) validateKernel(bad func(string, string, ...any)) {
 		path string
 		v    int
 	}{{"kernel.rx_descriptors", k.RxDescriptors}, {"kernel.tx_descriptors", k.TxDescriptors}} {
-		if d.v < 64 || d.v > 4096 {
+		switch {
+		case d.v < 64 || d.v > 4096:
 			bad(d.path, "%d is outside 64..4096", d.v)
+		case k.Driver == KernelVirtioUser && d.v&(d.v-1) != 0:
+			// DPDK refuses a split virtqueue of another size.
+			bad(d.path, "%d is not a power of two, which driver %s's virtqueues must be", d.v, KernelVirtioUser)
 		}
 	}
 	// One poll loop runs the exception path in both directions: it drains

@@ -31,16 +31,25 @@ type kernelPath struct {
 
 // KernelDevargs returns the vdev devargs that create the exception-path
 // interface with the NIC's MAC address.
+//
+// virtio_user's one queue_size sizes both virtqueues, so it is the larger
+// of the two descriptor counts (powers of two, config checks). Its mac
+// is also the tap's: virtio_user gives the kernel interface its own
+// address when the port starts. Offloads are negotiated at the port's
+// configure from what it asks for: the exception path asks for none
+// (pmd.PortConfig), so virtio_user sets no TUNSETOFFLOAD flag and the
+// kernel segments and checksums its TCP itself; what it hands over fits
+// the MTU and goes out a NIC without TSO as it is.
 func KernelDevargs(k *config.Kernel, portName string, mac net.HardwareAddr) (string, error) {
 	switch k.Driver {
 	case config.KernelTap:
 		return fmt.Sprintf("net_tap_%s,iface=%s,mac=%s", portName, k.Interface, mac), nil
 	case config.KernelVirtioUser:
 		if _, err := os.Stat(vhostNet); err != nil {
-			return "", fmt.Errorf("daemon: kernel.driver %s needs %s: %w (use driver: tap)", k.Driver, vhostNet, err)
+			return "", fmt.Errorf("daemon: kernel.driver %s needs %s: %w (load vhost_net, or use driver: tap)", k.Driver, vhostNet, err)
 		}
 		return fmt.Sprintf("virtio_user_%s,path=%s,queues=1,queue_size=%d,iface=%s,mac=%s",
-			portName, vhostNet, k.RxDescriptors, k.Interface, mac), nil
+			portName, vhostNet, max(k.RxDescriptors, k.TxDescriptors), k.Interface, mac), nil
 	}
 	return "", fmt.Errorf("daemon: kernel.driver %q unknown", k.Driver)
 }
@@ -71,7 +80,10 @@ func (d *Daemon) openKernel() error {
 		return err
 	}
 	// MTU 0: the interface's MTU is set through netlink, where the kernel
-	// sees it, after it has moved to its namespace.
+	// sees it, after it has moved to its namespace. No offloads: with
+	// virtio_user, asking for TCP LRO or RX checksums would let the
+	// kernel hand over 64 KiB segments with checksums to do, which the
+	// NIC cannot send (KernelDevargs).
 	pc := pmd.PortConfig{RxQueues: 1, TxQueues: 1,
 		RxDescriptors: uint16(k.RxDescriptors), TxDescriptors: uint16(k.TxDescriptors)}
 	return kp.port.Configure(pc, d.pool.C())

@@ -299,13 +299,14 @@ func TestKernelDevargs(t *testing.T) {
 	if want := "net_tap_node0,iface=ens3f0,mac=02:00:00:00:00:05"; err != nil || got != want {
 		t.Errorf("tap: %q, %v; want %q", got, err, want)
 	}
-	k.Driver = config.KernelVirtioUser
+	// One queue_size sizes both virtqueues: the larger count.
+	k.Driver, k.TxDescriptors = config.KernelVirtioUser, 1024
 	got, err = daemon.KernelDevargs(k, "node0", mac)
 	if _, statErr := os.Stat("/dev/vhost-net"); statErr != nil {
 		if err == nil || !strings.Contains(err.Error(), "/dev/vhost-net") {
 			t.Errorf("virtio_user without /dev/vhost-net: %q, %v; want an error naming it", got, err)
 		}
-	} else if want := "virtio_user_node0,path=/dev/vhost-net,queues=1,queue_size=512,iface=ens3f0,mac=02:00:00:00:00:05"; err != nil || got != want {
+	} else if want := "virtio_user_node0,path=/dev/vhost-net,queues=1,queue_size=1024,iface=ens3f0,mac=02:00:00:00:00:05"; err != nil || got != want {
 		t.Errorf("virtio_user: %q, %v; want %q", got, err, want)
 	}
 }

@@ -4,11 +4,13 @@
 // and a PCI NIC to rebind.
 //
 // The guest is a Debian 12 root file system in an initramfs (systemd,
-// udev, iproute2, pciutils, python3 and the dpdk package: dpdk-devbind.py,
-// dpdk-testpmd, the net_e1000, net_virtio, net_pcap, net_af_xdp and net_tap
-// PMDs, libbpf and libxdp), built and
-// cached by scripts/systemd-guest-image.sh, on Debian's 6.1 kernel with
-// the e1000, e1000e, virtio-net, tun, uio_pci_generic and vfio-pci modules. It
+// udev, iproute2, pciutils, ethtool, python3 and the dpdk package:
+// dpdk-devbind.py, dpdk-testpmd, the net_e1000, net_virtio (and
+// virtio_user), net_pcap, net_af_xdp and net_tap PMDs, libbpf and libxdp),
+// built and cached by scripts/systemd-guest-image.sh, on Debian's 6.1
+// kernel with the e1000, e1000e, virtio-net, tun, vhost_net,
+// uio_pci_generic and vfio-pci modules (tun and vhost_net loaded at boot,
+// for the exception path's two kernel drivers). It
 // runs under TCG (no KVM), boots in about 15 s, and has its NIC (E1000 by
 // default, or E1000E or Virtio) at PCI address NICAddr (interface ens5)
 // on a tap of a qemuvm.Switch, where a qemuvm.Peer reaches it:
