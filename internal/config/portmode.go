@@ -10,6 +10,7 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/internal/afxdp"
 	"github.com/cephdpdkd/cephdpdkd/internal/devargs"
 	"github.com/cephdpdkd/cephdpdkd/internal/xdp"
+	"github.com/cephdpdkd/cephdpdkd/roce/wire"
 )
 
 // Port modes (port.mode).
@@ -231,3 +232,24 @@ func (c *Config) checkAFXDPHost(bad func(path, format string, args ...any)) {
 // within the IP MTU: IPv4 (20), UDP (8), BTH (12), the largest extension
 // headers (RETH 16 + ImmDt 4) and the ICRC (4).
 const roceHeaders = 20 + 8 + 12 + 20 + 4
+
+// roceFits reports whether RoCE packets of path MTU mtu fit an IP MTU.
+func roceFits(mtu, ipMTU int) bool { return mtu+roceHeaders <= ipMTU }
+
+// MaxRoCEPathMTU is the largest RoCE path MTU the port carries, and so
+// the largest a client's connection request may ask for: the connection
+// manager refuses more (REJ, invalid path MTU), where it would otherwise
+// accept a connection whose full-sized packets the port drops. In the
+// rebind mode that is the largest that fits port.mtu (roce.mtu at
+// least, which validation holds to it); in the af_xdp mode
+// MaxAFXDPRoCEMTU.
+func (c *Config) MaxRoCEPathMTU() int {
+	if c.Port.IsAFXDP() {
+		return MaxAFXDPRoCEMTU
+	}
+	m := wire.MaxMTU
+	for m > c.RoCE.MTU && !roceFits(m, c.Port.MTU) {
+		m /= 2
+	}
+	return m
+}

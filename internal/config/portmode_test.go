@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -75,5 +76,35 @@ func TestPortModeDefaults(t *testing.T) {
 	c, err = Parse([]byte("port:\n  name: p\n  device: net_null0\nservices: [{name: a}]\ndefault_service: a\n"))
 	if err != nil || c.Port.Mode != PortRebind || c.Port.IsAFXDP() || !strings.HasPrefix(c.Port.Device, "net_null0") {
 		t.Errorf("rebind default: %+v, %v", c.Port, err)
+	}
+}
+
+// TestMaxRoCEPathMTU: the largest path MTU a client may connect with is
+// what the port carries, never less than roce.mtu.
+func TestMaxRoCEPathMTU(t *testing.T) {
+	rebind := func(portMTU, dataRoom int) string {
+		return afxdpConfig(fmt.Sprintf("  device: net_null0\n  mtu: %d\n", portMTU), fmt.Sprintf("mempool: {data_room: %d}\n", dataRoom))
+	}
+	tests := []struct {
+		name, yaml string
+		want       int
+	}{
+		{"rebind, port mtu 1500", rebind(1500, 2176), 1024},
+		{"rebind, port mtu 2112", rebind(2112, 2304), 2048},
+		{"rebind, port mtu 2111", rebind(2111, 2304), 1024},
+		{"rebind, port mtu 4160", rebind(4160, 4352), 4096},
+		{"rebind, port mtu 9000", rebind(9000, 9344), 4096},
+		{"af_xdp", afxdpConfig("  mode: af_xdp\n  af_xdp: {interface: ens1f0}\n", ""), MaxAFXDPRoCEMTU},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Parse([]byte(tt.yaml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.MaxRoCEPathMTU(); got != tt.want {
+				t.Errorf("MaxRoCEPathMTU = %d, want %d", got, tt.want)
+			}
+		})
 	}
 }

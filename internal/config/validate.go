@@ -598,7 +598,7 @@ func (c *Config) validateRoCE(r *RoCE, services map[string]int, bad func(string,
 	}
 	// In the af_xdp mode the interface keeps its own MTU: the host
 	// check holds roce.mtu to it.
-	if !c.Port.IsAFXDP() && r.MTU+80 > c.Port.MTU+14 && r.MTU > 1024 {
+	if !c.Port.IsAFXDP() && !roceFits(r.MTU, c.Port.MTU) && r.MTU > 1024 {
 		bad("roce.mtu", "path MTU %d does not fit the port MTU %d with RoCEv2 headers", r.MTU, c.Port.MTU)
 	}
 	if r.Window < 0 || r.Window > MaxRoCEWindow {

@@ -20,6 +20,7 @@ func (roceKind) drain(d *Daemon, cfg *config.Config, _ config.Service, lanes *di
 	rc := roced.Config{
 		RoCE: cfg.RoCE, Lanes: lanes, Port: d.port.ID(), TxQueue: uint16(cfg.RoCE.TxQueue),
 		Pool: d.pool, PortMAC: info.MAC, Burst: cfg.Burst, Log: d.log,
+		MaxPathMTU: cfg.MaxRoCEPathMTU(),
 	}
 	if cfg.RoCE.Bridge != nil {
 		// The bridge reaches the Ceph daemons where they listen: on the

@@ -51,6 +51,9 @@ type Config struct {
 	// Kernel, when set, resolves the endpoint's peers in place of its
 	// own who-has (the af_xdp mode, where the kernel gets the replies).
 	Kernel neigh.Kernel
+	// MaxPathMTU is the largest path MTU a client may connect with: what
+	// the port carries (config.Config.MaxRoCEPathMTU). 0: 4096.
+	MaxPathMTU int
 }
 
 // Node is the RoCE termination of one port.
@@ -132,7 +135,7 @@ func New(cfg Config) (_ *Node, err error) {
 		}
 	}
 	n.cm, err = cm.New(n.ep, cm.Config{
-		PathMTU: r.MTU, MinRNRTimer: r.RNRTimer, Timeout: r.Timeout,
+		PathMTU: r.MTU, MaxPathMTU: cfg.MaxPathMTU, MinRNRTimer: r.RNRTimer, Timeout: r.Timeout,
 		RetryCount: r.RetryCount, RNRRetry: r.RNRRetry, MaxConns: 4 * r.MaxSessions,
 		MaxRetries: cm.LANMaxRetries,
 		Neigh:      nt,

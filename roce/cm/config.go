@@ -16,7 +16,7 @@ const (
 	// DefaultPathMTU is what rdma_cm computes for a 1500-byte link
 	// (iboe_get_mtu: 1500 − headers → 1024).
 	DefaultPathMTU    = 1024
-	DefaultMaxPathMTU = 4096
+	DefaultMaxPathMTU = wire.MaxMTU
 	// DefaultMinRNRTimer is the RNR NAK timer code of the QPs the Manager
 	// connects: 0x0E = 1.28 ms (see the package comment).
 	DefaultMinRNRTimer = 0x0E

@@ -54,6 +54,9 @@ func MTUFromEnum(e uint8) (int, bool) {
 	return 128 << e, true
 }
 
+// MaxMTU is the largest path MTU (IBA enum 5).
+const MaxMTU = 4096
+
 // MTUEnum converts a path MTU in bytes (exactly 256, 512, 1024, 2048 or
 // 4096) to its IBA enum.
 func MTUEnum(mtu int) (uint8, bool) {
