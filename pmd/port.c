@@ -71,7 +71,7 @@ struct cdd_tap_txq_head {
 int cdd_tap_set_tx_mtu(uint16_t port, uint16_t mtu, const char **what)
 {
 	const struct rte_memzone *mz = rte_memzone_lookup("rte_eth_dev_data");
-	uint16_t cur;
+	uint16_t cur, old;
 	int rc;
 
 	*what = "ethdev's shared data not found";
@@ -89,9 +89,10 @@ int cdd_tap_set_tx_mtu(uint16_t port, uint16_t mtu, const char **what)
 	*what = "the TX queue's MTU is not the port's (not DPDK 22.11's net_tap?)";
 	if (at < lo || at + sizeof(*p) > hi || at % sizeof(*p) != 0 || *p != cur)
 		return -EINVAL;
+	old = *p;
 	*p = mtu;
 	if (rte_eth_dev_get_mtu(port, &cur) != 0 || cur != mtu) {
-		*p = cur;
+		*p = old;
 		return -EINVAL;
 	}
 	return 0;

@@ -107,7 +107,7 @@ func (d *Daemon) startKernel() error {
 		return fmt.Errorf("daemon: start kernel interface %s: %w", k.Interface, err)
 	}
 	if k.Driver == config.KernelTap && k.MTU > vdevMaxMTU {
-		// net_tap would drop the kernel's jumbo frames on their way in.
+		// net_tap would drop every jumbo frame on its way to the kernel.
 		if err := d.kernel.port.SetTapTxMTU(uint16(k.MTU)); err != nil {
 			return fmt.Errorf("daemon: kernel interface %s at MTU %d: %w", k.Interface, k.MTU, err)
 		}
