@@ -11,6 +11,7 @@
 #include <rte_eal.h>
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
+#include <rte_memzone.h>
 #include <rte_malloc.h>
 #include <rte_ring.h>
 
@@ -58,6 +59,7 @@ int cdd_lcore_launch(unsigned int lcore);
 int cdd_port_setup(uint16_t port, uint16_t nrxq, uint16_t ntxq, uint16_t nrxd, uint16_t ntxd,
 		   uint16_t mtu, struct rte_mempool *mp, const char **what);
 int cdd_queue_stats(uint16_t port, struct rte_eth_stats *st);
+int cdd_tap_set_tx_mtu(uint16_t port, uint16_t mtu, const char **what);
 void cdd_port_tx_flush(uint16_t port, uint16_t queue);
 
 /* cdd_tx_pending offers the n packets of pend to port's TX queue,

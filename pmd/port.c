@@ -51,3 +51,49 @@ void cdd_port_tx_flush(uint16_t port, uint16_t queue)
 {
 	rte_eth_tx_burst(port, queue, NULL, 0);
 }
+
+/* The head of DPDK 22.11's net_tap TX queue (drivers/net/tap/rte_eth_tap.h,
+ * struct tx_queue): its TX path reads the port's MTU through mtu. */
+struct cdd_tap_txq_head {
+	int type;
+	uint16_t *mtu;
+};
+
+/* cdd_tap_set_tx_mtu sets the MTU net_tap's TX path holds frames to. DPDK
+ * 22.11's net_tap stops a TX burst at the first frame longer than the
+ * port's MTU + 22, yet reports a largest frame of 1522 bytes, so ethdev
+ * refuses it a larger MTU: jumbo frames to the kernel would all be
+ * dropped. Its TX queue points at the MTU in the port's ethdev data, which
+ * this writes, once it has checked that the pointer lies in ethdev's
+ * shared data and reads the port's MTU; rte_eth_dev_get_mtu then confirms
+ * it was the port's. The port must be started: its TX queues are in
+ * rte_eth_fp_ops from then on. */
+int cdd_tap_set_tx_mtu(uint16_t port, uint16_t mtu, const char **what)
+{
+	const struct rte_memzone *mz = rte_memzone_lookup("rte_eth_dev_data");
+	uint16_t cur, old;
+	int rc;
+
+	*what = "ethdev's shared data not found";
+	if (mz == NULL || port >= RTE_MAX_ETHPORTS)
+		return -ENOENT;
+	*what = "get_mtu";
+	if ((rc = rte_eth_dev_get_mtu(port, &cur)) != 0)
+		return rc;
+	*what = "no started TX queue 0";
+	void **txqs = rte_eth_fp_ops[port].txq.data;
+	if (txqs == NULL || txqs[0] == NULL)
+		return -EINVAL;
+	uint16_t *p = ((struct cdd_tap_txq_head *)txqs[0])->mtu;
+	uintptr_t lo = (uintptr_t)mz->addr, hi = lo + mz->len, at = (uintptr_t)p;
+	*what = "the TX queue's MTU is not the port's (not DPDK 22.11's net_tap?)";
+	if (at < lo || at + sizeof(*p) > hi || at % sizeof(*p) != 0 || *p != cur)
+		return -EINVAL;
+	old = *p;
+	*p = mtu;
+	if (rte_eth_dev_get_mtu(port, &cur) != 0 || cur != mtu) {
+		*p = old;
+		return -EINVAL;
+	}
+	return 0;
+}

@@ -35,6 +35,18 @@ func (p *Port) ID() uint16 { return p.id }
 // Name returns the device name the port was opened by.
 func (p *Port) Name() string { return p.name }
 
+// SetTapTxMTU lets a started net_tap port send the kernel frames of up to
+// mtu: DPDK 22.11's net_tap drops longer ones on TX, and ethdev refuses it
+// an MTU above 1504 (port.c, cdd_tap_set_tx_mtu). The kernel interface's
+// own MTU is set through netlink.
+func (p *Port) SetTapTxMTU(mtu uint16) error {
+	var what *C.char
+	if rc := C.cdd_tap_set_tx_mtu(C.uint16_t(p.id), C.uint16_t(mtu), &what); rc != 0 {
+		return fmt.Errorf("pmd: port %d (%s): net_tap TX MTU %d: %s: %w", p.id, p.name, mtu, C.GoString(what), Errno(-rc))
+	}
+	return nil
+}
+
 // Configure sets up queues, descriptors, MTU and promiscuous mode; RX
 // queues take their mbufs from pool. RSS is enabled when there is more
 // than one RX queue.

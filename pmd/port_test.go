@@ -3,6 +3,7 @@ package pmd_test
 import (
 	"bytes"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv"
@@ -156,5 +157,17 @@ func TestOpenPortMissing(t *testing.T) {
 	}
 	if _, err := pmd.NewBurst(pmd.MaxBurst + 1); err == nil {
 		t.Fatal("oversized burst accepted")
+	}
+}
+
+// SetTapTxMTU writes through a pointer in net_tap's private TX queue: on
+// another driver's queue the pointer is not the port's MTU, and it must
+// refuse rather than write.
+func TestSetTapTxMTURefusesOtherDrivers(t *testing.T) {
+	pool := newPool(t, "pmd_tapmtu")
+	port := openPort(t, "net_null1,size=64", pool)
+	err := port.SetTapTxMTU(9000)
+	if err == nil || !strings.Contains(err.Error(), "not the port's") {
+		t.Fatalf("SetTapTxMTU on net_null: %v; want a refusal", err)
 	}
 }

@@ -35,7 +35,21 @@ const (
 	// holds them in RAM, next to e2e/cephnode's cluster.
 	benchObjects = "250"
 	rounds       = 3
-	mtu          = 1500
+	// mtu is the paths' MTU; each is also measured at jumboMTU, with
+	// benches of jumboSecs (benchSecs at mtu) to keep the test short.
+	mtu       = 1500
+	jumboMTU  = 9000
+	benchSecs = 4
+	jumboSecs = 3
+)
+
+// Jumbo frames on the rebind path (docs/operator/configure.md#jumbo-frames):
+// net_af_packet's ring frames hold a 9000-byte MTU's frames (framesz at
+// least MTU + 80), and an mbuf a ring frame's data (data_room at least
+// framesz + 96), which config.afPacketFrames checks.
+const (
+	jumboDevargs  = "blocksz=36864,framesz=9216,framecnt=1024"
+	jumboDataRoom = 9344
 )
 
 // cephNode is a Ceph cluster in a node namespace and a client namespace,
@@ -141,15 +155,19 @@ type pathFigures struct {
 	bytes      int64   // moved by every bench, both ways
 }
 
-// measure runs the rounds of write then seq benches on the path now up
-// and prints its figure line.
-func (n *cephNode) measure(ctx context.Context, mode string) pathFigures {
+// measure runs the rounds of write then seq benches on the path now up,
+// whose MTU is mtu, and prints its figure line.
+func (n *cephNode) measure(ctx context.Context, mode string, mtu int) pathFigures {
 	n.t.Helper()
+	secs := benchSecs
+	if mtu == jumboMTU {
+		secs = jumboSecs
+	}
 	var w, s []float64
 	var f pathFigures
 	for range rounds {
-		wb := n.mustBench(ctx, 4, "write", "--no-cleanup", "--max-objects", benchObjects)
-		sb := n.mustBench(ctx, 4, "seq")
+		wb := n.mustBench(ctx, secs, "write", "--no-cleanup", "--max-objects", benchObjects)
+		sb := n.mustBench(ctx, secs, "seq")
 		n.cleanup(ctx)
 		w, s = append(w, wb.MBps), append(s, sb.MBps)
 		f.bytes += wb.Bytes + sb.Bytes
@@ -162,10 +180,10 @@ func (n *cephNode) measure(ctx context.Context, mode string) pathFigures {
 
 // measureDaemon is measure with the CPU time daemon pid used meanwhile,
 // per GiB the benches moved.
-func (n *cephNode) measureDaemon(ctx context.Context, mode string, pid int) pathFigures {
+func (n *cephNode) measureDaemon(ctx context.Context, mode string, mtu, pid int) pathFigures {
 	n.t.Helper()
 	c0 := n.cpu(pid)
-	f := n.measure(ctx, mode)
+	f := n.measure(ctx, mode, mtu)
 	cpu := n.cpu(pid) - c0
 	fmt.Printf("tcp-path-cpu %s %d %.2f\n", mode, mtu, cpu.Seconds()/(float64(f.bytes)/(1<<30)))
 	return f
@@ -227,12 +245,76 @@ shutdown: {drain_timeout: 1s}
 	return path, metrics
 }
 
+// setMTU sets each interface's MTU: "ns/name", or a name in the test's
+// own namespace.
+func (n *cephNode) setMTU(mtu int, ifs ...string) {
+	n.t.Helper()
+	for _, ifc := range ifs {
+		args := []string{"link", "set", "dev", ifc, "mtu", fmt.Sprint(mtu)}
+		if ns, name, ok := strings.Cut(ifc, "/"); ok {
+			args = []string{"-n", ns, "link", "set", "dev", name, "mtu", fmt.Sprint(mtu)}
+		}
+		n.ip(args)
+	}
+}
+
+// pingFull fails the test unless an unfragmentable ping of a whole mtu
+// goes from the client to the node and back: a path that cut or dropped
+// full-sized frames would still carry TCP, at a smaller MSS.
+func (n *cephNode) pingFull(mtu int) {
+	n.t.Helper()
+	out, err := exec.Command("ip", "netns", "exec", n.client.NS, "ping", "-n", "-c", "1", "-W", "2", "-M", "do",
+		"-s", fmt.Sprint(mtu-28), cephNodeIP).CombinedOutput()
+	if err != nil {
+		n.t.Fatalf("ping of %d bytes (MTU %d) from the client to the node: %v\n%s", mtu-28, mtu, err, out)
+	}
+}
+
+// rebindConfig writes the rebind daemon's configuration for a port MTU:
+// at jumboMTU, with the ring frames and mbufs a jumbo frame needs and the
+// kernel interface at the port's MTU (kernel.mtu's default).
+func (n *cephNode) rebindConfig(mtu int) (path, metrics string) {
+	n.t.Helper()
+	sfx := n.node.Name[len(n.node.Name)-6:]
+	ring, jumbo := "blocksz=4096,framesz=2048,framecnt=2048", ""
+	if mtu == jumboMTU {
+		ring = jumboDevargs
+		jumbo = fmt.Sprintf("  mtu: %d\nmempool: {data_room: %d}\n", mtu, jumboDataRoom)
+	}
+	return n.config(fmt.Sprint("r", mtu), fmt.Sprintf(`port:
+  name: rnode
+  device: "net_af_packet0,iface=%s,%s"
+  rx_descriptors: 1024
+  tx_descriptors: 1024
+%s%s
+%s
+kernel: {interface: cddk%s, netns: %s, addresses: [%s/24]}`,
+		n.client.HostIf, ring, jumbo, cephcluster.KernelServicesYAML, cephcluster.ClassifyYAML, sfx, n.node.Name, cephNodeIP))
+}
+
+// rebind runs the rebind daemon at a port MTU, measures its path and
+// stops it cleanly.
+func (n *cephNode) rebind(ctx context.Context, mtu int, dir pathFigures) {
+	n.t.Helper()
+	cfg, metrics := n.rebindConfig(mtu)
+	d := daemonproc.Start(n.t, n.bin, cfg, metrics)
+	n.healthOK(ctx)
+	n.pingFull(mtu)
+	n.putGet(ctx, fmt.Sprint("rebind-", mtu))
+	rf := n.measureDaemon(ctx, "rebind", mtu, d.Pid())
+	n.logf("rebind / direct at MTU %d: write %.2f, seq %.2f", mtu, rf.write/dir.write, rf.seq/dir.seq)
+	if log, err := d.Stop(20 * time.Second); err != nil || !strings.Contains(log, "all mbufs returned") {
+		n.t.Fatalf("rebind stop at MTU %d: %v\n%s", mtu, err, log)
+	}
+}
+
 // TestCephNodeXDP measures a Ceph client's TCP to a real cluster on three
 // paths between the same namespaces: a direct veth, the same veth with
 // the daemon in the af_xdp mode on the node's end (TCP passes the XDP
 // program to the kernel), and the daemon in the rebind mode (TCP crosses
-// it and its kernel exception path). It asserts only that what is
-// written reads back identical; the figures are printed. In the af_xdp
+// it and its kernel exception path); each also at MTU 9000.
+// It asserts only that what is written reads back identical (at MTU 9000
+// with full-sized frames both ways); the figures are printed. In the af_xdp
 // mode it then SIGKILLs the daemon during a bench, which must go on, and
 // checks the program stays, is taken back by a restart and is detached
 // by restore-nic.
@@ -257,12 +339,18 @@ func TestCephNodeXDP(t *testing.T) {
 	n.ceph = cephcluster.Start(t, cephcluster.Options{NetNS: n.node.Name, IP: netip.MustParseAddr(cephNodeIP), Pool: cephPool,
 		MemstoreBytes: 4 << 30})
 	n.logf("cluster up at %s in %s", cephNodeIP, n.node.Name)
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 
 	n.healthOK(ctx)
 	n.putGet(ctx, "direct")
-	dir := n.measure(ctx, "direct")
+	dir := n.measure(ctx, "direct", mtu)
+	directIfs := []string{n.client.NS + "/" + n.cliIf, n.node.Name + "/" + n.nodeIf}
+	n.setMTU(jumboMTU, directIfs...)
+	n.pingFull(jumboMTU)
+	n.putGet(ctx, "direct-9000")
+	dirJumbo := n.measure(ctx, "direct", jumboMTU)
+	n.setMTU(mtu, directIfs...)
 
 	xcfg, xmetrics := n.config("x", xdpNodeYAML(n.nodeIf, cephNodeIP)+"\n  bridge: {}")
 	restoreNIC := func() ([]byte, error) {
@@ -276,8 +364,15 @@ func TestCephNodeXDP(t *testing.T) {
 	}
 	n.logf("af_xdp daemon up, program %d on %s", prog.ID, n.nodeIf)
 	n.putGet(ctx, "af_xdp")
-	xf := n.measureDaemon(ctx, "af_xdp-generic", d.Pid())
+	xf := n.measureDaemon(ctx, "af_xdp-generic", mtu, d.Pid())
 	n.logf("af_xdp-generic / direct: write %.2f, seq %.2f (target >= 0.9)", xf.write/dir.write, xf.seq/dir.seq)
+	// Generic XDP takes any MTU (native XDP at 9000 would need a
+	// frags-aware program).
+	n.setMTU(jumboMTU, directIfs...)
+	n.pingFull(jumboMTU)
+	xfJumbo := n.measureDaemon(ctx, "af_xdp-generic", jumboMTU, d.Pid())
+	n.logf("af_xdp-generic / direct at MTU %d: write %.2f, seq %.2f", jumboMTU, xfJumbo.write/dirJumbo.write, xfJumbo.seq/dirJumbo.seq)
+	n.setMTU(mtu, directIfs...)
 
 	n.killDuringBench(ctx, d)
 	if a := n.attached(); a != prog {
@@ -306,23 +401,11 @@ func TestCephNodeXDP(t *testing.T) {
 		[]string{"-n", n.client.NS, "addr", "flush", "dev", n.cliIf},
 		[]string{"-n", n.node.Name, "addr", "flush", "dev", n.nodeIf},
 		[]string{"-n", n.client.NS, "addr", "add", cephClientIP + "/24", "dev", n.client.PeerIf})
-	rcfg, rmetrics := n.config("r", fmt.Sprintf(`port:
-  name: rnode
-  device: "net_af_packet0,iface=%s,blocksz=4096,framesz=2048,framecnt=2048"
-  rx_descriptors: 1024
-  tx_descriptors: 1024
-%s
-%s
-kernel: {interface: cddk%s, netns: %s, addresses: [%s/24]}`,
-		n.client.HostIf, cephcluster.KernelServicesYAML, cephcluster.ClassifyYAML, sfx, n.node.Name, cephNodeIP))
-	d = daemonproc.Start(t, n.bin, rcfg, rmetrics)
-	n.healthOK(ctx)
-	n.putGet(ctx, "rebind")
-	rf := n.measureDaemon(ctx, "rebind", d.Pid())
-	n.logf("rebind / direct: write %.2f, seq %.2f", rf.write/dir.write, rf.seq/dir.seq)
-	if log, err := d.Stop(20 * time.Second); err != nil || !strings.Contains(log, "all mbufs returned") {
-		t.Fatalf("rebind stop: %v\n%s", err, log)
-	}
+	n.rebind(ctx, mtu, dir)
+	// The client's veth, both ends, carries the jumbo frames; the daemon
+	// gives its kernel interface the port's MTU.
+	n.setMTU(jumboMTU, n.client.HostIf, n.client.NS+"/"+n.client.PeerIf)
+	n.rebind(ctx, jumboMTU, dirJumbo)
 }
 
 // killDuringBench SIGKILLs the af_xdp daemon d during a write bench,

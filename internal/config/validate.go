@@ -303,9 +303,11 @@ func (v *validation) mempool() {
 	if m.Mbufs < 0 || m.Mbufs > MaxMbufs {
 		v.bad("mempool.mbufs", "%d is outside 0 (computed)..%d", m.Mbufs, MaxMbufs)
 	}
-	if m.DataRoom-128 < mtu+18 {
+	roomOK := m.DataRoom-128 >= mtu+18
+	if !roomOK {
 		v.bad("mempool.data_room", "%d leaves %d bytes after the 128-byte headroom, less than MTU %d plus an 18-byte Ethernet header: frames would span mbufs", m.DataRoom, m.DataRoom-128, mtu)
 	}
+	v.afPacketFrames(roomOK)
 }
 
 func (v *validation) burst() { v.inRange("burst_size", v.c.Burst, 1, MaxBurst) }

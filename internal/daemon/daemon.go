@@ -40,7 +40,9 @@ const pcapArgMax = 64
 // vdevMaxMTU is the largest MTU DPDK 22.11's net_af_packet and net_memif
 // let ethdev set: they report RTE_ETHER_MAX_LEN as their largest frame
 // (1518 bytes, less the Ethernet header and CRC), though both carry
-// larger frames (see jumboVdev).
+// larger frames (see jumboVdev). net_tap reports 1522 bytes but drops
+// what exceeds its ethdev MTU on TX: above this MTU the kernel path sets
+// that MTU past ethdev (pmd.Port.SetTapTxMTU).
 const vdevMaxMTU = 1500
 
 // jumboVdev returns the driver of device if it is one whose frames are

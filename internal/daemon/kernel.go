@@ -118,6 +118,12 @@ func (d *Daemon) startKernel() error {
 	if err := d.kernel.port.Start(); err != nil {
 		return fmt.Errorf("daemon: start kernel interface %s: %w", k.Interface, err)
 	}
+	if k.Driver == config.KernelTap && k.MTU > vdevMaxMTU {
+		// net_tap would drop every jumbo frame on its way to the kernel.
+		if err := d.kernel.port.SetTapTxMTU(uint16(k.MTU)); err != nil {
+			return fmt.Errorf("daemon: kernel interface %s at MTU %d: %w", k.Interface, k.MTU, err)
+		}
+	}
 	network := KernelNetwork(k)
 	iface, err := kernelif.Setup(kernelif.Config{Name: k.Interface, NetNS: k.NetNS, MTU: k.MTU, Network: network})
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/cephdpdkd/cephdpdkd/internal/config"
 	"github.com/cephdpdkd/cephdpdkd/internal/daemon"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv"
+	"github.com/cephdpdkd/cephdpdkd/internal/testenv/netcmd"
 	"github.com/cephdpdkd/cephdpdkd/internal/trafficgen"
 )
 
@@ -37,7 +38,15 @@ const (
 
 func kernelConfig(t *testing.T, v *testenv.VethNS, node *testenv.NetNS, ifname string, extra string) *config.Config {
 	t.Helper()
-	y := fmt.Sprintf(`
+	c, err := config.Parse([]byte(kernelYAML(v, node, ifname, extra)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func kernelYAML(v *testenv.VethNS, node *testenv.NetNS, ifname string, extra string) string {
+	return fmt.Sprintf(`
 port: {name: node, device: "net_af_packet40,iface=%s", rx_descriptors: 512, tx_descriptors: 512}
 mempool: {headroom: 256}
 services:
@@ -54,11 +63,6 @@ kernel:
 metrics: {listen: "off"}
 shutdown: {drain_timeout: 1s}
 `, v.HostIf, cephRules, ifname, node.Name, nodeAddr, extra)
-	c, err := config.Parse([]byte(y))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }
 
 func newKernelTopology(t *testing.T, extra string) *kernelTopology {
@@ -210,6 +214,41 @@ func TestKernelExceptionPath(t *testing.T) {
 	kn := k.d.Snapshot().Kernel
 	if len(kn) != 1 || kn[0].FromPackets < 700 {
 		t.Errorf("kernel → port counters %+v; want the node's side of the TCP stream", kn)
+	}
+}
+
+// TestKernelJumbo: at port.mtu 9000, with net_af_packet's ring frames and
+// the mbufs sized for it, the kernel interface gets MTU 9000 and a
+// full-sized unfragmentable ping crosses the exception path both ways
+// (net_tap drops what exceeds its ethdev MTU, which the daemon raises).
+func TestKernelJumbo(t *testing.T) {
+	testenv.RequireRoot(t)
+	v := testenv.NewVethNS(t, netip.MustParsePrefix(clientAddr+"/24"))
+	node := testenv.NewNetNS(t)
+	for _, args := range [][]string{{"link", "set", "dev", v.HostIf, "mtu", "9000"}, {"-n", v.NS, "link", "set", "dev", v.PeerIf, "mtu", "9000"}} {
+		if err := netcmd.IP(args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ifname := "cddk" + v.NS[len(v.NS)-6:]
+	y := strings.Replace(kernelYAML(v, node, ifname, ""), "iface="+v.HostIf+`", rx_descriptors: 512, tx_descriptors: 512}`,
+		"iface="+v.HostIf+`,blocksz=36864,framesz=9216,framecnt=256", rx_descriptors: 512, tx_descriptors: 512, mtu: 9000}`, 1)
+	y = strings.Replace(y, "mempool: {headroom: 256}", "mempool: {headroom: 256, data_room: 9344}", 1)
+	c, err := config.Parse([]byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if out, err := node.Exec(ctx, "ip", "-o", "link", "show", "dev", ifname); err != nil || !strings.Contains(string(out), "mtu 9000") {
+		t.Fatalf("kernel interface: %v %s; want mtu 9000", err, out)
+	}
+	if out, err := v.Exec(ctx, "ping", "-c", "2", "-i", "0.2", "-W", "2", "-M", "do", "-s", "8972", nodeAddr); err != nil {
+		t.Fatalf("ping client → node, 9000-byte packets: %v\n%s", err, out)
+	}
+	if out, err := node.Exec(ctx, "ping", "-c", "2", "-i", "0.2", "-W", "2", "-M", "do", "-s", "8972", clientAddr); err != nil {
+		t.Fatalf("ping node → client, 9000-byte packets: %v\n%s", err, out)
 	}
 }
 
