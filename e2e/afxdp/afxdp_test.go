@@ -90,12 +90,13 @@ roce:
 }
 
 // daemonConfig is config with free metrics address, for a test that
-// runs the daemon: restore-nic detaches its program when the test ends.
+// runs the daemon: restore-nic detaches its program when the test ends,
+// and the interface's lock file goes with it.
 func (n *node) daemonConfig(t *testing.T) (cfg, metrics string) {
 	t.Helper()
 	metrics = daemonproc.FreeAddr(t)
 	cfg = n.config(t, metrics)
-	t.Cleanup(func() { exec.Command(n.bin, "restore-nic", "--config", cfg).Run() })
+	daemonproc.RestoreNICAtEnd(t, "", n.bin, cfg, n.v.HostIf)
 	return cfg, metrics
 }
 

@@ -356,7 +356,7 @@ func TestCephNodeXDP(t *testing.T) {
 	restoreNIC := func() ([]byte, error) {
 		return exec.Command("ip", "netns", "exec", n.node.Name, n.bin, "restore-nic", "--config", xcfg).CombinedOutput()
 	}
-	t.Cleanup(func() { restoreNIC() })
+	daemonproc.RestoreNICAtEnd(t, n.node.Name, n.bin, xcfg, n.nodeIf)
 	d := daemonproc.StartIn(t, n.node.Name, n.bin, xcfg, xmetrics)
 	prog := n.attached()
 	if prog.ID == 0 || prog.Mode != xdp.Generic {
