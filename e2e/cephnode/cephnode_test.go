@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -224,10 +225,14 @@ func (n *node) ping(ctx context.Context, in execFunc, to string) float64 {
 func (n *node) socatEcho(ctx context.Context) {
 	n.t.Helper()
 	srv := n.ns.Command(ctx, "socat", "-T", "10", "TCP-LISTEN:7000,bind="+nodeIP+",reuseaddr,fork", "PIPE")
+	// Its own process group, killed whole: a connection's forked child
+	// once outlived the listener by more than half an hour, blocked on a
+	// socket whose peer's namespace was gone.
+	srv.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := srv.Start(); err != nil {
 		n.t.Fatal(err)
 	}
-	defer func() { srv.Process.Kill(); srv.Wait() }()
+	defer func() { syscall.Kill(-srv.Process.Pid, syscall.SIGKILL); srv.Wait() }()
 	msg := make([]byte, 256<<10)
 	rand.Read(msg)
 	var got []byte
