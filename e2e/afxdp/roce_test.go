@@ -68,6 +68,7 @@ func TestCephOverRoCEXDP(t *testing.T) {
 	// while the suite's other guest ran, and crawled at 0.7 MB/s into
 	// its time limit on go-back-N resends: issue 21's slow recovery.
 	write := bw(c.Rados(t, logf, "-p", pool, "bench", "5", "write"))
+	fmt.Printf("roce-bench af_xdp-generic %s\n", write) // the figure line, at the start of a line
 	t.Logf("roce-bench af_xdp-generic %s", write)
 
 	checkRoCEIdle(t, n.Daemon, n.Ifname)
