@@ -91,8 +91,8 @@ func (r *responder) start(epsn uint32) {
 // stop abandons work in progress; a pending fatal NAK survives so that the
 // peer learns why the QP went to ERROR.
 func (r *responder) stop() {
-	r.nakSent, r.starved, r.inSend, r.inWrite, r.wbuf = false, false, false, false, nil
-	r.nakOn, r.nakResends, r.nakShort = false, 0, false
+	r.endNak()
+	r.inSend, r.inWrite, r.wbuf = false, false, nil
 	r.shortOn = false
 	r.reads = [len(r.reads)]readJob{}
 	r.rHead, r.rN, r.newReads = 0, 0, 0
@@ -147,6 +147,19 @@ func (r *responder) queueNakSeq() {
 	if r.ctl == ctlNakSeq && r.ctlPSN == r.ePSN {
 		r.ackFirst = r.gotAny && !r.readLast
 	}
+}
+
+// beginNak starts a sequence NAK's episode, which lasts until ePSN
+// comes (endNak): top is the highest PSN seen past the gap, short tells
+// a NAK for the rest of a message that had stopped coming.
+func (r *responder) beginNak(top uint32, short bool) {
+	r.nakSent, r.nakTop, r.nakShort, r.nakAnswered = true, top, short, false
+	r.nakOn, r.nakResends = false, 0
+}
+
+// endNak ends the episode: ePSN came (or the QP stopped).
+func (r *responder) endNak() {
+	r.nakSent, r.starved, r.nakOn = false, false, false
 }
 
 // Waits before a message that stopped short is NAKed (respArm), and
@@ -209,7 +222,7 @@ func (qp *QP) shortTimer(now time.Time) {
 	if qp.state != QPStateRTR && qp.state != QPStateRTS || r.nakSent || !(r.inSend || r.inWrite) {
 		return
 	}
-	r.nakSent, r.nakShort, r.nakAnswered = true, true, false
+	r.beginNak(wire.PSNAdd(r.ePSN, -1), true)
 	r.queueNakSeq()
 	qp.cnt.shortNaks.Add(1)
 }
@@ -276,7 +289,7 @@ func (qp *QP) respInput(p *wire.Packet) {
 		qp.cnt.outOfSequence.Add(1)
 		switch {
 		case !r.nakSent:
-			r.nakSent, r.nakTop, r.nakAnswered = true, psn, false
+			r.beginNak(psn, false)
 			r.queueNakSeq()
 		case r.nakAnswered:
 		case r.nakShort || wire.PSNDiff(psn, r.nakTop) <= 0:
@@ -297,8 +310,7 @@ func (qp *QP) respInput(p *wire.Packet) {
 		r.queueCtl(ctlAck, wire.AETHAck, wire.PSNAdd(r.ePSN, -1))
 		return
 	}
-	r.nakSent, r.starved = false, false
-	r.nakOn, r.nakResends, r.nakShort = false, 0, false
+	r.endNak()
 	if r.ctl == ctlNakSeq && r.ctlPSN == psn {
 		r.ctl = ctlNone // what the NAK asks for arrived in the same burst
 	}
@@ -336,8 +348,8 @@ func (qp *QP) respInput(p *wire.Packet) {
 			// same empty queue, spending its retries in microseconds.
 			// respOutput sends it once a receive is ready.
 			qp.countRNRSilent()
-			r.nakSent, r.starved = true, true
-			r.nakTop, r.nakShort, r.nakAnswered = psn, false, false
+			r.beginNak(psn, false)
+			r.starved = true
 			return
 		}
 		r.queueCtl(ctlRNR, wire.RNRNakSyndrome(qp.attr.MinRNRTimer), psn)

@@ -496,16 +496,24 @@ func (d *daemon) reload(t *testing.T, steps *timeline, cfgPath string) {
 	d.checkJournal(t, "already defined at line", "Reload failed for")
 }
 
-// scrape reads the daemon's metrics in the guest (bash's /dev/tcp: no
-// HTTP client needed there).
-func (d *daemon) scrape(t *testing.T) metrics.Status {
+// families reads the daemon's metric families whose names match pattern,
+// parsed.
+func (d *daemon) families(t *testing.T, pattern string) map[string]*dto.MetricFamily {
 	t.Helper()
-	out := d.metrics(t, "cephdpdkd_(queue_rx_packets_total|service_packets_total|service_drops_total)")
+	out := d.metrics(t, pattern)
 	p := expfmt.NewTextParser(model.LegacyValidation)
 	fams, err := p.TextToMetricFamilies(strings.NewReader(out))
 	if err != nil {
 		t.Fatalf("metrics: %v\n%s", err, out)
 	}
+	return fams
+}
+
+// scrape reads the daemon's metrics in the guest (bash's /dev/tcp: no
+// HTTP client needed there).
+func (d *daemon) scrape(t *testing.T) metrics.Status {
+	t.Helper()
+	fams := d.families(t, "cephdpdkd_(queue_rx_packets_total|service_packets_total|service_drops_total)")
 	list := make([]*dto.MetricFamily, 0, len(fams))
 	for _, f := range fams {
 		list = append(list, f)

@@ -13,9 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
-
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/qemuvm"
 )
 
@@ -210,12 +207,7 @@ func (d *daemon) checkVirtioUser(t *testing.T, steps *timeline, peer *qemuvm.Pee
 // its drops, summed over their labels.
 func (d *daemon) kernelCounters(t *testing.T) map[string]float64 {
 	t.Helper()
-	out := d.metrics(t, "cephdpdkd_(kernel_tx_|kernel_interface_|service_drops_total|service_consumer_drops_total|port_tx_errors_total)")
-	p := expfmt.NewTextParser(model.LegacyValidation)
-	fams, err := p.TextToMetricFamilies(strings.NewReader(out))
-	if err != nil {
-		t.Fatalf("metrics: %v\n%s", err, out)
-	}
+	fams := d.families(t, "cephdpdkd_(kernel_tx_|kernel_interface_|service_drops_total|service_consumer_drops_total|port_tx_errors_total)")
 	sums := map[string]float64{}
 	for name, f := range fams {
 		for _, m := range f.GetMetric() {
