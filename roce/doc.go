@@ -26,7 +26,9 @@
 //   - Loss recovery on our side, beyond what rxe does (rtt.go,
 //     reqTimers, queueNakSeq): an RTO from the measured RTT that resends
 //     early while retries are still counted in whole transport timeouts,
-//     a tail-loss probe, an ACK ahead of each sequence NAK so that a
+//     and resends only the oldest packet until its answer tells a late
+//     ACK (spurious: sending goes on where it was) from a loss, a
+//     tail-loss probe, an ACK ahead of each sequence NAK so that a
 //     Linux requester acts on it, and the NAK sent again when what it
 //     asked for does not come and the requester never went back (a lost
 //     NAK; nakTimer).

@@ -470,3 +470,71 @@ func TestICRCDrop(t *testing.T) {
 		t.Error("recovered without a timeout")
 	}
 }
+
+// TestSpuriousTimeoutResendsOne loses every answer to a 20-packet SEND
+// until the requester's adaptive timer fires, as a slow peer's late
+// acknowledgements would: the requester resends only the oldest
+// unacknowledged packet, and the acknowledgement of the whole message
+// that answers it shows the timeout was spurious, so the other 19 do not
+// go again.
+func TestSpuriousTimeoutResendsOne(t *testing.T) {
+	n, _, p := newCleanPair(t)
+	src, dst := sendSetup(t, n, p, 1024, true) // an RTT sample first
+	checkDelivered(t, n, p, src, dst)
+	before := p.a.Stats()
+	n.capture(n.B.Link, func(*captured, int) bool { return p.a.Stats().Timeouts == before.Timeouts })
+	fromA := n.capture(n.A.Link, nil)
+	src, dst = sendSetup(t, n, p, 20*1024, true)
+	checkDelivered(t, n, p, src, dst)
+
+	sa, sb := p.a.Stats(), p.b.Stats()
+	if d := sa.Timeouts - before.Timeouts; d != 1 {
+		t.Errorf("requester: %d timeouts, want 1", d)
+	}
+	if sa.SpuriousTimeouts != 1 || n.a.Stats().SpuriousTimeouts != 1 {
+		t.Errorf("spurious timeouts: %d on the QP, %d on the endpoint; want 1", sa.SpuriousTimeouts, n.a.Stats().SpuriousTimeouts)
+	}
+	// The tail-loss probe (the last packet, its answer lost too) and the
+	// one packet the timeout resent.
+	if d := sa.Retransmits - before.Retransmits; d != 2 || sb.Duplicates != 2 {
+		t.Errorf("%d retransmits, %d duplicates at the responder; want 2, 2 (the probe and the timed-out packet)", d, sb.Duplicates)
+	}
+	var resent []uint32
+	seen := map[uint32]bool{}
+	for _, c := range *fromA {
+		if seen[c.bth.PSN] {
+			resent = append(resent, c.bth.PSN)
+		}
+		seen[c.bth.PSN] = true
+	}
+	first := wire.PSNAdd(p.opts.psnA, 1)
+	if len(resent) != 2 || resent[1] != first || !(*fromA)[len(*fromA)-1].bth.AckReq {
+		t.Errorf("resent PSNs %#x, want the last one (the probe), then %#x with AckReq", resent, first)
+	}
+}
+
+// TestTimeoutAfterWholeLoss loses the whole first transmission of a
+// 20-packet SEND, after an RTT sample, and the tail-loss probe: the
+// packet the adaptive timeout resends is the first, its acknowledgement
+// goes no further, so the timeout was real and the rest goes again at
+// once, without waiting for another timer.
+func TestTimeoutAfterWholeLoss(t *testing.T) {
+	n, _, p := newCleanPair(t)
+	src, dst := sendSetup(t, n, p, 1024, true)
+	checkDelivered(t, n, p, src, dst)
+	before := p.a.Stats()
+	var lost int
+	n.capture(n.A.Link, func(c *captured, _ int) bool {
+		lost++
+		return lost <= 21 // 20 packets and the probe
+	})
+	src, dst = sendSetup(t, n, p, 20*1024, true)
+	checkDelivered(t, n, p, src, dst)
+	sa := p.a.Stats()
+	if d := sa.Timeouts - before.Timeouts; sa.SpuriousTimeouts != 0 || d != 1 || sa.RetryTimeouts != 0 {
+		t.Errorf("requester: %d timeouts (%d transport), %d spurious; want 1, 0, 0", d, sa.RetryTimeouts, sa.SpuriousTimeouts)
+	}
+	if d := sa.Retransmits - before.Retransmits; d != 21 {
+		t.Errorf("%d retransmits, want 21 (the probe, then all 20)", d)
+	}
+}

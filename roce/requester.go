@@ -54,6 +54,13 @@ type requester struct {
 	rewound   bool
 	rewindPSN uint32
 
+	// After an adaptive timeout only the oldest unacknowledged packet
+	// goes again (held; heldSent once it has), and nothing after it
+	// until an answer: an acknowledgement past it shows the expiry was
+	// spurious, and sending resumes at resumePSN, where it was.
+	held, heldSent bool
+	resumePSN      uint32
+
 	// The idle probe (idle.go): heardAt is when the last valid packet
 	// came from the peer (zero until the first poll in RTS); idleOn: a
 	// probe is outstanding, timed by rtoAt, giveUpAt and backoff as a
@@ -74,6 +81,7 @@ func (s *requester) start(a *QPAttr, head uint64) {
 
 func (s *requester) stop() {
 	s.timerOn, s.rnrWait, s.readsOut, s.probing, s.rttOn = false, false, 0, false, false
+	s.held = false
 	s.idleOn, s.idleSend = false, false
 }
 
@@ -142,6 +150,7 @@ func (qp *QP) rewind(psn uint32, force bool) bool {
 	}
 	s.rewound, s.rewindPSN = true, psn
 	s.sinceAckReq = 0
+	s.held = false
 	if s.rttOn && wire.PSNCompare(psn, s.rttPSN) <= 0 {
 		s.rttOn = false // the timed packet goes again: Karn's rule
 	}
@@ -188,6 +197,9 @@ func (qp *QP) reqOutput(buf []byte, now time.Time) int {
 		if s.txIdx == qp.sqTail && !s.inFlight() {
 			return qp.idleProbeOutput(buf)
 		}
+	}
+	if s.held && s.heldSent {
+		return 0 // the timed-out packet's answer comes first
 	}
 	mtu := qp.attr.PathMTU
 	var w *sendWQE
@@ -256,7 +268,7 @@ func (qp *QP) reqOutput(buf []byte, now time.Time) int {
 	// nothing in flight asks too: timed, it measures the path with no
 	// queue of ours on it, and early.
 	fromIdle := !s.inFlight()
-	ackReq := probe || last || fromIdle || s.sinceAckReq+1 >= qp.ep.cfg.AckReqEvery || wire.PSNDiff(end, s.unacked) >= window
+	ackReq := probe || s.held || last || fromIdle || s.sinceAckReq+1 >= qp.ep.cfg.AckReqEvery || wire.PSNDiff(end, s.unacked) >= window
 	p.BTH = wire.BTH{
 		Opcode: op, SE: last && w.flags&SendSolicited != 0, PKey: wire.DefaultPKey,
 		DestQP: qp.attr.DestQPN, AckReq: ackReq, PSN: psn,
@@ -266,6 +278,9 @@ func (qp *QP) reqOutput(buf []byte, now time.Time) int {
 	if err != nil {
 		qp.reqFail(WCLocQPOpErr, fmt.Errorf("roce: qp %d: build %v psn %#x: %w", qp.qpn, op, psn, err))
 		return 0
+	}
+	if s.held {
+		s.heldSent = true
 	}
 	if ackReq {
 		s.sinceAckReq = 0
@@ -445,6 +460,18 @@ func (qp *QP) progress(now time.Time) {
 	if s.rewound && wire.PSNCompare(s.unacked, s.rewindPSN) > 0 {
 		s.rewound = false
 	}
+	if s.held {
+		// The peer answers a duplicate with an acknowledgement of all it
+		// has: one past the packet resent (rewindPSN) shows that the
+		// packets after it arrived and the timeout was spurious.
+		s.held = false
+		if s.heldSent && wire.PSNDiff(s.unacked, s.rewindPSN) > 1 {
+			qp.countSpuriousTimeout()
+			if wire.PSNCompare(s.resumePSN, s.unacked) > 0 {
+				qp.setCursor(s.resumePSN)
+			}
+		}
+	}
 	if wire.PSNCompare(qp.cursorPSN(), s.unacked) < 0 {
 		qp.setCursor(s.unacked)
 	}
@@ -529,8 +556,12 @@ func (qp *QP) readResponse(p *wire.Packet, now time.Time) {
 // Two clocks run while PSNs are in flight. The adaptive one (rtoAt)
 // expires after the RTO that the measured RTT gives (RFC 6298: SRTT +
 // 4·RTTVAR, at least minRTO, doubled on each consecutive expiry, at
-// most the transport timeout) and goes back N from the oldest
-// unacknowledged PSN; it spends no retry. The transport one (giveUpAt)
+// most the transport timeout) and resends the oldest unacknowledged
+// packet alone, asking for an ACK; it spends no retry. The peer answers
+// that duplicate with an ACK of everything it has, so the first ACK
+// after it tells a spurious expiry (past the packet: sending resumes
+// where it was, as F-RTO does for TCP) from a loss (the packet alone:
+// go-back-N goes on from the next). The transport one (giveUpAt)
 // is the negotiated timeout (4.096 µs · 2^Timeout) since the last
 // progress, as before: each of its expiries goes back N too and spends
 // one of RetryCnt retries, and one with none left fails the QP. A
@@ -569,12 +600,20 @@ func (qp *QP) reqTimers(now time.Time) {
 		return
 	}
 	if giveUp := !now.Before(s.giveUpAt); giveUp || !now.Before(s.rtoAt) {
-		if qp.expire(now, giveUp, "acknowledgement for psn", s.unacked) {
-			qp.rewind(s.unacked, true)
+		if !qp.expire(now, giveUp, "acknowledgement for psn", s.unacked) {
+			return
+		}
+		resume, held := qp.cursorPSN(), s.held
+		if held {
+			resume = s.resumePSN // an earlier expiry's packet went unanswered
+		}
+		qp.rewind(s.unacked, true)
+		if !giveUp {
+			s.held, s.heldSent, s.resumePSN = true, false, resume
 		}
 		return
 	}
-	if s.probeSent || !qp.probeArmed() || now.Before(s.probeAt) {
+	if !qp.probeArmed() || now.Before(s.probeAt) {
 		return
 	}
 	if qp.cursorPSN() != s.hiPSN {
@@ -633,11 +672,11 @@ func (qp *QP) expire(now time.Time, giveUp bool, what string, psn uint32) bool {
 }
 
 // probeArmed reports whether a tail-loss probe is due at probeAt: there
-// is an RTT sample, and the probe would come before the adaptive
-// timeout.
+// is an RTT sample, no packet resent after a timeout awaits its answer,
+// and the probe would come before the adaptive timeout.
 func (qp *QP) probeArmed() bool {
 	s := &qp.req
-	return !s.probeSent && s.rtt.pto() > 0 && s.probeAt.Before(s.rtoAt)
+	return !s.held && !s.probeSent && s.rtt.pto() > 0 && s.probeAt.Before(s.rtoAt)
 }
 
 // reqDeadline returns when reqTimers next has something to do.

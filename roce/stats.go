@@ -45,7 +45,7 @@ type qpCounters struct {
 	staleResponses                         atomic.Uint64
 	state                                  atomic.Int32
 	nakRetransmits, tailProbes             atomic.Uint64
-	retryTimeouts                          atomic.Uint64
+	retryTimeouts, spuriousTimeouts        atomic.Uint64
 	shortNaks, nakResends                  atomic.Uint64
 	idleProbes, deadPeers                  atomic.Uint64
 }
@@ -78,6 +78,10 @@ type QPStats struct {
 	// (QPAttr.Timeout) without progress, each spending one of RetryCnt;
 	// the others came from the adaptive timer, which spends none.
 	RetryTimeouts uint64
+	// SpuriousTimeouts are the adaptive Timeouts found spurious: the
+	// one packet resent was answered by an acknowledgement of packets
+	// after it, which the peer had had all along.
+	SpuriousTimeouts uint64
 	// ShortNaks are the NaksSent[NakSequence] that asked for the rest of
 	// a message that stopped coming, with no later packet to show a gap.
 	ShortNaks uint64
@@ -95,31 +99,32 @@ type QPStats struct {
 
 func (c *qpCounters) snapshot(qpn uint32, sendCQ, recvCQ *CQ) QPStats {
 	s := QPStats{
-		QPN:             qpn,
-		State:           QPState(c.state.Load()),
-		TxPackets:       c.txPackets.Load(),
-		TxBytes:         c.txBytes.Load(),
-		RxPackets:       c.rxPackets.Load(),
-		RxBytes:         c.rxBytes.Load(),
-		Retransmits:     c.retransmits.Load(),
-		Timeouts:        c.timeouts.Load(),
-		RNRNaksSent:     c.rnrNakSent.Load(),
-		RNRSilentDrops:  c.rnrSilent.Load(),
-		RNRNaksReceived: c.rnrNakRecv.Load(),
-		ICRCErrors:      c.icrcErrors.Load(),
-		Dropped:         c.dropped.Load(),
-		Duplicates:      c.duplicates.Load(),
-		OutOfSequence:   c.outOfSequence.Load(),
-		StaleResponses:  c.staleResponses.Load(),
-		NakRetransmits:  c.nakRetransmits.Load(),
-		TailProbes:      c.tailProbes.Load(),
-		RetryTimeouts:   c.retryTimeouts.Load(),
-		ShortNaks:       c.shortNaks.Load(),
-		NakResends:      c.nakResends.Load(),
-		IdleProbes:      c.idleProbes.Load(),
-		DeadPeers:       c.deadPeers.Load(),
-		SendCQDepth:     int(sendCQ.depth.Load()),
-		RecvCQDepth:     int(recvCQ.depth.Load()),
+		QPN:              qpn,
+		State:            QPState(c.state.Load()),
+		TxPackets:        c.txPackets.Load(),
+		TxBytes:          c.txBytes.Load(),
+		RxPackets:        c.rxPackets.Load(),
+		RxBytes:          c.rxBytes.Load(),
+		Retransmits:      c.retransmits.Load(),
+		Timeouts:         c.timeouts.Load(),
+		RNRNaksSent:      c.rnrNakSent.Load(),
+		RNRSilentDrops:   c.rnrSilent.Load(),
+		RNRNaksReceived:  c.rnrNakRecv.Load(),
+		ICRCErrors:       c.icrcErrors.Load(),
+		Dropped:          c.dropped.Load(),
+		Duplicates:       c.duplicates.Load(),
+		OutOfSequence:    c.outOfSequence.Load(),
+		StaleResponses:   c.staleResponses.Load(),
+		NakRetransmits:   c.nakRetransmits.Load(),
+		TailProbes:       c.tailProbes.Load(),
+		RetryTimeouts:    c.retryTimeouts.Load(),
+		SpuriousTimeouts: c.spuriousTimeouts.Load(),
+		ShortNaks:        c.shortNaks.Load(),
+		NakResends:       c.nakResends.Load(),
+		IdleProbes:       c.idleProbes.Load(),
+		DeadPeers:        c.deadPeers.Load(),
+		SendCQDepth:      int(sendCQ.depth.Load()),
+		RecvCQDepth:      int(recvCQ.depth.Load()),
 	}
 	for i := range c.nakSent {
 		s.NaksSent[i] = c.nakSent[i].Load()
@@ -151,7 +156,7 @@ type endpointCounters struct {
 	// too so that they outlive the QPs (see QP.countRNRNakSent and the
 	// like).
 	rnrNaksSent, rnrSilent, seqNaksSent atomic.Uint64
-	seqNakResends                       atomic.Uint64
+	seqNakResends, spuriousTimeouts     atomic.Uint64
 	idleProbes, deadPeers               atomic.Uint64
 }
 
@@ -192,6 +197,12 @@ type EndpointStats struct {
 	// trips (a lost NAK): the sum of QPStats.NakResends, destroyed QPs
 	// included.
 	SequenceNakResends uint64
+	// SpuriousTimeouts counts the requesters' adaptive timeouts that
+	// proved spurious (see QPStats.SpuriousTimeouts): a slow peer's
+	// late acknowledgement, not a loss, for which only one packet went
+	// again instead of the whole window. It is the sum of
+	// QPStats.SpuriousTimeouts, destroyed QPs included.
+	SpuriousTimeouts uint64
 	// IdleProbes counts the idle probes the endpoint's QPs have sent,
 	// and DeadPeers the QPs that gave up on a silent peer (ErrPeerDead),
 	// over the endpoint's life: the sums of QPStats.IdleProbes and
@@ -211,6 +222,7 @@ func (e *Endpoint) Stats() EndpointStats {
 		GSIReceived: c.gsiReceived.Load(), GSISent: c.gsiSent.Load(), TxBusy: c.txBusy.Load(),
 		RNRNaksSent: c.rnrNaksSent.Load(), RNRSilentDrops: c.rnrSilent.Load(), SequenceNaksSent: c.seqNaksSent.Load(),
 		SequenceNakResends: c.seqNakResends.Load(),
+		SpuriousTimeouts:   c.spuriousTimeouts.Load(),
 		IdleProbes:         c.idleProbes.Load(), DeadPeers: c.deadPeers.Load(),
 	}
 }
@@ -236,6 +248,11 @@ func (qp *QP) countNakSent(c NakClass) {
 
 // countIdleProbe counts an idle probe sent.
 func (qp *QP) countIdleProbe() { countBoth(&qp.cnt.idleProbes, &qp.ep.cnt.idleProbes) }
+
+// countSpuriousTimeout counts an adaptive timeout found spurious.
+func (qp *QP) countSpuriousTimeout() {
+	countBoth(&qp.cnt.spuriousTimeouts, &qp.ep.cnt.spuriousTimeouts)
+}
 
 // countDeadPeer counts the QP's giving up on a silent peer.
 func (qp *QP) countDeadPeer() { countBoth(&qp.cnt.deadPeers, &qp.ep.cnt.deadPeers) }

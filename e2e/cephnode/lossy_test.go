@@ -79,23 +79,32 @@ func testRoCELossy(t *testing.T, rn *roceNode, logf func(string, ...any)) {
 		return putSecs, benchMBs
 	}
 
+	// The daemon's own go-back-N toward the guest shows in the guest's
+	// rxe as duplicate requests; a timeout the guest's late answer made
+	// spurious costs one, not a window.
+	const spurious = "cephdpdkd_roce_endpoint_spurious_timeouts_total"
+	rxeL := guestRxeCounters(ctx, t, rn)
+	spur0 := mustScrape(t, rn.d, "")(spurious)
 	put0, bench0 := round("lossless")
-	logf("lossless: 16 MiB put %.2f s, bench write %.2f MB/s", put0, bench0)
+	rxe0 := guestRxeCounters(ctx, t, rn)
+	spur1 := mustScrape(t, rn.d, "")(spurious)
+	logf("lossless: 16 MiB put %.2f s, bench write %.2f MB/s; the daemon found %v timeouts spurious; rxe: %s",
+		put0, bench0, spur1-spur0, rxe0.sub(rxeL))
 
 	resp0 := endpointResponder(t, rn.d)
-	rxe0 := guestRxeCounters(ctx, t, rn)
 	setLoss(t, rn.br.NS, "numgen random mod 100 < 1 counter drop")
 	put1, bench1 := round("lossy")
 	dropped := lossDropped(t, rn.br.NS)
 	setLoss(t, rn.br.NS, "")
 	resp := endpointResponder(t, rn.d).sub(resp0)
 	rxe := guestRxeCounters(ctx, t, rn).sub(rxe0)
+	spur2 := mustScrape(t, rn.d, "")(spurious)
 	// The client's share of the cost: rxe goes back N from each NAK, so
 	// every loss of its packets has it send the rest of its window again.
 	payload := float64(objSize) + bench1*10e6
-	logf("1%% loss each way: 16 MiB put %.2f s, bench write %.2f MB/s; %d frames dropped; the daemon sent %v sequence NAKs; "+
+	logf("1%% loss each way: 16 MiB put %.2f s, bench write %.2f MB/s; %d frames dropped; the daemon sent %v sequence NAKs and found %v timeouts spurious; "+
 		"the guest's rxe sent %.2f packets per KiB written (its go-back-N resends); rxe: %s",
-		put1, bench1, dropped, resp.seqNaks, float64(rxe["sent_pkts"])/(payload/1024), rxe)
+		put1, bench1, dropped, resp.seqNaks, spur2-spur1, float64(rxe["sent_pkts"])/(payload/1024), rxe)
 	if dropped == 0 {
 		t.Fatal("the loss rule dropped nothing: the lossy round measured a clean link")
 	}

@@ -24,7 +24,7 @@ type RoCECollector struct {
 	sendBufsInUse, frames, rxDropped, rnrSilent *prometheus.Desc
 	// The endpoint's sums of its QPs' counters, destroyed QPs included.
 	epRNRNaks, epRNRSilent, epSeqNaks *prometheus.Desc
-	epSeqNakResends                   *prometheus.Desc
+	epSeqNakResends, epSpurious       *prometheus.Desc
 	// Dead-peer detection: idle probes per QP and per endpoint, and the
 	// QPs that gave up on a silent peer (per endpoint: such a QP is soon
 	// destroyed).
@@ -94,6 +94,7 @@ func newRoCECollector(eps []roceSource) *RoCECollector {
 		epRNRSilent:     d("endpoint_rnr_silent_drops_total", "Requests the endpoint's QPs dropped unanswered because no receive was posted, those destroyed included.", "endpoint"),
 		epSeqNaks:       d("endpoint_sequence_naks_sent_total", "PSN sequence error NAKs sent by the endpoint's QPs, those destroyed included.", "endpoint"),
 		epSeqNakResends: d("endpoint_sequence_nak_resends_total", "Sequence NAKs among endpoint_sequence_naks_sent_total that went again because what the first asked for did not come within a few round trips (a lost NAK), those of destroyed QPs included.", "endpoint"),
+		epSpurious:      d("endpoint_spurious_timeouts_total", "Adaptive retransmit timeouts of the endpoint's QPs that proved spurious (the one packet resent was answered with an acknowledgement of the packets after it: a late acknowledgement, not a loss), those of destroyed QPs included.", "endpoint"),
 
 		fastRetransmits: d("fast_retransmits_total", "Retransmissions started before any timer: go-back-N rounds a sequence NAK or a gap in READ responses started (nak), and tail-loss probes (probe).", "endpoint", "qpn", "reason"),
 		idleProbes:      d("idle_probes_total", "Idle probes sent (duplicate zero-length SENDs that check an idle connection's peer is alive), resends included.", qp...),
@@ -108,7 +109,7 @@ func (c *RoCECollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.packets, c.bytes, c.retransmits, c.timeouts, c.rnrNaks, c.naks, c.icrc, c.dropped,
 		c.duplicates, c.outOfSeq, c.stale, c.cqDepth, c.sendBufs, c.sendBufsInUse, c.state,
-		c.frames, c.rxDropped, c.rnrSilent, c.epRNRNaks, c.epRNRSilent, c.epSeqNaks, c.epSeqNakResends,
+		c.frames, c.rxDropped, c.rnrSilent, c.epRNRNaks, c.epRNRSilent, c.epSeqNaks, c.epSeqNakResends, c.epSpurious,
 		c.fastRetransmits, c.retryTimeouts, c.idleProbes, c.epIdleProbes, c.epDeadPeers,
 	} {
 		ch <- d
@@ -134,6 +135,7 @@ func (c *RoCECollector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.epRNRSilent, es.RNRSilentDrops, ep)
 		counter(c.epSeqNaks, es.SequenceNaksSent, ep)
 		counter(c.epSeqNakResends, es.SequenceNakResends, ep)
+		counter(c.epSpurious, es.SpuriousTimeouts, ep)
 		counter(c.epIdleProbes, es.IdleProbes, ep)
 		counter(c.epDeadPeers, es.DeadPeers, ep)
 		e.eachQ(func(s roce.QPStats) {

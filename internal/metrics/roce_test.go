@@ -35,7 +35,7 @@ func TestRoCECollector(t *testing.T) {
 		stats: func() roce.EndpointStats {
 			return roce.EndpointStats{RxFrames: 100, TxFrames: 101, ICRCErrors: 102, Malformed: 103, NotLocal: 104,
 				NoQP: 105, Unsupported: 106, TooManyVLANs: 107, NotRoCE: 108, GSIReceived: 109, GSISent: 110, TxBusy: 111,
-				RNRNaksSent: 112, RNRSilentDrops: 113, SequenceNaksSent: 114, IdleProbes: 115, DeadPeers: 116, SequenceNakResends: 117}
+				RNRNaksSent: 112, RNRSilentDrops: 113, SequenceNaksSent: 114, IdleProbes: 115, DeadPeers: 116, SequenceNakResends: 117, SpuriousTimeouts: 118}
 		},
 		eachQ: func(f func(roce.QPStats)) { f(q) },
 		session: func(qpn uint32) session.Stats {
@@ -85,6 +85,9 @@ cephdpdkd_roce_endpoint_rx_dropped_total{endpoint="10.0.0.2",reason="unsupported
 # HELP cephdpdkd_roce_endpoint_sequence_nak_resends_total Sequence NAKs among endpoint_sequence_naks_sent_total that went again because what the first asked for did not come within a few round trips (a lost NAK), those of destroyed QPs included.
 # TYPE cephdpdkd_roce_endpoint_sequence_nak_resends_total counter
 cephdpdkd_roce_endpoint_sequence_nak_resends_total{endpoint="10.0.0.2"} 117
+# HELP cephdpdkd_roce_endpoint_spurious_timeouts_total Adaptive retransmit timeouts of the endpoint's QPs that proved spurious (the one packet resent was answered with an acknowledgement of the packets after it: a late acknowledgement, not a loss), those of destroyed QPs included.
+# TYPE cephdpdkd_roce_endpoint_spurious_timeouts_total counter
+cephdpdkd_roce_endpoint_spurious_timeouts_total{endpoint="10.0.0.2"} 118
 # HELP cephdpdkd_roce_endpoint_sequence_naks_sent_total PSN sequence error NAKs sent by the endpoint's QPs, those destroyed included.
 # TYPE cephdpdkd_roce_endpoint_sequence_naks_sent_total counter
 cephdpdkd_roce_endpoint_sequence_naks_sent_total{endpoint="10.0.0.2"} 114
