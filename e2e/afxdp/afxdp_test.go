@@ -17,6 +17,7 @@ import (
 
 	"github.com/cephdpdkd/cephdpdkd/internal/afxdp"
 	"github.com/cephdpdkd/cephdpdkd/internal/config"
+	"github.com/cephdpdkd/cephdpdkd/internal/statefile"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv"
 	"github.com/cephdpdkd/cephdpdkd/internal/testenv/daemonproc"
 	"github.com/cephdpdkd/cephdpdkd/internal/xdp"
@@ -43,9 +44,15 @@ func newNode(t *testing.T) *node {
 	t.Cleanup(func() {
 		// Where the machine has a BPF file system, the daemon attached
 		// through a link pinned there: a test that ends without
-		// restore-nic must not leave the pin (and the link) behind.
+		// restore-nic must not leave the pin (and the link) behind, nor
+		// the records of an interface about to be deleted (the program's,
+		// which a stop keeps, and the lock file) in the machine's run
+		// directory.
 		os.Remove(afxdp.PinPath(config.DefaultBPFFS, n.v.HostIf))
 		xdp.Detach(n.v.HostIndex, xdp.Generic)
+		for _, kind := range []string{"xdp", "lock"} {
+			os.Remove(statefile.Path("", n.v.HostIf, kind))
+		}
 	})
 	return n
 }
