@@ -81,8 +81,7 @@ func (s *requester) start(a *QPAttr, head uint64) {
 
 func (s *requester) stop() {
 	s.timerOn, s.rnrWait, s.readsOut, s.probing, s.rttOn = false, false, 0, false, false
-	s.held = false
-	s.idleOn, s.idleSend = false, false
+	s.held, s.idleOn, s.idleSend = false, false, false
 }
 
 // spendRetry spends one retry of the counter *left, where 7 means
@@ -603,8 +602,8 @@ func (qp *QP) reqTimers(now time.Time) {
 		if !qp.expire(now, giveUp, "acknowledgement for psn", s.unacked) {
 			return
 		}
-		resume, held := qp.cursorPSN(), s.held
-		if held {
+		resume := qp.cursorPSN()
+		if s.held {
 			resume = s.resumePSN // an earlier expiry's packet went unanswered
 		}
 		qp.rewind(s.unacked, true)
